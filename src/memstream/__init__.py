@@ -1,0 +1,64 @@
+"""memstream: event-sourced long-term semantic memory for LLM agents.
+
+Memory events go to Kafka keyed by tenant, a Faust worker projects them into a Redis vector
+index, and recall reads that projection. Importing this package has no side effects.
+"""
+
+from memstream.config import Settings
+from memstream.errors import (
+    ConfigurationError,
+    EmbeddingModelMismatchError,
+    EmbeddingProviderError,
+    EventDecodeError,
+    EventVersionError,
+    ImportFileError,
+    InfrastructureError,
+    InvalidInputError,
+    InvalidTenantError,
+    KafkaUnavailableError,
+    MemstreamError,
+    RedisUnavailableError,
+    StackError,
+)
+from memstream.memory.embeddings import Embedder
+from memstream.memory.events import (
+    MemoryEvent,
+    MessageRecorded,
+    TurnRecorded,
+    decode_event,
+    encode_event,
+    memories_of,
+)
+from memstream.memory.model import Memory, MemoryType, RecalledMemory
+from memstream.memory.tenancy import validate_tenant
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigurationError",
+    "Embedder",
+    "EmbeddingModelMismatchError",
+    "EmbeddingProviderError",
+    "EventDecodeError",
+    "EventVersionError",
+    "ImportFileError",
+    "InfrastructureError",
+    "InvalidInputError",
+    "InvalidTenantError",
+    "KafkaUnavailableError",
+    "Memory",
+    "MemoryEvent",
+    "MemoryType",
+    "MemstreamError",
+    "MessageRecorded",
+    "RecalledMemory",
+    "RedisUnavailableError",
+    "Settings",
+    "StackError",
+    "TurnRecorded",
+    "__version__",
+    "decode_event",
+    "encode_event",
+    "memories_of",
+    "validate_tenant",
+]

@@ -1,0 +1,1 @@
+"""The `memstream` command line (up/down/status, worker, import, recall, demo)."""

@@ -1,0 +1,37 @@
+"""The `memstream` command: one subcommand per module, dispatched from here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from memstream.cli import demo, importer, recall, stack, worker
+from memstream.config import Settings
+from memstream.errors import MemstreamError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memstream",
+        description="Event-sourced long-term memory for LLM agents (Kafka + Faust + Redis).",
+        epilog="Configuration comes from MEMSTREAM_* environment variables; see README.md.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (stack, worker, importer, recall, demo):
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        return int(args.run(args, settings) or 0)
+    except MemstreamError as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,52 @@
+"""`memstream recall`: what a tenant's memory returns for a query, best first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from memstream.cli import wiring
+from memstream.config import Settings
+from memstream.memory.model import RecalledMemory
+
+__all__ = ["hit_as_json", "register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    recall = commands.add_parser("recall", help="recall a tenant's memories for a query")
+    recall.add_argument("--tenant", required=True)
+    recall.add_argument("--k", type=int, default=5, help="how many memories (default 5)")
+    recall.add_argument("--json", action="store_true", help="print a JSON array")
+    recall.add_argument("query")
+    recall.set_defaults(run=_run)
+
+
+def hit_as_json(hit: RecalledMemory) -> dict[str, Any]:
+    memory = hit.memory
+    return {
+        "id": memory.id,
+        "content": memory.content,
+        "score": round(hit.score, 6),
+        "memory_type": memory.memory_type.value,
+        "tenant": memory.tenant,
+        "thread": memory.thread,
+        "role": memory.role,
+        "timestamp": memory.timestamp.isoformat(),
+        "importance": memory.importance,
+        "metadata": dict(memory.metadata),
+    }
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    hits = wiring.recaller(settings).recall(args.tenant, args.query, k=args.k)
+    if args.json:
+        print(json.dumps([hit_as_json(hit) for hit in hits], ensure_ascii=False, indent=2))
+        return 0
+    if not hits:
+        print(f"(nothing recalled for tenant {args.tenant!r})")
+    for hit in hits:
+        memory = hit.memory
+        who = f"{memory.role}: " if memory.role else ""
+        print(f"{hit.score:6.3f}  [{memory.thread}] {who}{memory.content}")
+    return 0

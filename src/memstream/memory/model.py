@@ -1,0 +1,48 @@
+"""The domain's nouns: a Memory and its type, as the projection stores and recall returns them."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+__all__ = ["Memory", "MemoryType", "RecalledMemory"]
+
+
+class MemoryType(enum.StrEnum):
+    CONVERSATION = "conversation"
+    ENTITY = "entity"
+    KNOWLEDGE = "knowledge"
+    USER_FACT = "user_fact"
+    TASK = "task"
+    CUSTOM = "custom"
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One remembered piece of text of one tenant.
+
+    `id` is derived from the event that wrote it, so replaying the log rebuilds the same ids.
+    `role` says who said it in a conversation ("user", "assistant", or an imported speaker).
+    """
+
+    id: str
+    tenant: str
+    content: str
+    memory_type: MemoryType
+    thread: str
+    timestamp: datetime
+    importance: float
+    event_id: str
+    role: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    embedding_model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledMemory:
+    """A memory returned by recall, with its relevance `score` (higher is more relevant)."""
+
+    memory: Memory
+    score: float

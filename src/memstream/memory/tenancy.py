@@ -1,0 +1,50 @@
+"""Tenant ids: the one check every tenant id passes before it reaches a key, a query or an event.
+
+A tenant id is any string of 1 to 256 characters without control, format or unassigned
+characters. Ids are compared exactly (no case folding, no trimming, no normalisation), so
+"Acme" and "acme" are two tenants. Wherever an id must survive a syntax that gives characters
+a meaning (Redis keys, RediSearch TAG values), it travels as `tenant_token(id)`: the hex of its
+UTF-8 bytes, which has no special characters, no separators and no case to fold.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from memstream.errors import InvalidTenantError
+
+__all__ = ["MAX_TENANT_CHARS", "tenant_from_token", "tenant_token", "validate_tenant"]
+
+MAX_TENANT_CHARS = 256
+
+
+def validate_tenant(tenant: object) -> str:
+    """Return `tenant` if it is a usable tenant id; raise InvalidTenantError saying why not."""
+    if not isinstance(tenant, str):
+        raise InvalidTenantError(
+            f"a tenant id must be a string, got {type(tenant).__name__}; "
+            "pass the tenant's id as text"
+        )
+    if not tenant or tenant.isspace():
+        raise InvalidTenantError("the tenant id is empty; every memory belongs to a named tenant")
+    if len(tenant) > MAX_TENANT_CHARS:
+        raise InvalidTenantError(
+            f"the tenant id has {len(tenant)} characters, more than {MAX_TENANT_CHARS}; "
+            "use a shorter stable id (a UUID or a hash of the long one)"
+        )
+    for position, char in enumerate(tenant):
+        if unicodedata.category(char)[0] == "C":
+            raise InvalidTenantError(
+                f"the tenant id has the control or unassigned character U+{ord(char):04X} at "
+                f"position {position}; tenant ids must be printable text"
+            )
+    return tenant
+
+
+def tenant_token(tenant: str) -> str:
+    """The tenant id as lowercase hex of its UTF-8 bytes: safe in any key or TAG value."""
+    return validate_tenant(tenant).encode("utf-8").hex()
+
+
+def tenant_from_token(token: str) -> str:
+    return bytes.fromhex(token).decode("utf-8")

@@ -1,0 +1,1 @@
+"""The Redis projection: index schema, apply-once writes with eviction, and recall."""

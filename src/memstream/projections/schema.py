@@ -1,0 +1,188 @@
+"""The Redis layout of the memory projection: key names, hash fields and the RedisVL index schema.
+
+Every key starts with the namespace, and every per-tenant key carries the tenant as its token
+(hex of the UTF-8 id, see memory.tenancy), so no tenant id can change a key's shape:
+
+    {ns}:mem:{token}:{memory_id}   HASH  one memory (fields below), indexed by the search index
+    {ns}:order:{token}             ZSET  the tenant's memories in eviction order (lexicographic)
+    {ns}:applied:{token}           HASH  event id -> recorded outcome: the apply-once markers
+    {ns}:positions                 HASH  "topic/partition" -> last applied offset
+    {ns}:meta                      HASH  what the index was built with (embedding model, dims)
+
+The index schema is versioned data: a change of fields is a new `INDEX_VERSION`, built by a
+replay into a fresh index rather than altered in place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from redisvl.schema import IndexSchema
+
+from memstream.memory.embeddings import Vectors
+from memstream.memory.model import Memory, MemoryType
+from memstream.memory.tenancy import tenant_token
+
+__all__ = [
+    "INDEX_VERSION",
+    "Fields",
+    "Keyspace",
+    "from_hash",
+    "memory_index_schema",
+    "order_member",
+    "to_hash",
+]
+
+INDEX_VERSION = 1
+
+
+class Fields:
+    """Hash field names of a stored memory, in one place."""
+
+    ID = "id"
+    TENANT = "tenant"
+    TENANT_TAG = "tenant_tag"
+    THREAD = "thread"
+    THREAD_TAG = "thread_tag"
+    CONTENT = "content"
+    MEMORY_TYPE = "memory_type"
+    ROLE = "role"
+    IMPORTANCE = "importance"
+    TIMESTAMP = "timestamp"
+    METADATA = "metadata"
+    EVENT_ID = "event_id"
+    EMBEDDING_MODEL = "embedding_model"
+    EMBEDDING = "embedding"
+
+    RETURNED = (
+        ID,
+        TENANT,
+        THREAD,
+        CONTENT,
+        MEMORY_TYPE,
+        ROLE,
+        IMPORTANCE,
+        TIMESTAMP,
+        METADATA,
+        EVENT_ID,
+        EMBEDDING_MODEL,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Keyspace:
+    """Names of every Redis key and index of one namespace."""
+
+    namespace: str
+
+    @property
+    def index_name(self) -> str:
+        return f"{self.namespace}:memories:v{INDEX_VERSION}"
+
+    @property
+    def memory_prefix(self) -> str:
+        return f"{self.namespace}:mem:"
+
+    @property
+    def positions(self) -> str:
+        return f"{self.namespace}:positions"
+
+    @property
+    def meta(self) -> str:
+        return f"{self.namespace}:meta"
+
+    def memory(self, tenant: str, memory_id: str) -> str:
+        return f"{self.memory_prefix}{tenant_token(tenant)}:{memory_id}"
+
+    def tenant_memory_prefix(self, tenant: str) -> str:
+        return f"{self.memory_prefix}{tenant_token(tenant)}:"
+
+    def order(self, tenant: str) -> str:
+        return f"{self.namespace}:order:{tenant_token(tenant)}"
+
+    def applied(self, tenant: str) -> str:
+        return f"{self.namespace}:applied:{tenant_token(tenant)}"
+
+
+def order_member(importance: float, timestamp_us: int, memory_id: str) -> str:
+    """Sorts (lexicographically) by importance, then timestamp, then id: eviction order.
+
+    Fixed-width digits make string order equal numeric order; the id follows the last ':'.
+    """
+    scaled = min(max(round(importance * 1_000_000), 0), 1_000_000)
+    return f"{scaled:07d}:{max(timestamp_us, 0):017d}:{memory_id}"
+
+
+def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
+    # The tenant and thread TAGs hold hex tokens, so the default separator and case folding
+    # can never merge two ids; they are still escaped at query time.
+    fields: list[dict[str, Any]] = [
+        {"name": Fields.TENANT_TAG, "type": "tag", "attrs": {"case_sensitive": True}},
+        {"name": Fields.THREAD_TAG, "type": "tag", "attrs": {"case_sensitive": True}},
+        {"name": Fields.MEMORY_TYPE, "type": "tag"},
+        {"name": Fields.CONTENT, "type": "text"},
+        {"name": Fields.IMPORTANCE, "type": "numeric"},
+        {"name": Fields.TIMESTAMP, "type": "numeric", "attrs": {"sortable": True}},
+        {
+            "name": Fields.EMBEDDING,
+            "type": "vector",
+            "attrs": {
+                "algorithm": "hnsw",
+                "dims": dims,
+                "distance_metric": "cosine",
+                "datatype": "float32",
+            },
+        },
+    ]
+    return IndexSchema.from_dict(
+        {
+            "index": {
+                "name": keyspace.index_name,
+                "prefix": keyspace.memory_prefix,
+                "storage_type": "hash",
+            },
+            "fields": fields,
+        }
+    )
+
+
+def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:
+    """A memory as the fields of its Redis hash."""
+    return {
+        Fields.ID: memory.id,
+        Fields.TENANT: memory.tenant,
+        Fields.TENANT_TAG: tenant_token(memory.tenant),
+        Fields.THREAD: memory.thread,
+        Fields.THREAD_TAG: memory.thread.encode("utf-8").hex(),
+        Fields.CONTENT: memory.content,
+        Fields.MEMORY_TYPE: memory.memory_type.value,
+        Fields.ROLE: memory.role,
+        Fields.IMPORTANCE: repr(memory.importance),
+        Fields.TIMESTAMP: repr(memory.timestamp.timestamp()),
+        Fields.METADATA: json.dumps(dict(memory.metadata), ensure_ascii=False, sort_keys=True),
+        Fields.EVENT_ID: memory.event_id,
+        Fields.EMBEDDING_MODEL: memory.embedding_model,
+        Fields.EMBEDDING: np.asarray(vector, dtype=np.float32).tobytes(),
+    }
+
+
+def from_hash(fields: Mapping[str, str]) -> Memory:
+    """The memory a hash (or a search result's returned fields) holds."""
+    return Memory(
+        id=fields[Fields.ID],
+        tenant=fields[Fields.TENANT],
+        content=fields[Fields.CONTENT],
+        memory_type=MemoryType(fields[Fields.MEMORY_TYPE]),
+        thread=fields[Fields.THREAD],
+        timestamp=datetime.fromtimestamp(float(fields[Fields.TIMESTAMP]), UTC),
+        importance=float(fields[Fields.IMPORTANCE]),
+        event_id=fields[Fields.EVENT_ID],
+        role=fields.get(Fields.ROLE, ""),
+        metadata=json.loads(fields.get(Fields.METADATA) or "{}"),
+        embedding_model=fields.get(Fields.EMBEDDING_MODEL, ""),
+    )

@@ -1,0 +1,46 @@
+"""Model providers behind the domain's protocols; `embedder_from_settings` picks one by name."""
+
+from __future__ import annotations
+
+from memstream.config import Settings
+from memstream.errors import ConfigurationError
+from memstream.memory.embeddings import Embedder
+
+__all__ = ["embedder_from_settings", "embedding_model_id"]
+
+
+def embedding_model_id(settings: Settings) -> str:
+    """The model id events are recorded for, without loading the model or calling a server."""
+    if settings.embedder == "minilm-int8":
+        from memstream.providers.minilm import minilm_model_id
+
+        return minilm_model_id()
+    if settings.embedder == "openai":
+        from memstream.providers.openai_compatible import openai_model_id
+
+        return openai_model_id(settings.embedding_model)
+    raise _unknown_embedder(settings)
+
+
+def embedder_from_settings(settings: Settings) -> Embedder:
+    if settings.embedder == "minilm-int8":
+        from memstream.providers.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    if settings.embedder == "openai":
+        from memstream.providers.openai_compatible import OpenAICompatibleEmbedder
+
+        return OpenAICompatibleEmbedder(
+            settings.embedding_base_url,
+            settings.embedding_model,
+            api_key=settings.embedding_api_key,
+            dims=settings.embedding_dims,
+        )
+    raise _unknown_embedder(settings)
+
+
+def _unknown_embedder(settings: Settings) -> ConfigurationError:
+    return ConfigurationError(
+        f"MEMSTREAM_EMBEDDER={settings.embedder!r} is not a known embedder; "
+        "use 'minilm-int8' (offline, the default) or 'openai'"
+    )

@@ -1,0 +1,114 @@
+"""The projector: what the worker does with each batch of messages from the memory topic.
+
+For a batch it decodes every message (an unusable one goes to the dead letters, and the batch
+goes on), embeds the memories of all good events in one call, and applies each event once to
+the Redis projection. It never gives up on a good event: while Redis or the embedding
+provider is unreachable it retries with backoff, so the consumer does not move past events
+that were not applied (the stream acknowledges a batch only after `project` returns).
+
+It knows nothing of Faust: the worker module feeds it, and tests can call it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from memstream.errors import EmbeddingModelMismatchError, EventDecodeError, InfrastructureError
+from memstream.memory.embeddings import Embedder
+from memstream.memory.events import decode_event, memories_of
+from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
+
+__all__ = ["DeadLetters", "Projector", "RawMessage"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RawMessage:
+    """One message as the consumer read it, before decoding."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+    @property
+    def position(self) -> Position:
+        return Position(self.topic, self.partition, self.offset)
+
+
+class DeadLetters(Protocol):
+    async def send(self, message: RawMessage, error: EventDecodeError) -> None:
+        """Keep `message` byte for byte with the reason it was refused, and announce it."""
+        ...
+
+
+class Projector:
+    def __init__(
+        self,
+        embedder: Embedder,
+        writer: ProjectionWriter,
+        dead_letters: DeadLetters,
+        *,
+        first_retry_s: float = 0.2,
+        max_retry_s: float = 10.0,
+    ) -> None:
+        self._embedder = embedder
+        self._writer = writer
+        self._dead_letters = dead_letters
+        self._first_retry_s = first_retry_s
+        self._max_retry_s = max_retry_s
+
+    async def start(self) -> None:
+        await self._retrying(
+            "preparing the index",
+            lambda: self._writer.ensure_index(self._embedder.model_id, self._embedder.dims),
+        )
+
+    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        ready = []
+        for message in messages:
+            try:
+                event = decode_event(message.value or b"")
+                if event.embedding_model != self._embedder.model_id:
+                    raise EmbeddingModelMismatchError(
+                        f"the event was recorded for {event.embedding_model!r}, this worker embeds "
+                        f"with {self._embedder.model_id!r}; run a worker with that model (or "
+                        "replay into a namespace built with it)"
+                    )
+            except EventDecodeError as exc:
+                log.warning("dead-lettered %s/%s@%s: %s", *_where(message), exc)
+                await self._dead_letters.send(message, exc)
+                continue
+            ready.append((event, memories_of(event), message.position))
+        if not ready:
+            return []
+        texts = [memory.content for _, memories, _ in ready for memory in memories]
+        vectors = await self._retrying(
+            "embedding", lambda: asyncio.to_thread(self._embedder.embed_documents, texts)
+        )
+        batch, row = [], 0
+        for event, memories, position in ready:
+            batch.append(Embedded(event, memories, vectors[row : row + len(memories)], position))
+            row += len(memories)
+        return await self._retrying("applying to Redis", lambda: self._writer.apply(batch))
+
+    async def _retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        delay = self._first_retry_s
+        while True:
+            try:
+                return await attempt()
+            except InfrastructureError as exc:
+                log.warning("%s failed, retrying in %.1fs: %s", doing, delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._max_retry_s)
+
+
+def _where(message: RawMessage) -> tuple[str, int, int]:
+    return message.topic, message.partition, message.offset

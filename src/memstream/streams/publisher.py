@@ -1,0 +1,72 @@
+"""The agent side of the log: write memory events to the memory topic, keyed by tenant.
+
+The producer is idempotent with acks=all, so a retry after a lost acknowledgement never
+writes an event twice into the log, and `publish` returns only once every event is durably
+in the log. (Apply-once in the projection covers the remaining case: the same effect
+published again by a new producer after a crash.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from memstream.errors import KafkaUnavailableError
+from memstream.memory.events import MemoryEvent, encode_event
+from memstream.streams.topics import Topics
+
+__all__ = ["EventPublisher"]
+
+
+class EventPublisher:
+    def __init__(self, bootstrap: str, topics: Topics, *, timeout_s: float = 15.0) -> None:
+        self._bootstrap = bootstrap
+        self._topic = topics.memory
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=2,
+            request_timeout_ms=int(timeout_s * 1000),
+        )
+        self._timeout_s = timeout_s
+
+    async def __aenter__(self) -> EventPublisher:
+        try:
+            await asyncio.wait_for(self._producer.start(), self._timeout_s)
+        except (KafkaError, TimeoutError) as exc:
+            await self._producer.stop()
+            raise self._unavailable(exc) from exc
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._producer.stop()
+
+    async def publish(self, events: Sequence[MemoryEvent]) -> None:
+        """Send `events` in order and wait until the broker has acknowledged all of them."""
+        try:
+            sends = [
+                await self._producer.send(
+                    self._topic, encode_event(event), key=event.tenant.encode("utf-8")
+                )
+                for event in events
+            ]
+            await asyncio.wait_for(asyncio.gather(*sends), self._timeout_s)
+        except (KafkaError, TimeoutError) as exc:
+            raise self._unavailable(exc) from exc
+
+    def _unavailable(self, exc: BaseException) -> KafkaUnavailableError:
+        return KafkaUnavailableError(
+            f"could not write to Kafka at {self._bootstrap} ({exc!r}); the events were not "
+            "recorded. Check the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP, "
+            "then try again: events carry deterministic ids, so a retry never duplicates."
+        )

@@ -1,0 +1,90 @@
+"""The Kafka topics of one namespace, their partitions and configs, and their creation.
+
+    {ns}.memory        the domain log: every memory event, key = tenant id, kept forever.
+                       Per-tenant order comes from the key; the projection can always be
+                       rebuilt by replaying it from the start.
+    {ns}.dead-letters  messages the projector could not use, byte for byte, with the reason
+                       in their headers; kept forever so nothing is lost silently.
+    {ns}.monitoring    operational events (DeadLettered, Skipped, ...), kept a week.
+
+Topics are created explicitly (the local broker has auto-creation off), idempotently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from memstream.errors import KafkaUnavailableError
+
+__all__ = ["TopicSpec", "Topics", "ensure_topics"]
+
+_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+_WEEK_MS = str(7 * 24 * 3600 * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    namespace: str
+    partitions: int = 4
+
+    @property
+    def memory(self) -> str:
+        return f"{self.namespace}.memory"
+
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.namespace}.dead-letters"
+
+    @property
+    def monitoring(self) -> str:
+        return f"{self.namespace}.monitoring"
+
+    def specs(self) -> tuple[TopicSpec, ...]:
+        return (
+            TopicSpec(self.memory, self.partitions, _FOREVER),
+            TopicSpec(self.dead_letters, 1, _FOREVER),
+            TopicSpec(self.monitoring, 1, {"retention.ms": _WEEK_MS}),
+        )
+
+
+async def ensure_topics(bootstrap: str, topics: Topics, replication_factor: int = 1) -> list[str]:
+    """Create whichever of the namespace's topics are missing; return the names created."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        await admin.start()
+        existing = set(await admin.list_topics())
+        missing = [spec for spec in topics.specs() if spec.name not in existing]
+        if missing:
+            # Another process may create them first: the goal is reached all the same.
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(
+                    [
+                        NewTopic(
+                            spec.name,
+                            spec.partitions,
+                            replication_factor,
+                            topic_configs=dict(spec.config),
+                        )
+                        for spec in missing
+                    ]
+                )
+        return [spec.name for spec in missing]
+    except KafkaError as exc:
+        raise KafkaUnavailableError(
+            f"could not create memstream's topics on Kafka at {bootstrap}: {exc!r}. Check that "
+            "the broker runs (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP points at it."
+        ) from exc
+    finally:
+        await admin.close()

@@ -1,0 +1,131 @@
+"""The Faust worker: the stream processor that keeps the Redis projection up to date.
+
+What is the worker?
+    One Faust app with one agent, `project`, subscribed to the memory topic. Each agent
+    instance owns some of the topic's partitions, and since the topic is keyed by tenant, all
+    events of a tenant arrive at one instance, in the order they were written. The agent is a
+    thin loop: it buffers up to BATCH_SIZE messages (or BATCH_WITHIN_S seconds' worth),
+    hands them to the Projector, and only then lets Faust acknowledge them. A crash before
+    that means redelivery, which apply-once in Redis turns into a no-op.
+
+Messages are read raw (bytes): decoding is the projector's job, so that a malformed message
+becomes a dead letter instead of a crashed stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+
+from memstream.config import Settings
+from memstream.errors import EventDecodeError
+from memstream.memory.embeddings import Embedder
+from memstream.projections.connection import async_redis_client
+from memstream.projections.schema import Keyspace
+from memstream.projections.writer import ProjectionWriter
+from memstream.streams.monitoring import DeadLettered, encode_monitoring
+from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.topics import Topics, ensure_topics
+
+__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "build_app", "run_worker"]
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 128
+BATCH_WITHIN_S = 0.02
+
+
+class _FaustDeadLetters:
+    """Dead letters and their announcements, written through the app's own producer."""
+
+    def __init__(self, dead_letters: faust.TopicT, monitoring: faust.TopicT) -> None:
+        self._dead_letters = dead_letters
+        self._monitoring = monitoring
+
+    async def send(self, message: RawMessage, error: EventDecodeError) -> None:
+        headers = {
+            "memstream-error-code": error.code.encode(),
+            "memstream-error": str(error).encode("utf-8"),
+            "memstream-source": f"{message.topic}/{message.partition}/{message.offset}".encode(),
+        }
+        # Awaiting the delivery, not just the send, keeps the message from being
+        # acknowledged on the memory topic before its dead letter is durable.
+        sent = await self._dead_letters.send(key=message.key, value=message.value, headers=headers)
+        await sent
+        notice = DeadLettered(
+            source_topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            code=error.code,
+            reason=str(error),
+            at=datetime.now(UTC),
+        )
+        await (await self._monitoring.send(key=message.key, value=encode_monitoring(notice)))
+
+
+def build_app(settings: Settings, embedder: Embedder) -> faust.App:
+    topics = Topics(settings.namespace, settings.partitions)
+    app = faust.App(
+        f"{settings.namespace}-projector",
+        broker=";".join(f"kafka://{host}" for host in settings.bootstrap_servers.split(",")),
+        store="memory://",
+        web_enabled=False,
+        # The leader topic is for Faust features memstream does not use; skipping it avoids
+        # one more internal topic per app.
+        topic_disable_leader=True,
+        topic_replication_factor=1,
+        topic_partitions=settings.partitions,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        autodiscover=False,
+    )
+    raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
+    memory_topic = app.topic(topics.memory, **raw)
+    dead_letters = _FaustDeadLetters(
+        app.topic(topics.dead_letters, **raw), app.topic(topics.monitoring, **raw)
+    )
+    writer = ProjectionWriter(
+        async_redis_client(settings.redis),
+        Keyspace(settings.namespace),
+        max_memories=settings.max_memories_per_tenant,
+        url=settings.redis,
+    )
+    projector = Projector(embedder, writer, dead_letters)
+
+    @app.agent(memory_topic, name="project")
+    async def project(stream: faust.StreamT[bytes]) -> None:
+        await projector.start()
+        # take_events is faust-streaming's; its StreamT protocol does not declare it.
+        batches = stream.take_events(BATCH_SIZE, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+        async for events in batches:
+            messages = [
+                RawMessage(
+                    topic=e.message.topic,
+                    partition=e.message.partition,
+                    offset=e.message.offset,
+                    key=e.message.key,
+                    value=e.message.value,
+                )
+                for e in events
+            ]
+            outcomes = await projector.project(messages)
+            log.info(
+                "projected %d messages (%d applied now)",
+                len(messages),
+                sum(o.applied_now for o in outcomes),
+            )
+
+    return app
+
+
+def run_worker(settings: Settings, embedder: Embedder, *, loglevel: str = "info") -> None:
+    """Create the topics if needed, then run the worker until SIGINT or SIGTERM."""
+    asyncio.run(
+        ensure_topics(settings.bootstrap_servers, Topics(settings.namespace, settings.partitions))
+    )
+    app = build_app(settings, embedder)
+    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

@@ -1,0 +1,110 @@
+"""The real stack for integration tests: the Kafka and Redis that `memstream up` (or .ci/run)
+started, one fresh namespace per test session, and a real worker process projecting it.
+
+In CI (CI=true) an unreachable stack is a failure; elsewhere the tests are skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from aiokafka.admin import AIOKafkaAdminClient
+
+from memstream import Settings
+from memstream.projections.connection import redis_client
+from memstream.projections.schema import Keyspace
+from memstream.streams.topics import Topics, ensure_topics
+
+from .helpers import TestStack
+
+pytestmark = pytest.mark.integration
+
+
+def _stack_problem(settings: Settings) -> str | None:
+    try:
+        redis_client(settings.redis).ping()
+    except redis.RedisError as exc:
+        return f"Redis at {settings.redis} does not answer ({exc})"
+    try:
+        asyncio.run(ensure_topics(settings.bootstrap_servers, Topics(settings.namespace, 2)))
+    except Exception as exc:  # noqa: BLE001 - any failure means the broker is not usable
+        return f"Kafka at {settings.bootstrap_servers} does not answer ({exc})"
+    return None
+
+
+@pytest.fixture(scope="session")
+def env() -> dict[str, str]:
+    namespace = f"test-{uuid.uuid4().hex[:10]}"
+    return {**os.environ, "MEMSTREAM_NAMESPACE": namespace, "MEMSTREAM_PARTITIONS": "2"}
+
+
+@pytest.fixture(scope="session")
+def settings(env: dict[str, str]) -> Iterator[Settings]:
+    settings = Settings.from_env(env)
+    problem = _stack_problem(settings)
+    if problem:
+        message = f"{problem}; start the stack with `memstream up` (make test does)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield settings
+    _drop_namespace(settings)
+
+
+@pytest.fixture(scope="session")
+def worker(
+    settings: Settings, env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """A `memstream worker` process on the session's namespace; yields its log file."""
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        TestStack(settings).wait_until_projecting(process, log)
+        yield log
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def stack(settings: Settings, worker: Path) -> TestStack:
+    return TestStack(settings)
+
+
+def _drop_namespace(settings: Settings) -> None:
+    client = redis_client(settings.redis)
+    keys = Keyspace(settings.namespace)
+    with contextlib.suppress(redis.ResponseError):  # the index may never have been created
+        client.ft(keys.index_name).dropindex(delete_documents=False)
+    for key in client.scan_iter(match=f"{settings.namespace}:*", count=1000):
+        client.delete(key)
+
+    async def delete_topics() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+        await admin.start()
+        try:
+            topics = Topics(settings.namespace)
+            await admin.delete_topics([spec.name for spec in topics.specs()])
+        finally:
+            await admin.close()
+
+    asyncio.run(delete_topics())

@@ -1,0 +1,165 @@
+"""Helpers for integration tests: publish, read topics, and wait on conditions with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+
+from memstream import MemoryEvent, Settings, TurnRecorded
+from memstream.projections.connection import redis_client
+from memstream.projections.recall import RedisRecaller
+from memstream.projections.schema import Keyspace
+from memstream.projections.status import ProjectionStatus
+from memstream.providers import embedder_from_settings, embedding_model_id
+from memstream.streams.publisher import EventPublisher
+from memstream.streams.topics import Topics
+
+DEADLINE_S = 60.0
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+class TestStack:
+    """The session's namespace on the real Kafka and Redis."""
+
+    __test__ = False  # not a test class, despite the name
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topics = Topics(settings.namespace, settings.partitions)
+        self.keys = Keyspace(settings.namespace)
+        self.redis = redis_client(settings.redis)
+        self.status = ProjectionStatus(self.redis, self.keys)
+        self.model_id = embedding_model_id(settings)
+
+    def turn(
+        self, tenant: str, query: str, answer: str, *, thread: str = "t1", turn: int = 0
+    ) -> TurnRecorded:
+        return TurnRecorded(
+            tenant=tenant,
+            thread=thread,
+            run=f"run-{uuid.uuid4().hex[:8]}",
+            turn=turn,
+            query=query,
+            answer=answer,
+            recorded_at=datetime.now(UTC),
+            importance=0.5,
+            embedding_model=self.model_id,
+        )
+
+    def publish(self, events: Sequence[MemoryEvent]) -> None:
+        async def send() -> None:
+            async with EventPublisher(self.settings.bootstrap_servers, self.topics) as publisher:
+                await publisher.publish(events)
+
+        asyncio.run(send())
+
+    def publish_raw(self, key: bytes, value: bytes) -> None:
+        async def send() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap_servers)
+            await producer.start()
+            try:
+                await producer.send_and_wait(self.topics.memory, value, key=key)
+            finally:
+                await producer.stop()
+
+        asyncio.run(send())
+
+    def wait_applied(self, events: Sequence[MemoryEvent]) -> None:
+        wait_until(
+            lambda: not self.status.unapplied(events), f"{len(events)} events to be projected"
+        )
+
+    def recaller(self) -> RedisRecaller:
+        return RedisRecaller(self.redis, self.keys, _embedder(self.settings))
+
+    def stored_memories(self, tenant: str) -> int:
+        """Memory hashes of `tenant` in Redis, counted by key (not by the order set)."""
+        return sum(
+            1 for _ in self.redis.scan_iter(match=f"{self.keys.tenant_memory_prefix(tenant)}*")
+        )
+
+    def read_topic(
+        self, topic: str, until: Callable[[list[ConsumerRecord]], bool]
+    ) -> list[ConsumerRecord]:
+        """Records of `topic` from its start, read until `until(records)` holds."""
+
+        async def read() -> list[ConsumerRecord]:
+            consumer = AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=self.settings.bootstrap_servers,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                group_id=None,
+            )
+            await consumer.start()
+            records: list[ConsumerRecord] = []
+            deadline = time.monotonic() + DEADLINE_S
+            try:
+                while not until(records):
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"timed out reading {topic}: {len(records)} records")
+                    batches = await consumer.getmany(timeout_ms=200)
+                    for batch in batches.values():
+                        records.extend(batch)
+            finally:
+                await consumer.stop()
+            return records
+
+        return asyncio.run(read())
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        async def read() -> dict[int, int]:
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap_servers)
+            await consumer.start()
+            try:
+                from aiokafka import TopicPartition
+
+                partitions = [
+                    TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []
+                ]
+                if not partitions:
+                    await consumer.topics()
+                    partitions = [
+                        TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []
+                    ]
+                offsets = await consumer.end_offsets(partitions)
+                return {tp.partition: offset for tp, offset in offsets.items()}
+            finally:
+                await consumer.stop()
+
+        return asyncio.run(read())
+
+    def wait_until_projecting(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        probe = self.turn("__probe__", "is the worker up?", "yes")
+        self.publish([probe])
+        deadline = time.monotonic() + DEADLINE_S
+        while self.status.unapplied([probe]):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the worker did not start projecting:\n{log.read_text()[-3000:]}"
+                )
+            time.sleep(0.1)
+
+
+_EMBEDDERS: dict[str, object] = {}
+
+
+def _embedder(settings: Settings):  # type: ignore[no-untyped-def]
+    # Loading the model takes a moment; one per test session is enough.
+    if settings.embedder not in _EMBEDDERS:
+        _EMBEDDERS[settings.embedder] = embedder_from_settings(settings)
+    return _EMBEDDERS[settings.embedder]

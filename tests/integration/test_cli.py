@@ -1,0 +1,124 @@
+"""The operator commands against the real stack, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .helpers import TestStack
+
+pytestmark = pytest.mark.integration
+
+
+def memstream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memstream", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def write_lines(path: Path, rows: list[object]) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_import_wait_then_recall_json(
+    stack: TestStack, env: dict[str, str], tmp_path: Path
+) -> None:
+    tenant = f"imp-{uuid.uuid4().hex[:6]}"
+    rows = [
+        {
+            "tenant": tenant,
+            "thread": "s1",
+            "content": "Caroline went to the LGBTQ support group on 7 May.",
+            "speaker": "Caroline",
+            "ts": "2023-05-08T13:56:00",
+            "metadata": {"dia_id": "D1:3"},
+        },
+        {
+            "tenant": tenant,
+            "thread": "s1",
+            "query": "What do you paint?",
+            "answer": "Mostly sunsets over the lake.",
+        },
+    ]
+    imported = memstream(env, "import", str(write_lines(tmp_path / "in.jsonl", rows)), "--wait")
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 2 events for 1 tenants; recallable" in imported.stderr
+
+    recalled = memstream(
+        env,
+        "recall",
+        "--tenant",
+        tenant,
+        "--k",
+        "3",
+        "--json",
+        "When did Caroline go to the support group?",
+    )
+    assert recalled.returncode == 0, recalled.stderr
+    hits = json.loads(recalled.stdout)
+    assert len(hits) == 3
+    best = hits[0]
+    assert best["content"] == "Caroline went to the LGBTQ support group on 7 May."
+    assert best["metadata"] == {"dia_id": "D1:3"}
+    assert best["thread"] == "s1" and best["memory_type"] == "conversation"
+    assert best["timestamp"] == "2023-05-08T13:56:00+00:00"
+    assert best["importance"] == 0.5 and best["role"] == "Caroline"
+    assert {"id", "score"} <= best.keys()
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+
+    again = memstream(env, "import", str(tmp_path / "in.jsonl"), "--wait")
+    assert again.returncode == 0, again.stderr
+    assert stack.stored_memories(tenant) == 3  # the second import added nothing
+
+
+def test_recall_of_an_unknown_tenant_is_an_empty_list(
+    stack: TestStack, env: dict[str, str]
+) -> None:
+    recalled = memstream(
+        env, "recall", "--tenant", f"nobody-{uuid.uuid4().hex}", "--json", "anything"
+    )
+    assert recalled.returncode == 0, recalled.stderr
+    assert json.loads(recalled.stdout) == []
+
+
+def test_recall_refuses_an_invalid_tenant_clearly(stack: TestStack, env: dict[str, str]) -> None:
+    recalled = memstream(env, "recall", "--tenant", "   ", "anything")
+    assert recalled.returncode == 2
+    assert "the tenant id is empty" in recalled.stderr
+
+
+def test_import_rejects_a_bad_line_by_number_and_sends_nothing(
+    stack: TestStack, env: dict[str, str], tmp_path: Path
+) -> None:
+    tenant = f"bad-{uuid.uuid4().hex[:6]}"
+    good = {"tenant": tenant, "thread": "t", "content": "fine"}
+    path = write_lines(
+        tmp_path / "bad.jsonl",
+        [good, good | {"content": "also fine"}, {"tenant": tenant, "thread": "t", "content": ""}],
+    )
+    before = stack.end_offsets(stack.topics.memory)
+
+    result = memstream(env, "import", str(path), "--wait")
+
+    assert result.returncode == 2
+    assert "line 3: 'content' must be non-empty text" in result.stderr
+    assert "Nothing was imported" in result.stderr
+    assert stack.end_offsets(stack.topics.memory) == before
+
+
+def test_up_is_idempotent_when_the_stack_runs(stack: TestStack, env: dict[str, str]) -> None:
+    result = memstream(env, "up")
+    assert result.returncode == 0, result.stderr
+    assert "kafka: already running" in result.stdout
+    assert "redis: already running" in result.stdout

@@ -1,0 +1,46 @@
+from datetime import UTC, datetime
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memstream import Memory, MemoryType
+from memstream.projections.schema import Keyspace, from_hash, order_member, to_hash
+
+ids = st.uuids().map(str)
+
+
+@given(st.lists(st.tuples(st.floats(0, 1), st.integers(0, 4_102_444_800_000_000), ids), min_size=2))
+def test_order_members_sort_by_importance_then_time_then_id(
+    rows: list[tuple[float, int, str]],
+) -> None:
+    members = sorted(order_member(*row) for row in rows)
+    expected = sorted(rows, key=lambda r: (round(r[0] * 1_000_000), r[1], r[2]))
+    assert [m.rsplit(":", 1)[1] for m in members] == [r[2] for r in expected]
+
+
+def test_a_memory_survives_its_hash() -> None:
+    memory = Memory(
+        id="m1",
+        tenant="a|b",
+        content="hello",
+        memory_type=MemoryType.CONVERSATION,
+        thread="t 1",
+        timestamp=datetime(2026, 11, 2, 9, 30, 0, 123456, tzinfo=UTC),
+        importance=0.25,
+        event_id="e1",
+        role="user",
+        metadata={"dia_id": "D1:3"},
+        embedding_model="m@1",
+    )
+    fields = to_hash(memory, np.zeros(3, dtype=np.float32))
+    text = {k: v for k, v in fields.items() if isinstance(v, str)}
+    assert from_hash(text) == memory
+    assert fields["embedding"] == np.zeros(3, dtype=np.float32).tobytes()
+
+
+def test_keys_carry_the_tenant_token_never_the_raw_id() -> None:
+    keys = Keyspace("ns")
+    assert keys.memory("a:b", "m1") == "ns:mem:613a62:m1"
+    assert keys.order("a:b") == "ns:order:613a62"
+    assert keys.applied("a:b") == "ns:applied:613a62"
