@@ -122,3 +122,27 @@ def test_up_is_idempotent_when_the_stack_runs(stack: TestStack, env: dict[str, s
     assert result.returncode == 0, result.stderr
     assert "kafka: already running" in result.stdout
     assert "redis: already running" in result.stdout
+
+
+def test_an_unreachable_redis_is_named_with_what_to_do(env: dict[str, str]) -> None:
+    result = memstream(
+        env | {"MEMSTREAM_REDIS_URL": "redis://:secret@127.0.0.1:1/0"},
+        "recall",
+        "--tenant",
+        "a",
+        "q",
+    )
+    assert result.returncode == 2
+    assert "Redis at redis://***@127.0.0.1:1/0 did not answer while recalling" in result.stderr
+    assert "MEMSTREAM_REDIS_URL" in result.stderr
+    assert "secret" not in result.stderr
+
+
+def test_an_unreachable_kafka_imports_nothing_and_says_so(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    path = write_lines(tmp_path / "one.jsonl", [{"tenant": "a", "thread": "t", "content": "x"}])
+    result = memstream(env | {"MEMSTREAM_KAFKA_BOOTSTRAP": "127.0.0.1:1"}, "import", str(path))
+    assert result.returncode == 2
+    assert result.stderr.startswith("memstream: could not create memstream's topics on Kafka")
+    assert "MEMSTREAM_KAFKA_BOOTSTRAP" in result.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -27,6 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "worker":
+        # The drivers log each failed connection attempt; the command's own error says it once.
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
         settings = Settings.from_env()
         return int(args.run(args, settings) or 0)

@@ -36,7 +36,8 @@ def redis_errors(url: str, doing: str) -> Iterator[None]:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise RedisUnavailableError(
-            f"Redis at {_safe(url)} did not answer while {doing}: {exc}. Check that it runs "
+            f"Redis at {_safe(url)} did not answer while {doing}: {str(exc).rstrip('.')}. "
+            "Check that it runs "
             "(`memstream status`) and that MEMSTREAM_REDIS_URL points at it."
         ) from exc
 
