@@ -7,6 +7,7 @@ index, and recall reads that projection. Importing this package has no side effe
 from memstream.config import Settings
 from memstream.errors import (
     ConfigurationError,
+    EffectRefusedError,
     EmbeddingModelMismatchError,
     EmbeddingProviderError,
     EventDecodeError,
@@ -17,6 +18,7 @@ from memstream.errors import (
     InvalidTenantError,
     KafkaUnavailableError,
     MemstreamError,
+    ModelProviderError,
     RedisUnavailableError,
     StackError,
 )
@@ -36,6 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",
+    "EffectRefusedError",
     "Embedder",
     "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
@@ -51,6 +54,7 @@ __all__ = [
     "MemoryType",
     "MemstreamError",
     "MessageRecorded",
+    "ModelProviderError",
     "RecalledMemory",
     "RedisUnavailableError",
     "Settings",

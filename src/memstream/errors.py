@@ -11,8 +11,11 @@
     ├── InfrastructureError                    a service failed at run time (retryable)
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
-    │   └── EmbeddingProviderError
-    └── StackError                             `memstream up/down` could not manage a service
+    │   ├── EmbeddingProviderError
+    │   └── ModelProviderError                 a chat model's API failed
+    ├── StackError                             `memstream up/down` could not manage a service
+    └── EffectRefusedError                     a crashed run's effect may have run and its
+                                               target cannot tell: it is not run again
 
 Misuse errors also subclass the matching builtin so ordinary ``except ValueError`` works;
 run-time I/O errors stay apart from them. Each error carries a stable ``code`` and a
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "EffectRefusedError",
     "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
     "EventDecodeError",
@@ -34,6 +38,7 @@ __all__ = [
     "InvalidTenantError",
     "KafkaUnavailableError",
     "MemstreamError",
+    "ModelProviderError",
     "RedisUnavailableError",
     "StackError",
 ]
@@ -113,5 +118,25 @@ class EmbeddingProviderError(InfrastructureError):
     code = "embedding_provider"
 
 
+class ModelProviderError(InfrastructureError):
+    code = "model_provider"
+
+
 class StackError(MemstreamError):
     code = "stack"
+
+
+class EffectRefusedError(MemstreamError):
+    """Replaying a crashed run found an effect that may have run, on a target that cannot tell."""
+
+    code = "effect_refused"
+
+    def __init__(self, run_id: str, name: str, key: str) -> None:
+        self.run_id = run_id
+        self.name = name
+        self.key = key
+        super().__init__(
+            f"effect {name} ({key}) of run {run_id} was started before a crash and may have "
+            "run; its target cannot tell whether it did, so it is not run again. Check the "
+            "target by hand, or use a transactional (idempotent) target for this effect."
+        )

@@ -1,4 +1,76 @@
-"""The agent runtime (middleware contract, run context, usage, effects journal, model clients).
+"""The agent runtime: middleware contract, run context, usage, effects journal, model clients.
 
-Built in the runtime issue; it will know nothing of memory.
+It knows nothing of memory: memory plugs in as one middleware (memstream.hooks).
 """
+
+from memstream.agent.context import Clock, RunConfig, RunContext, SystemClock
+from memstream.agent.guardrails import Guardrails, Rule
+from memstream.agent.journal import InMemoryJournal, Journal, RedisJournal, RunRecord
+from memstream.agent.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    PromptSection,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from memstream.agent.middleware import (
+    AgentMiddleware,
+    Ask,
+    AskingMiddleware,
+    Block,
+    Fail,
+    Fatal,
+    NeedsApproval,
+    Proceed,
+    Success,
+    ToolError,
+    ToolOutcome,
+    Turn,
+)
+from memstream.agent.models import ModelClient, OfflineEchoModel, ScriptedModel
+from memstream.agent.runtime import Agent, RunResult
+from memstream.agent.threads import InMemoryThreadStore, ThreadState, ThreadStore
+from memstream.agent.tools import Tool
+
+__all__ = [
+    "Agent",
+    "AgentMiddleware",
+    "Ask",
+    "AskingMiddleware",
+    "Block",
+    "Clock",
+    "Fail",
+    "Fatal",
+    "Guardrails",
+    "InMemoryJournal",
+    "InMemoryThreadStore",
+    "Journal",
+    "Message",
+    "ModelClient",
+    "ModelRequest",
+    "ModelResponse",
+    "NeedsApproval",
+    "OfflineEchoModel",
+    "Proceed",
+    "PromptSection",
+    "RedisJournal",
+    "Rule",
+    "RunConfig",
+    "RunContext",
+    "RunRecord",
+    "RunResult",
+    "ScriptedModel",
+    "Success",
+    "SystemClock",
+    "ThreadState",
+    "ThreadStore",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolOutcome",
+    "ToolSpec",
+    "Turn",
+    "Usage",
+]

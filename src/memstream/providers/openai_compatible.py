@@ -1,24 +1,24 @@
 """Embeddings from any OpenAI-compatible HTTP API (OpenAI, Ollama's /v1, vLLM, LiteLLM...).
 
 Configured by MEMSTREAM_EMBEDDING_BASE_URL, MEMSTREAM_EMBEDDING_MODEL and, where the server
-wants one, MEMSTREAM_EMBEDDING_API_KEY. Retries 429 and 5xx answers with exponential backoff;
-every failure surfaces as EmbeddingProviderError saying what the server answered.
+wants one, MEMSTREAM_EMBEDDING_API_KEY. Retries as `httpjson.post_json` does; every failure
+surfaces as EmbeddingProviderError saying what the server answered.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 import numpy as np
 
 from memstream.errors import ConfigurationError, EmbeddingProviderError
+from memstream.httpjson import post_json
 from memstream.memory.embeddings import Vectors
 
 __all__ = ["OpenAICompatibleEmbedder", "openai_model_id"]
 
-_RETRIES = 4
 _BATCH = 128
 
 
@@ -72,31 +72,18 @@ class OpenAICompatibleEmbedder:
         self._client.close()
 
     def _request(self, texts: list[str]) -> Vectors:
-        delay = 0.5
-        for attempt in range(_RETRIES + 1):
-            try:
-                response = self._client.post(
-                    "/embeddings", json={"model": self._model, "input": texts}
-                )
-            except httpx.HTTPError as exc:
-                problem = f"could not reach {self._client.base_url}: {exc}"
-            else:
-                if response.status_code == 200:
-                    return self._vectors(response, len(texts))
-                problem = (
-                    f"{self._client.base_url} answered {response.status_code}: "
-                    f"{response.text[:200]}"
-                )
-                if response.status_code != 429 and response.status_code < 500:
-                    raise EmbeddingProviderError(problem + "; check the model name and API key")
-            if attempt < _RETRIES:
-                time.sleep(delay)
-                delay *= 2
-        raise EmbeddingProviderError(f"{problem} (after {_RETRIES + 1} tries)")
+        body = post_json(
+            self._client,
+            "/embeddings",
+            {"model": self._model, "input": texts},
+            error=EmbeddingProviderError,
+            hint="check the model name and API key",
+        )
+        return self._vectors(body, len(texts))
 
-    def _vectors(self, response: httpx.Response, expected: int) -> Vectors:
+    def _vectors(self, body: Any, expected: int) -> Vectors:
         try:
-            rows = sorted(response.json()["data"], key=lambda item: item["index"])
+            rows = sorted(body["data"], key=lambda item: item["index"])
             vectors = np.array([row["embedding"] for row in rows], dtype=np.float32)
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbeddingProviderError(
