@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from memstream import MemoryEvent, Settings, TurnRecorded
 from memstream.projections.connection import redis_client
@@ -122,26 +122,21 @@ class TestStack:
         return asyncio.run(read())
 
     def end_offsets(self, topic: str) -> dict[int, int]:
+        """The next offset of each partition of `topic` (the memory topic's partitions)."""
+
         async def read() -> dict[int, int]:
             consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap_servers)
             await consumer.start()
             try:
-                from aiokafka import TopicPartition
-
-                partitions = [
-                    TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []
-                ]
-                if not partitions:
-                    await consumer.topics()
-                    partitions = [
-                        TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []
-                    ]
+                partitions = [TopicPartition(topic, p) for p in range(self.settings.partitions)]
                 offsets = await consumer.end_offsets(partitions)
                 return {tp.partition: offset for tp, offset in offsets.items()}
             finally:
                 await consumer.stop()
 
-        return asyncio.run(read())
+        offsets = asyncio.run(read())
+        assert len(offsets) == self.settings.partitions, offsets
+        return offsets
 
     def wait_until_projecting(self, process: subprocess.Popen[bytes], log: Path) -> None:
         probe = self.turn("__probe__", "is the worker up?", "yes")

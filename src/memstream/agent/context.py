@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
-from memstream.agent.journal import Journal, run_effect
+from memstream.agent.journal import EffectRecord, EffectTicket, Journal, begin_effect, run_effect
 from memstream.agent.messages import ModelRequest, ModelResponse, Usage
 from memstream.agent.models import ModelClient
 
@@ -107,3 +107,9 @@ class RunContext:
             encode=encode,
             decode=decode,
         )
+
+    def begin_effect(
+        self, name: str, key: str, *, replay_safe: bool = False
+    ) -> EffectRecord | EffectTicket:
+        """Start an effect whose outcome is known later (see `journal.begin_effect`)."""
+        return begin_effect(self._journal, self.run_id, name, key, replay_safe=replay_safe)

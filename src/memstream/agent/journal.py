@@ -28,10 +28,12 @@ from memstream.errors import EffectRefusedError
 
 __all__ = [
     "EffectRecord",
+    "EffectTicket",
     "InMemoryJournal",
     "Journal",
     "RedisJournal",
     "RunRecord",
+    "begin_effect",
     "run_effect",
 ]
 
@@ -72,6 +74,34 @@ class Journal(Protocol):
     def effect_applied(self, run_id: str, name: str, key: str, outcome: Any) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class EffectTicket:
+    """A started effect whose outcome comes later, maybe from another thread (a write that
+    becomes durable when the log acknowledges it): call `applied` once it has."""
+
+    journal: Journal
+    run_id: str
+    name: str
+    key: str
+
+    def applied(self, outcome: Any) -> None:
+        self.journal.effect_applied(self.run_id, self.name, self.key, outcome)
+
+
+def begin_effect(
+    journal: Journal, run_id: str, name: str, key: str, *, replay_safe: bool = False
+) -> EffectRecord | EffectTicket:
+    """Start the effect (name, key) of `run_id`: the applied record if it already applied
+    (do not run it), else a ticket to complete. Refuses as `run_effect` does."""
+    recorded = journal.effect(run_id, name, key)
+    if recorded is not None and recorded.status == "applied":
+        return recorded
+    if recorded is not None and not replay_safe:
+        raise EffectRefusedError(run_id, name, key)
+    journal.effect_started(run_id, name, key)
+    return EffectTicket(journal, run_id, name, key)
+
+
 def run_effect(
     journal: Journal,
     run_id: str,
@@ -84,14 +114,11 @@ def run_effect(
     decode: Callable[[Any], T] = lambda value: value,
 ) -> T:
     """Run `fn` as the effect (name, key) of `run_id`, at most once unless `replay_safe`."""
-    recorded = journal.effect(run_id, name, key)
-    if recorded is not None and recorded.status == "applied":
-        return decode(recorded.outcome)
-    if recorded is not None and not replay_safe:
-        raise EffectRefusedError(run_id, name, key)
-    journal.effect_started(run_id, name, key)
+    begun = begin_effect(journal, run_id, name, key, replay_safe=replay_safe)
+    if isinstance(begun, EffectRecord):
+        return decode(begun.outcome)
     outcome = fn()
-    journal.effect_applied(run_id, name, key, encode(outcome))
+    begun.applied(encode(outcome))
     return outcome
 
 

@@ -1,4 +1,12 @@
-"""SemanticMemoryMiddleware: tenant store resolution, recall before a turn, record after it.
+"""SemanticMemoryMiddleware: tenant store resolution, recall before a turn, record after it."""
 
-Built in the middleware issue, on `memory`'s protocols.
-"""
+from memstream.hooks.middleware import RecallConfig, RecordConfig, SemanticMemoryMiddleware
+from memstream.hooks.tenants import StoreResolver, TenantCells
+
+__all__ = [
+    "RecallConfig",
+    "RecordConfig",
+    "SemanticMemoryMiddleware",
+    "StoreResolver",
+    "TenantCells",
+]

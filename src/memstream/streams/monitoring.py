@@ -6,11 +6,11 @@ are informational, and nothing is rebuilt from them.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, ClassVar
+from datetime import datetime
+from typing import ClassVar
+
+from memstream.memory.monitoring import encode_monitoring
 
 __all__ = ["DeadLettered", "encode_monitoring"]
 
@@ -28,11 +28,3 @@ class DeadLettered:
     code: str
     reason: str
     at: datetime
-
-
-def encode_monitoring(event: DeadLettered) -> bytes:
-    body: dict[str, Any] = {"type": event.type, "version": event.version}
-    for f in dataclasses.fields(event):
-        value = getattr(event, f.name)
-        body[f.name] = value.astimezone(UTC).isoformat() if isinstance(value, datetime) else value
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

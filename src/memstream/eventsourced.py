@@ -1,0 +1,130 @@
+"""The event-sourced memory store: writes are events sent to Kafka, reads come from the Redis
+projection that the workers keep.
+
+`EventSourcedStores` is the `stores` resolver the middleware takes: one store per tenant,
+sharing one background publisher, one Redis client and one embedder. A store is transactional:
+every event carries its effect key as its id and the projection applies each id once, so
+writing the same event again (a recovered run, a producer retry) never writes twice, and the
+outcome of a write — the ids of the memories it writes — follows from the event itself.
+
+Writes do not wait for the broker (see streams.sender); `on_durable` fires when the broker
+has the event. Reads do not wait for the projection: a memory is recallable once a worker has
+applied its event (tens of milliseconds on an idle worker, see docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from memstream.config import Settings
+from memstream.errors import KafkaUnavailableError
+from memstream.memory.embeddings import Embedder
+from memstream.memory.events import MemoryEvent, encode_event, memories_of
+from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.monitoring import LoggingMonitor, Skipped, encode_monitoring
+from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
+from memstream.memory.tenancy import validate_tenant
+from memstream.projections.connection import redis_client
+from memstream.projections.reader import ProjectionReader
+from memstream.projections.recall import RedisRecaller
+from memstream.projections.schema import Keyspace
+from memstream.providers import embedder_from_settings
+from memstream.streams.sender import BackgroundPublisher
+from memstream.streams.topics import Topics
+
+__all__ = ["EventSourcedMemoryStore", "EventSourcedStores", "KafkaMonitor"]
+
+
+class EventSourcedMemoryStore:
+    transactional = True
+
+    def __init__(
+        self,
+        tenant: str,
+        *,
+        publisher: BackgroundPublisher,
+        topics: Topics,
+        recaller: RedisRecaller,
+        reader: ProjectionReader,
+        embedding_model: str,
+    ) -> None:
+        self._tenant = validate_tenant(tenant)
+        self._publisher = publisher
+        self._topic = topics.memory
+        self._recaller = recaller
+        self._reader = reader
+        self._embedding_model = embedding_model
+
+    @property
+    def tenant(self) -> str:
+        return self._tenant
+
+    @property
+    def embedding_model(self) -> str:
+        return self._embedding_model
+
+    def search(self, query: str, *, k: int) -> list[RecalledMemory]:
+        return self._recaller.recall(self._tenant, query, k=k)
+
+    def memories(self, where: MemoryFilter | None = None) -> list[Memory]:
+        return [m for m in self._reader.memories(self._tenant) if where is None or where.matches(m)]
+
+    def write(
+        self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None
+    ) -> WriteOutcome:
+        check_tenant(event, self._tenant)
+        self._publisher.submit(
+            self._topic, event.tenant.encode("utf-8"), encode_event(event), on_durable
+        )
+        return WriteOutcome(event.id, tuple(m.id for m in memories_of(event)))
+
+
+class KafkaMonitor:
+    """Announces monitoring events on the monitoring topic, without waiting (and logs them)."""
+
+    def __init__(self, publisher: BackgroundPublisher, topics: Topics) -> None:
+        self._publisher = publisher
+        self._topic = topics.monitoring
+        self._log = LoggingMonitor()
+
+    def announce(self, event: Skipped) -> None:
+        self._log.announce(event)
+        # A full buffer means Kafka is down; the log line above is then the only trace.
+        with contextlib.suppress(KafkaUnavailableError):
+            self._publisher.submit(
+                self._topic, event.tenant.encode("utf-8"), encode_monitoring(event)
+            )
+
+
+class EventSourcedStores:
+    """The tenant -> store resolver over one deployment's Kafka and Redis."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        publisher: BackgroundPublisher | None = None,
+    ) -> None:
+        self._topics = Topics(settings.namespace, settings.partitions)
+        keyspace = Keyspace(settings.namespace)
+        client = redis_client(settings.redis)
+        self._embedder = embedder or embedder_from_settings(settings)
+        self.publisher = publisher or BackgroundPublisher(settings.bootstrap_servers)
+        self._recaller = RedisRecaller(client, keyspace, self._embedder, url=settings.redis)
+        self._reader = ProjectionReader(client, keyspace, url=settings.redis)
+        self.monitor = KafkaMonitor(self.publisher, self._topics)
+
+    def __call__(self, tenant: str) -> EventSourcedMemoryStore:
+        return EventSourcedMemoryStore(
+            tenant,
+            publisher=self.publisher,
+            topics=self._topics,
+            recaller=self._recaller,
+            reader=self._reader,
+            embedding_model=self._embedder.model_id,
+        )
+
+    def close(self, timeout: float = 10.0) -> None:
+        self.publisher.close(timeout)

@@ -1,0 +1,165 @@
+"""SemanticMemoryMiddleware: long-term memory shared by every thread of a tenant.
+
+    before_agent   resolve the tenant's store (refuse the input if that fails), recall what
+                   is relevant to the input, cut it to max_recall_tokens * 4 characters, and
+                   keep it under RecalledKey
+    prompt_section show the recalled text to every model step of the turn as `semantic-memory`
+    after_agent    record the turn (query and answer, each cut to max_record_chars) as one
+                   journaled effect, `memory.record`
+
+A failed recall is skipped and announced (a Skipped event), and the turn goes on without
+memory. Anything that fails after the answer is skipped and announced too: the answer is never
+retracted because memory could not be written.
+
+Register it outside guardrails (before them, or with runs_before={"guardrails"}): after_agent
+runs in reverse stack order and a guardrail's block stops the rest, so a blocked answer is
+never recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, Literal, TypeVar
+
+from memstream.agent.context import Clock, RunContext, SystemClock
+from memstream.agent.messages import PromptSection
+from memstream.agent.middleware import AgentMiddleware, Block, Proceed, Turn
+from memstream.agent.models import ModelClient
+from memstream.errors import InfrastructureError, MemstreamError
+from memstream.hooks.tenants import StoreResolver, TenantCell, TenantCells
+from memstream.hooks.view import EffectView
+from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, cut
+from memstream.memory.monitoring import LoggingMonitor, Monitor, Skipped
+from memstream.memory.store import MemoryStore
+
+__all__ = ["ManagerFactory", "RecallConfig", "RecordConfig", "SemanticMemoryMiddleware"]
+
+T = TypeVar("T")
+ManagerFactory = Callable[[MemoryStore, ModelClient], LLMMemoryManager]
+
+
+@dataclass(frozen=True, slots=True)
+class RecallConfig:
+    max_recall_tokens: int = 600
+
+
+@dataclass(frozen=True, slots=True)
+class RecordConfig:
+    max_record_chars: int = 4000
+
+
+def default_manager(store: MemoryStore, client: ModelClient) -> LLMMemoryManager:
+    return LLMMemoryManager(MemoryManagerConfig(), store, client)
+
+
+class SemanticMemoryMiddleware(AgentMiddleware):
+    RecalledKey: ClassVar[str] = "semantic_memory.recalled"
+    SECTION: ClassVar[str] = "semantic-memory"
+
+    def __init__(
+        self,
+        *,
+        stores: StoreResolver,
+        client: ModelClient,
+        manager: ManagerFactory = default_manager,
+        recall: RecallConfig | None = None,
+        record: RecordConfig | None = None,
+        clock: Clock | None = None,
+        monitor: Monitor | None = None,
+        id: str = "semantic-memory",
+        runs_before: frozenset[str] = frozenset(),
+    ) -> None:
+        self.id = id
+        self.runs_before = runs_before
+        self.writes = frozenset({self.RecalledKey})
+        self._cells = TenantCells(stores)
+        self._client = client
+        self._manager = manager
+        self._recall = recall
+        self._record = record
+        self._clock = clock or SystemClock()
+        self._monitor = monitor or LoggingMonitor()
+
+    def with_store(self, tenant: str, f: Callable[[MemoryStore | None], T]) -> T:
+        """`f` on the tenant's store as the middleware's last write left it, under the
+        tenant's lock (resolving the store if no run of the tenant has yet)."""
+        return self._cells.with_store(tenant, f)
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def before_agent(self, input: str, context: RunContext) -> Proceed | Block:
+        tenant = context.config.tenant_id
+        if tenant is None:
+            return Proceed()
+        try:
+            cell = self._cells.cell(tenant)
+        except Exception as exc:  # noqa: BLE001 - any resolution failure refuses the input
+            return Block(
+                f"the memory store of tenant {tenant!r} could not be resolved ({exc}); "
+                "the input was refused before any model call. Fix the store configuration, "
+                "or run without a tenant id to run without memory."
+            )
+        if cell.store is None or self._recall is None:
+            return Proceed()
+        limit = self._recall.max_recall_tokens * 4
+        try:
+            recalled = self._manager_for(cell, context).get_relevant_context(input, limit)
+        except InfrastructureError as exc:
+            self._skipped(context, "recall", exc)
+            return Proceed(update={self.RecalledKey: ""})
+        return Proceed(update={self.RecalledKey: cut(recalled, limit)})
+
+    def prompt_section(self, context: RunContext) -> PromptSection | None:
+        recalled = context.state.get(self.RecalledKey)
+        if not recalled or self._recall is None:
+            return None
+        return PromptSection(self.SECTION, cut(recalled, self._recall.max_recall_tokens * 4))
+
+    def after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
+        tenant = context.config.tenant_id
+        if tenant is None or self._record is None:
+            return Proceed()
+        try:
+            cell = self._cells.cell(tenant)
+            if cell.store is None:
+                return Proceed()
+            manager = self._manager_for(cell, context)
+            event = manager.record_turn(
+                thread=context.config.thread_id,
+                run=context.run_id,
+                turn=context.turn_index,
+                query=turn.input,
+                answer=turn.answer,
+                at=self._clock.now(),
+                max_chars=self._record.max_record_chars,
+            )
+            manager.store.write(event)
+        except MemstreamError as exc:
+            self._skipped(context, "record", exc)
+        return Proceed()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _manager_for(self, cell: TenantCell, context: RunContext) -> LLMMemoryManager:
+        assert cell.store is not None
+        view = EffectView(cell.store, cell, context)
+        return self._manager(view, context.accounted(self._client))
+
+    def _skipped(
+        self,
+        context: RunContext,
+        stage: Literal["recall", "record", "consolidate"],
+        exc: MemstreamError,
+    ) -> None:
+        self._monitor.announce(
+            Skipped(
+                tenant=context.config.tenant_id or "",
+                thread=context.config.thread_id,
+                run_id=context.run_id,
+                stage=stage,
+                code=exc.code,
+                reason=str(exc),
+                at=self._clock.now(),
+            )
+        )

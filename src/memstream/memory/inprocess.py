@@ -1,0 +1,74 @@
+"""The in-process memory store: one tenant's memories in a dict, searched by cosine similarity.
+
+For unit tests and for embedding memstream without Kafka and Redis. It applies events with the
+same pure function as the projection (`memories_of`) and evicts in the same order
+(`bounds.over_bounds`). It is not transactional: it keeps no applied markers, so the
+middleware refuses to replay a write to it that a crash may have hidden.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from memstream.memory.bounds import Bounds, over_bounds
+from memstream.memory.embeddings import Embedder
+from memstream.memory.events import MemoryEvent, memories_of
+from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
+from memstream.memory.tenancy import validate_tenant
+
+__all__ = ["InProcessMemoryStore"]
+
+
+class InProcessMemoryStore:
+    transactional = False
+
+    def __init__(self, tenant: str, embedder: Embedder, *, bounds: Bounds | None = None) -> None:
+        self._tenant = validate_tenant(tenant)
+        self._embedder = embedder
+        self._bounds = bounds or Bounds()
+        self._memories: dict[str, Memory] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def tenant(self) -> str:
+        return self._tenant
+
+    @property
+    def embedding_model(self) -> str:
+        return self._embedder.model_id
+
+    def search(self, query: str, *, k: int) -> list[RecalledMemory]:
+        with self._lock:
+            ids = list(self._memories)
+            if not ids:
+                return []
+            matrix = np.stack([self._vectors[i] for i in ids])
+        scores = matrix @ self._embedder.embed_query(query)
+        best = np.argsort(-scores, kind="stable")[:k]
+        return [RecalledMemory(self._memories[ids[i]], float(scores[i])) for i in best]
+
+    def memories(self, where: MemoryFilter | None = None) -> list[Memory]:
+        with self._lock:
+            found = [m for m in self._memories.values() if where is None or where.matches(m)]
+        return sorted(found, key=lambda m: (m.timestamp, m.id))
+
+    def write(
+        self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None
+    ) -> WriteOutcome:
+        check_tenant(event, self._tenant)
+        written = memories_of(event)
+        vectors = self._embedder.embed_documents([m.content for m in written])
+        with self._lock:
+            for memory, vector in zip(written, vectors, strict=True):
+                self._memories[memory.id] = memory
+                self._vectors[memory.id] = vector
+            for evicted in over_bounds(self._memories.values(), self._bounds):
+                del self._memories[evicted.id], self._vectors[evicted.id]
+        if on_durable is not None:
+            on_durable()
+        return WriteOutcome(event.id, tuple(m.id for m in written))

@@ -1,0 +1,42 @@
+"""Reading a tenant's memories out of the projection whole (for consolidation and stores)."""
+
+from __future__ import annotations
+
+import redis
+
+from memstream.memory.model import Memory
+from memstream.projections.connection import redis_errors
+from memstream.projections.schema import Fields, Keyspace, from_hash
+
+__all__ = ["ProjectionReader"]
+
+_FIELDS = list(Fields.RETURNED)
+
+
+class ProjectionReader:
+    def __init__(self, client: redis.Redis, keyspace: Keyspace, *, url: str = "") -> None:
+        self._client = client
+        self._keys = keyspace
+        self._url = url
+
+    def memories(self, tenant: str) -> list[Memory]:
+        """Every memory of `tenant`, oldest first."""
+        with redis_errors(self._url, "reading memories"):
+            members = self._client.zrange(self._keys.order(tenant), 0, -1)
+            pipe = self._client.pipeline(transaction=False)
+            for member in members:
+                memory_id = bytes(member).decode().rsplit(":", 1)[1]  # type: ignore[arg-type]
+                pipe.hmget(self._keys.memory(tenant, memory_id), _FIELDS)
+            rows = pipe.execute()
+        found = [
+            from_hash(
+                {
+                    name: value.decode()
+                    for name, value in zip(_FIELDS, row, strict=True)
+                    if value is not None
+                }
+            )
+            for row in rows
+            if row[0] is not None
+        ]
+        return sorted(found, key=lambda m: (m.timestamp, m.id))
