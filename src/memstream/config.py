@@ -127,6 +127,16 @@ class Settings:
         "",
         "API key for the OpenAI-compatible endpoint; read from the environment only.",
     )
+    chat_base_url: str = _setting(
+        "MEMSTREAM_CHAT_BASE_URL",
+        "",
+        "Base URL of an OpenAI-compatible chat API for `memstream chat` (OpenAI, Ollama's /v1, "
+        "vLLM). Empty: the offline echo model, which shows what memory put in the prompt.",
+    )
+    chat_model: str = _setting("MEMSTREAM_CHAT_MODEL", "", "Chat model name sent to that API.")
+    chat_api_key: str = _setting(
+        "MEMSTREAM_CHAT_API_KEY", "", "API key for the chat API; read from the environment only."
+    )
     kafka_port: int = _setting(
         "MEMSTREAM_KAFKA_PORT", 9092, "Port of the local stack's broker.", _positive_int
     )

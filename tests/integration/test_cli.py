@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import TestStack
+from .helpers import TestStack, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -146,3 +146,33 @@ def test_an_unreachable_kafka_imports_nothing_and_says_so(
     assert result.returncode == 2
     assert result.stderr.startswith("memstream: could not create memstream's topics on Kafka")
     assert "MEMSTREAM_KAFKA_BOOTSTRAP" in result.stderr
+
+
+def test_chat_remembers_across_threads_of_a_tenant(stack: TestStack, env: dict[str, str]) -> None:
+    tenant = f"chat-{uuid.uuid4().hex[:6]}"
+    told = subprocess.run(
+        [sys.executable, "-m", "memstream", "chat", "--tenant", tenant, "--thread", "one"],
+        input="My favourite colour is teal.\n",
+        env=env | {"MEMSTREAM_CHAT_BASE_URL": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert told.returncode == 0, told.stderr
+    assert "offline echo model" in told.stdout
+    assert "(usage: 1 calls," in told.stdout
+    wait_until(lambda: stack.stored_memories(tenant) == 2, "the told turn to be projected")
+
+    asked = subprocess.run(
+        [sys.executable, "-m", "memstream", "chat", "--tenant", tenant, "--thread", "two"],
+        input="What is my favourite colour?\n",
+        env=env | {"MEMSTREAM_CHAT_BASE_URL": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert asked.returncode == 0, asked.stderr
+    assert "From my semantic-memory section:" in asked.stdout
+    assert "My favourite colour is teal." in asked.stdout

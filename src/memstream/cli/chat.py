@@ -1,0 +1,80 @@
+"""`memstream chat --tenant T --thread X`: a terminal agent with long-term memory.
+
+One line in, one answer out, with the thread's usage after each answer. The model is the
+configured OpenAI-compatible chat API, or, when none is configured, the offline echo model,
+which answers by showing what memory put into its prompt. Memory is the event-sourced store
+(a worker must run: `memstream up --worker`); the effects journal lives in Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from memstream.agent import Agent, OfflineEchoModel, RedisJournal, RunConfig
+from memstream.agent.models import ModelClient
+from memstream.agent.openai_chat import OpenAICompatibleChat
+from memstream.config import Settings
+from memstream.eventsourced import EventSourcedStores
+from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
+from memstream.memory.tenancy import validate_tenant
+from memstream.projections.connection import redis_client
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    chat = commands.add_parser("chat", help="talk to an agent with long-term memory")
+    chat.add_argument("--tenant", required=True)
+    chat.add_argument("--thread", required=True)
+    chat.set_defaults(run=_run)
+
+
+def _model(settings: Settings) -> tuple[ModelClient, str]:
+    if settings.chat_base_url:
+        client = OpenAICompatibleChat(
+            settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
+        )
+        return client, f"{settings.chat_model} at {settings.chat_base_url}"
+    return OfflineEchoModel(), "the offline echo model (set MEMSTREAM_CHAT_BASE_URL for an LLM)"
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    tenant = validate_tenant(args.tenant)
+    model, described = _model(settings)
+    stores = EventSourcedStores(settings)
+    memory = SemanticMemoryMiddleware(
+        stores=stores,
+        client=model,
+        recall=RecallConfig(),
+        record=RecordConfig(max_record_chars=settings.max_record_chars),
+        monitor=stores.monitor,
+    )
+    agent = Agent(
+        model,
+        middleware=[memory],
+        journal=RedisJournal(redis_client(settings.redis), settings.namespace),
+    )
+    interactive = sys.stdin.isatty()
+    print(f"memstream chat: tenant {tenant!r}, thread {args.thread!r}, {described}.")
+    if interactive:
+        print("Type a message; Ctrl-D ends.")
+    try:
+        for line in sys.stdin:
+            text = line.strip()
+            if not text:
+                continue
+            result = agent.run(text, RunConfig(thread_id=args.thread, tenant_id=tenant))
+            if result.status == "completed":
+                print(result.answer)
+            else:
+                print(f"[{result.status}] {result.reason}")
+            usage = result.usage
+            print(
+                f"  (usage: {usage.calls} calls, {usage.input_tokens} in, "
+                f"{usage.output_tokens} out tokens)",
+                flush=True,
+            )
+    finally:
+        stores.close()
+    return 0
