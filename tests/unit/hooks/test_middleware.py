@@ -286,3 +286,31 @@ def test_importance_is_decided_when_the_turn_is_recorded() -> None:
     agent.run("ok thanks", cfg("t1"))
     by_content = {m.content: m.importance for m in stores.stores["acme"].memories()}
     assert by_content["Please remember: my sister is called Ana"] > by_content["ok thanks"]
+
+
+def test_the_managers_model_calls_are_counted_in_the_threads_usage() -> None:
+    from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
+
+    stores = Stores()
+    scorer = ScriptedModel(["0.9"])  # the manager asks the model to score importance
+    middleware = SemanticMemoryMiddleware(
+        stores=stores,
+        client=scorer,
+        manager=lambda store, client: LLMMemoryManager(
+            MemoryManagerConfig(importance="model"), store, client
+        ),
+        record=RecordConfig(),
+        clock=FixedClock(),
+    )
+    agent = Agent(ScriptedModel(["Noted."]), middleware=[middleware])
+    result = agent.run("My sister is called Ana", cfg("t1"))
+    assert result.usage.calls == 2  # the turn's call and the manager's
+    assert len(scorer.requests) == 1
+    assert {m.importance for m in stores.stores["acme"].memories()} == {0.9}
+
+
+def test_the_recalled_key_belongs_only_to_agents_with_the_middleware() -> None:
+    with_memory = Agent(ScriptedModel([]), middleware=[memory(Stores())])
+    without = Agent(ScriptedModel([]), middleware=[Guardrails()])
+    assert SemanticMemoryMiddleware.RecalledKey in with_memory.state_keys
+    assert SemanticMemoryMiddleware.RecalledKey not in without.state_keys
