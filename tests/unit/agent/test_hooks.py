@@ -10,6 +10,7 @@ from memstream.agent import (
     AgentMiddleware,
     Block,
     Fail,
+    InMemoryJournal,
     Message,
     ModelRequest,
     ModelResponse,
@@ -296,3 +297,32 @@ def test_a_block_in_after_agent_stops_the_others_and_restores_the_thread() -> No
     after = blocking.thread("t1").snapshot()
     assert after["messages"] == before["messages"] and after["turns"] == before["turns"]
     assert after["usage"]["calls"] == before["usage"]["calls"] + 1  # the call was made
+
+
+class Applier(AgentMiddleware):
+    """Inside the guardrail: its after_agent runs first and applies an effect."""
+
+    id = "applier"
+
+    def __init__(self, target: list[str]) -> None:
+        self.target = target
+
+    def after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
+        context.effect("audit.write", context.run_id, lambda: self.target.append(turn.answer) or 1)
+        return Proceed()
+
+
+def test_a_block_restores_the_thread_but_an_applied_effect_stays_applied() -> None:
+    audit: list[str] = []
+    journal = InMemoryJournal()
+    agent = Agent(
+        ScriptedModel(["forbidden words"]),
+        middleware=[Recorder("guardrails", [], block=True), Applier(audit)],
+        journal=journal,
+    )
+    result = agent.run("hi", CONFIG, run_id="r1")
+    assert result.status == "blocked"
+    assert agent.thread("t1").messages == []  # the thread is as before the turn
+    assert audit == ["forbidden words"]  # the store is not rolled back
+    record = journal.effect("r1", "audit.write", "r1")
+    assert record is not None and record.status == "applied"
