@@ -21,7 +21,6 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream import Settings
 from memstream.projections.connection import redis_client
-from memstream.projections.schema import Keyspace
 from memstream.streams.topics import Topics, ensure_topics
 
 from .helpers import TestStack
@@ -92,11 +91,14 @@ def stack(settings: Settings, worker: Path) -> TestStack:
 
 def _drop_namespace(settings: Settings) -> None:
     client = redis_client(settings.redis)
-    keys = Keyspace(settings.namespace)
-    with contextlib.suppress(redis.ResponseError):  # the index may never have been created
-        client.ft(keys.index_name).dropindex(delete_documents=False)
-    for key in client.scan_iter(match=f"{settings.namespace}:*", count=1000):
-        client.delete(key)
+    for raw in client.execute_command("FT._LIST"):
+        name = raw.decode() if isinstance(raw, bytes) else raw
+        if name.startswith((f"{settings.namespace}:", f"{settings.namespace}-")):
+            with contextlib.suppress(redis.ResponseError):  # dropped by a test meanwhile
+                client.ft(name).dropindex(delete_documents=False)
+    for pattern in (f"{settings.namespace}:*", f"{settings.namespace}-*"):
+        for key in client.scan_iter(match=pattern, count=1000):
+            client.delete(key)
 
     async def delete_topics() -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)

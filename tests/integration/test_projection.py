@@ -42,7 +42,7 @@ def apply(settings: Settings, items: list[Embedded], max_memories: int = 0) -> l
             writer = ProjectionWriter(
                 client, Keyspace(f"{settings.namespace}-w"), max_memories=max_memories
             )
-            await writer.ensure_index("m@1", 4)
+            await writer.ensure_live_index("m@1", 4)
             return await writer.apply(items)
         finally:
             await client.aclose()

@@ -41,6 +41,19 @@ def test_a_memory_survives_its_hash() -> None:
 
 def test_keys_carry_the_tenant_token_never_the_raw_id() -> None:
     keys = Keyspace("ns")
-    assert keys.memory("a:b", "m1") == "ns:mem:613a62:m1"
-    assert keys.order("a:b") == "ns:order:613a62"
-    assert keys.applied("a:b") == "ns:applied:613a62"
+    assert keys.memory("a:b", "m1") == "ns:g1:mem:613a62:m1"
+    assert keys.order("a:b") == "ns:g1:order:613a62"
+    assert keys.applied("a:b") == "ns:g1:applied:613a62"
+    assert keys.forgotten("a:b") == "ns:g1:forgotten:613a62"
+
+
+def test_every_state_key_and_index_carries_its_generation_but_not_the_alias() -> None:
+    second = Keyspace("ns").at(2)
+    assert second.memory("a", "m") == "ns:g2:mem:61:m"
+    assert second.positions == "ns:g2:positions" and second.meta == "ns:g2:meta"
+    assert second.index_name == "ns:memories:v1:g2"
+    assert second.memory_prefix == "ns:g2:mem:"
+    # Prefixes of two generations never overlap (g1 vs g10).
+    assert not Keyspace("ns").at(10).memory_prefix.startswith(Keyspace("ns").memory_prefix)
+    assert second.alias == Keyspace("ns").alias == "ns:memories"
+    assert second.generation_key == "ns:generation"

@@ -7,8 +7,12 @@ Everything non-deterministic (clock readings, importance, the embedding model) i
 before the event is written and carried in it; turning an event into memories
 (`memories_of`) is a pure function.
 
+Three kinds of effect reach the log: memories recorded (`TurnRecorded`, `MessageRecorded`),
+memories forgotten (`MemoryForgotten`, the users' right to erasure) and groups of memories
+replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job).
+
 Wire format: one UTF-8 JSON object per Kafka message, with explicit fields, `type` and
-`version`. No pickles.
+`version`. No pickles. Each field is decoded by the parser of its annotated type.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import singledispatch
@@ -27,9 +31,12 @@ from memstream.memory.model import Memory, MemoryType
 from memstream.memory.tenancy import validate_tenant
 
 __all__ = [
+    "MemoriesConsolidated",
     "MemoryEvent",
+    "MemoryForgotten",
     "MessageRecorded",
     "TurnRecorded",
+    "consolidate_effect_key",
     "decode_event",
     "encode_event",
     "memories_of",
@@ -48,6 +55,11 @@ def _derive_id(*parts: object) -> str:
 def record_effect_key(tenant: str, thread: str, run: str, turn: int) -> str:
     """The effect key of `memory.record` for one turn: the natural key of a TurnRecorded."""
     return json.dumps(["memory.record", tenant, thread, run, turn], ensure_ascii=False)
+
+
+def consolidate_effect_key(tenant: str, memory_ids: tuple[str, ...]) -> str:
+    """The effect key of `memory.consolidate`: the tenant and the group's sorted memory ids."""
+    return json.dumps(["memory.consolidate", tenant, *sorted(memory_ids)], ensure_ascii=False)
 
 
 def _check_metadata(metadata: Mapping[str, str]) -> None:
@@ -130,26 +142,103 @@ class MessageRecorded:
         return _derive_id("memory.message", self.tenant, self.thread, self.source_id)
 
 
-MemoryEvent = TurnRecorded | MessageRecorded
+@dataclass(frozen=True, slots=True)
+class MemoryForgotten:
+    """A tenant asked to forget memories: by id, by filter, or all of them.
 
-_EVENT_TYPES: dict[str, type[TurnRecorded] | type[MessageRecorded]] = {
-    TurnRecorded.type: TurnRecorded,
-    MessageRecorded.type: MessageRecorded,
+    Selection, one of: `memory_ids`; a filter (`thread`, recorded `before`, or both: the
+    memories matching both); or `everything`. Which stored memories match is decided when the
+    event is applied, at its place in the log, so a replay forgets exactly the same ones.
+    Forgotten ids are tombstoned: no later event can write them again. `request_id` is decided
+    once by the requester (the effect key is tenant + request), so a retried request forgets
+    once."""
+
+    type: ClassVar[str] = "MemoryForgotten"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    request_id: str
+    requested_at: datetime
+    memory_ids: tuple[str, ...] = ()
+    thread: str | None = None
+    before: datetime | None = None
+    everything: bool = False
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        _check_time(self.requested_at)
+        if self.before is not None:
+            _check_time(self.before)
+        object.__setattr__(self, "memory_ids", tuple(sorted(set(self.memory_ids))))
+        filtered = self.thread is not None or self.before is not None
+        if [bool(self.memory_ids), filtered, self.everything].count(True) != 1:
+            raise InvalidInputError(
+                "say what to forget, one of: memory ids; a thread and/or a time (before); "
+                "or everything of the tenant"
+            )
+        if not self.request_id:
+            raise InvalidInputError("a forget request needs a request id, decided once")
+
+    @property
+    def id(self) -> str:
+        return _derive_id("memory.forget", self.tenant, self.request_id)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoriesConsolidated:
+    """A group of a tenant's memories was summarised: the summary replaces the whole group.
+
+    Everything the summary needs was decided once by the consolidation job and is carried
+    here (the text from the model, the latest timestamp and highest importance of the group,
+    the merged metadata). Applied only if every member still exists; otherwise skipped whole.
+    """
+
+    type: ClassVar[str] = "MemoriesConsolidated"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    memory_ids: tuple[str, ...]
+    summary: str
+    memory_type: MemoryType
+    thread: str
+    timestamp: datetime
+    importance: float
+    embedding_model: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        _check_metadata(self.metadata)
+        _check_time(self.timestamp)
+        object.__setattr__(self, "memory_ids", tuple(sorted(set(self.memory_ids))))
+        object.__setattr__(self, "memory_type", MemoryType(self.memory_type))
+        if len(self.memory_ids) < 2:
+            raise InvalidInputError("a consolidation replaces a group of at least two memories")
+        if not self.summary.strip():
+            raise InvalidInputError("a consolidation needs a non-empty summary")
+
+    @property
+    def id(self) -> str:
+        return _derive_id(consolidate_effect_key(self.tenant, self.memory_ids))
+
+
+MemoryEvent = TurnRecorded | MessageRecorded | MemoryForgotten | MemoriesConsolidated
+
+_EVENT_TYPES: dict[str, type[MemoryEvent]] = {
+    cls.type: cls for cls in (TurnRecorded, MessageRecorded, MemoryForgotten, MemoriesConsolidated)
 }
-
-
-def _field_names(cls: type[MemoryEvent]) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _event_fields(event: MemoryEvent) -> dict[str, Any]:
     body: dict[str, Any] = {"type": event.type, "version": event.version, "id": event.id}
-    for name in _field_names(type(event)):
-        value = getattr(event, name)
+    for f in dataclasses.fields(event):
+        name, value = f.name, getattr(event, f.name)
         if isinstance(value, datetime):
             value = value.astimezone(UTC).isoformat()
         elif isinstance(value, Mapping):
             value = dict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
         body[name] = value
     return body
 
@@ -158,20 +247,47 @@ def encode_event(event: MemoryEvent) -> bytes:
     return json.dumps(_event_fields(event), ensure_ascii=False, separators=(",", ":")).encode()
 
 
-_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "tenant": str,
-    "thread": str,
-    "source_id": str,
-    "run": str,
-    "turn": int,
-    "query": str,
-    "answer": str,
-    "content": str,
-    "speaker": str,
-    "recorded_at": str,
-    "importance": (int, float),
-    "embedding_model": str,
-    "metadata": dict,
+class _WrongType(Exception):
+    pass
+
+
+def _typed(*types: type) -> Callable[[object], object]:
+    def parse(value: object) -> object:
+        if not isinstance(value, types) or isinstance(value, bool) != (bool in types):
+            raise _WrongType
+        return value
+
+    return parse
+
+
+def _time(value: object) -> datetime:
+    if not isinstance(value, str):
+        raise _WrongType
+    return datetime.fromisoformat(value)  # ValueError: an invalid event, said below
+
+
+def _ids(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _WrongType
+    return tuple(value)
+
+
+def _optional(parse: Callable[[object], object]) -> Callable[[object], object]:
+    return lambda value: None if value is None else parse(value)
+
+
+# Each field is parsed by its annotation (a string: this module defers annotations).
+_PARSERS: dict[str, Callable[[object], object]] = {
+    "str": _typed(str),
+    "int": _typed(int),
+    "float": _typed(int, float),
+    "bool": _typed(bool),
+    "datetime": _time,
+    "Mapping[str, str]": _typed(dict),
+    "tuple[str, ...]": _ids,
+    "MemoryType": _typed(str),
+    "str | None": _optional(_typed(str)),
+    "datetime | None": _optional(_time),
 }
 
 
@@ -190,18 +306,20 @@ def decode_event(raw: bytes) -> MemoryEvent:
     if body.get("version") != cls.version:
         raise EventVersionError(cls.type, cls.version, body.get("version"))
     values: dict[str, Any] = {}
-    for name in _field_names(cls):
-        if name not in body:
-            raise EventDecodeError(f"{kind} lacks field {name!r}")
-        value = body[name]
-        expected = _FIELD_TYPES[name]
-        if not isinstance(value, expected) or isinstance(value, bool):
-            raise EventDecodeError(f"{kind}.{name} has the wrong type: {value!r}")
-        values[name] = value
     try:
-        values["recorded_at"] = datetime.fromisoformat(values["recorded_at"])
+        for f in dataclasses.fields(cls):
+            if f.name not in body:
+                raise EventDecodeError(f"{kind} lacks field {f.name!r}")
+            try:
+                values[f.name] = _PARSERS[str(f.type)](body[f.name])
+            except _WrongType:
+                raise EventDecodeError(
+                    f"{kind}.{f.name} has the wrong type: {body[f.name]!r}"
+                ) from None
         event = cls(**values)
     except (ValueError, InvalidInputError) as exc:
+        if isinstance(exc, EventDecodeError):
+            raise
         raise EventDecodeError(f"{kind} is invalid: {exc}") from None
     if body.get("id") != event.id:
         raise EventDecodeError(
@@ -258,3 +376,27 @@ def _(event: MessageRecorded) -> tuple[Memory, ...]:
             embedding_model=event.embedding_model,
         ),
     )
+
+
+@memories_of.register
+def _(event: MemoriesConsolidated) -> tuple[Memory, ...]:
+    return (
+        Memory(
+            id=_memory_id(event.id, "summary"),
+            tenant=event.tenant,
+            content=event.summary,
+            memory_type=event.memory_type,
+            thread=event.thread,
+            timestamp=event.timestamp,
+            importance=event.importance,
+            event_id=event.id,
+            role="summary",
+            metadata=event.metadata,
+            embedding_model=event.embedding_model,
+        ),
+    )
+
+
+@memories_of.register
+def _(event: MemoryForgotten) -> tuple[Memory, ...]:
+    return ()

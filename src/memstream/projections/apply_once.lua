@@ -1,58 +1,158 @@
 -- Apply one memory event at most once, with the tenant's bound eviction, in one atomic step.
 --
--- KEYS[1]  the tenant's applied-markers hash (event id -> recorded outcome)
--- KEYS[2]  the tenant's eviction-order sorted set (members sort by importance, time, id)
--- KEYS[3]  the consumer positions hash ("topic/partition" -> offset)
--- KEYS[4…] the hashes of the memories the event writes
--- ARGV[1]  event id            ARGV[2] outcome to record (JSON)
--- ARGV[3]  max memories (0: unbounded)
--- ARGV[4]  position field ("" : none)   ARGV[5] offset
--- ARGV[6]  key prefix of the tenant's memories (eviction derives keys from member ids)
--- ARGV[7…] for each memory key in order: its order member, its number of field/value pairs,
---          then the pairs
+-- KEYS[1]  the live-generation pointer ({ns}:generation)
+-- KEYS[2]  the tenant's applied-markers hash (event id -> recorded outcome)
+-- KEYS[3]  the tenant's eviction-order sorted set (members sort by importance, time, id)
+-- KEYS[4]  the generation's consumer positions hash ("topic/partition" -> offset)
+-- KEYS[5]  the tenant's tombstones (memory ids forgotten: never written again)
+-- ARGV[1]  the generation these keys belong to, checked against KEYS[1] ("": not checked,
+--          a rebuild writing a generation that is not live yet)
+-- ARGV[2]  event id     ARGV[3] kind: record | forget | consolidate
+-- ARGV[4]  max memories (0: unbounded)
+-- ARGV[5]  position field ("": none)   ARGV[6] offset
+-- ARGV[7]  key prefix of the tenant's memories (keys derive from memory ids)
+-- ARGV[8…] by kind:
+--   record, consolidate: the number of memories to write, then for each: its id, its order
+--            member, its number of field/value pairs, then the pairs; consolidate then adds
+--            the replaced ids as a JSON array
+--   forget:  a JSON object {ids, thread, before_us, everything}
 --
 -- Returns {1, outcome, evicted ids} when applied now, {0, recorded outcome, {}} when the
--- event had been applied before (a redelivery or a replay): nothing is written twice.
+-- event had been applied before (a redelivery or a replay): nothing is written twice, and
+-- {-1, '', {}} when ARGV[1] is no longer the live generation (the caller re-reads it).
+-- The outcome is JSON: {memories: written ids, removed: forgotten or replaced ids,
+-- skipped: reason or absent, missing: ids a consolidation found gone}.
 
-local recorded = redis.call('HGET', KEYS[1], ARGV[1])
+if ARGV[1] ~= '' and (redis.call('GET', KEYS[1]) or '1') ~= ARGV[1] then
+  return {-1, '', {}}
+end
+local recorded = redis.call('HGET', KEYS[2], ARGV[2])
 if recorded then
   return {0, recorded, {}}
 end
 
-local a = 7
-for k = 4, #KEYS do
-  local member = ARGV[a]
-  local pairs_count = tonumber(ARGV[a + 1])
-  a = a + 2
-  local fields = {}
-  for j = 0, 2 * pairs_count - 1 do
-    fields[#fields + 1] = ARGV[a + j]
-  end
-  a = a + 2 * pairs_count
-  redis.call('HSET', KEYS[k], unpack(fields))
-  redis.call('ZADD', KEYS[2], 0, member)
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local kind, prefix = ARGV[3], ARGV[7]
+local written, removed = {}, {}
+local outcome = {}
 
-if ARGV[4] ~= '' then
-  local current = tonumber(redis.call('HGET', KEYS[3], ARGV[4]) or '-1')
-  if tonumber(ARGV[5]) > current then
-    redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
+local function remove(id)
+  local member = redis.call('HGET', prefix .. id, 'order_member')
+  if member then
+    redis.call('ZREM', KEYS[3], member)
+    redis.call('DEL', prefix .. id)
+  end
+end
+
+local function write_memories(a)
+  local count = tonumber(ARGV[a])
+  a = a + 1
+  for _ = 1, count do
+    local id, member, pairs_count = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+    a = a + 3
+    -- A forgotten id stays forgotten, whatever event brings it back (a late duplicate, an
+    -- import of the same lines, a replay).
+    if redis.call('SISMEMBER', KEYS[5], id) == 0 then
+      local fields = {}
+      for j = 0, 2 * pairs_count - 1 do
+        fields[#fields + 1] = ARGV[a + j]
+      end
+      redis.call('HSET', prefix .. id, unpack(fields))
+      redis.call('ZADD', KEYS[3], 0, member)
+      written[#written + 1] = id
+    end
+    a = a + 2 * pairs_count
+  end
+  return a
+end
+
+if kind == 'record' then
+  write_memories(8)
+elseif kind == 'consolidate' then
+  local after = 8 + 1
+  local count = tonumber(ARGV[8])
+  for _ = 1, count do
+    after = after + 3 + 2 * tonumber(ARGV[after + 2])
+  end
+  local replaced = cjson.decode(ARGV[after])
+  local missing = {}
+  for _, id in ipairs(replaced) do
+    if redis.call('EXISTS', prefix .. id) == 0 then
+      missing[#missing + 1] = id
+    end
+  end
+  if #missing > 0 then
+    -- A member was evicted, forgotten or consolidated since the group was decided: the
+    -- summary would speak for memories that are gone, so the whole group is skipped.
+    outcome.skipped = 'members_missing'
+    outcome.missing = missing
+  else
+    for _, id in ipairs(replaced) do
+      remove(id)
+      removed[#removed + 1] = id
+    end
+    write_memories(8)
+  end
+elseif kind == 'forget' then
+  local selector = cjson.decode(ARGV[8])
+  local function forget(id)
+    redis.call('SADD', KEYS[5], id)
+    if redis.call('EXISTS', prefix .. id) == 1 then
+      remove(id)
+      removed[#removed + 1] = id
+    end
+  end
+  if #selector.ids > 0 then
+    -- Named ids are tombstoned even if not (or not yet) stored: they must never appear.
+    for _, id in ipairs(selector.ids) do
+      forget(id)
+    end
+  else
+    for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+      local id = string.match(member, '([^:]+)$')
+      local match = true
+      if not selector.everything then
+        if selector.before_us ~= cjson.null then
+          match = tonumber(string.match(member, '^%d+:(%d+):')) < selector.before_us
+        end
+        if match and selector.thread ~= cjson.null then
+          match = redis.call('HGET', prefix .. id, 'thread') == selector.thread
+        end
+      end
+      if match then
+        forget(id)
+      end
+    end
+  end
+else
+  return redis.error_reply('unknown event kind ' .. kind)
+end
+
+-- cjson writes an empty table as {}, not []; an explicit array marker is not available in
+-- Redis's cjson, so empty lists are left out and read as empty.
+if #written > 0 then outcome.memories = written end
+if #removed > 0 then outcome.removed = removed end
+local encoded = cjson.encode(outcome)
+redis.call('HSET', KEYS[2], ARGV[2], encoded)
+
+if ARGV[5] ~= '' then
+  local current = tonumber(redis.call('HGET', KEYS[4], ARGV[5]) or '-1')
+  if tonumber(ARGV[6]) > current then
+    redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
   end
 end
 
 local evicted = {}
-local bound = tonumber(ARGV[3])
+local bound = tonumber(ARGV[4])
 if bound > 0 then
-  local excess = redis.call('ZCARD', KEYS[2]) - bound
+  local excess = redis.call('ZCARD', KEYS[3]) - bound
   if excess > 0 then
-    local victims = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
+    local victims = redis.call('ZRANGE', KEYS[3], 0, excess - 1)
     for _, member in ipairs(victims) do
       local id = string.match(member, '([^:]+)$')
-      redis.call('DEL', ARGV[6] .. id)
+      redis.call('DEL', prefix .. id)
       evicted[#evicted + 1] = id
     end
-    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1)
+    redis.call('ZREMRANGEBYRANK', KEYS[3], 0, excess - 1)
   end
 end
-return {1, ARGV[2], evicted}
+return {1, encoded, evicted}

@@ -1,12 +1,13 @@
 """The projection's read side: recall a tenant's memories by meaning, synchronously.
 
-A recall is one FT.SEARCH: a KNN query over the memory vectors whose candidates are filtered
-on the server to the tenant's TAG, escaped for the query syntax. HYBRID_POLICY ADHOC_BF
-scores every vector that passes the filter instead of walking the HNSW graph and discarding
-other tenants' hits: a tenant is bounded (MEMSTREAM_MAX_MEMORIES) and usually a small part of
-a shared index, where the graph walk can time out (measured: a 1M-vector index with a filter
-matching one document took over 500 ms without it, 0.2 ms with it).
-"""
+A recall is one FT.SEARCH on the alias of the live generation's index (so it keeps answering
+while a replay rebuilds the next generation, and switches when that one is swapped in): a KNN
+query over the memory vectors whose candidates are filtered on the server to the tenant's TAG,
+escaped for the query syntax. HYBRID_POLICY ADHOC_BF scores every vector that passes the filter
+instead of walking the HNSW graph and discarding other tenants' hits: a tenant is bounded
+(MEMSTREAM_MAX_MEMORIES) and usually a small part of a shared index, where the graph walk can
+time out (measured: a 1M-vector index with a filter matching one document took over 500 ms
+without it, 0.2 ms with it)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ class RedisRecaller:
         rendered = query.render()
         with redis_errors(self._url, "recalling memories"):
             try:
-                result = self._client.ft(self._keys.index_name).search(
+                result = self._client.ft(self._keys.alias).search(
                     rendered, query_params=rendered.params
                 )
             except redis.ResponseError as exc:

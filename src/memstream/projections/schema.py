@@ -1,16 +1,24 @@
 """The Redis layout of the memory projection: key names, hash fields and the RedisVL index schema.
 
 Every key starts with the namespace, and every per-tenant key carries the tenant as its token
-(hex of the UTF-8 id, see memory.tenancy), so no tenant id can change a key's shape:
+(hex of the UTF-8 id, see memory.tenancy), so no tenant id can change a key's shape.
 
-    {ns}:mem:{token}:{memory_id}   HASH  one memory (fields below), indexed by the search index
-    {ns}:order:{token}             ZSET  the tenant's memories in eviction order (lexicographic)
-    {ns}:applied:{token}           HASH  event id -> recorded outcome: the apply-once markers
-    {ns}:positions                 HASH  "topic/partition" -> last applied offset
-    {ns}:meta                      HASH  what the index was built with (embedding model, dims)
+A projection lives in a *generation*: every key of its state carries the generation, so a
+replay can build generation g+1 beside the live generation g and swap it in at once:
+
+    {ns}:generation                    STRING the live generation (absent: 1)
+    {ns}:generations                   STRING the last generation number handed out
+    {ns}:memories                      FT alias of the live generation's index (recall uses it)
+    {ns}:memories:v{V}:g{g}            FT index over {ns}:g{g}:mem:
+    {ns}:g{g}:mem:{token}:{memory_id}  HASH   one memory (fields below)
+    {ns}:g{g}:order:{token}            ZSET   the tenant's memories in eviction order
+    {ns}:g{g}:applied:{token}          HASH   event id -> recorded outcome: apply-once markers
+    {ns}:g{g}:forgotten:{token}        SET    tombstones: memory ids no event may write again
+    {ns}:g{g}:positions                HASH   "topic/partition" -> last offset taken into account
+    {ns}:g{g}:meta                     HASH   what the index was built with (model, dims)
 
 The index schema is versioned data: a change of fields is a new `INDEX_VERSION`, built by a
-replay into a fresh index rather than altered in place.
+replay into a fresh generation rather than altered in place.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ __all__ = [
     "from_hash",
     "memory_index_schema",
     "order_member",
+    "order_member_of",
     "to_hash",
 ]
 
@@ -58,6 +67,8 @@ class Fields:
     EVENT_ID = "event_id"
     EMBEDDING_MODEL = "embedding_model"
     EMBEDDING = "embedding"
+    # Not part of the memory: its member in the order set, so a removal by id is O(1).
+    ORDER_MEMBER = "order_member"
 
     RETURNED = (
         ID,
@@ -76,25 +87,45 @@ class Fields:
 
 @dataclass(frozen=True, slots=True)
 class Keyspace:
-    """Names of every Redis key and index of one namespace."""
+    """Names of every Redis key and index of one generation of one namespace."""
 
     namespace: str
+    generation: int = 1
+
+    def at(self, generation: int) -> Keyspace:
+        return Keyspace(self.namespace, generation)
+
+    @property
+    def generation_key(self) -> str:
+        return f"{self.namespace}:generation"
+
+    @property
+    def generation_counter(self) -> str:
+        return f"{self.namespace}:generations"
+
+    @property
+    def alias(self) -> str:
+        return f"{self.namespace}:memories"
+
+    @property
+    def generation_prefix(self) -> str:
+        return f"{self.namespace}:g{self.generation}:"
 
     @property
     def index_name(self) -> str:
-        return f"{self.namespace}:memories:v{INDEX_VERSION}"
+        return f"{self.namespace}:memories:v{INDEX_VERSION}:g{self.generation}"
 
     @property
     def memory_prefix(self) -> str:
-        return f"{self.namespace}:mem:"
+        return f"{self.generation_prefix}mem:"
 
     @property
     def positions(self) -> str:
-        return f"{self.namespace}:positions"
+        return f"{self.generation_prefix}positions"
 
     @property
     def meta(self) -> str:
-        return f"{self.namespace}:meta"
+        return f"{self.generation_prefix}meta"
 
     def memory(self, tenant: str, memory_id: str) -> str:
         return f"{self.memory_prefix}{tenant_token(tenant)}:{memory_id}"
@@ -103,10 +134,17 @@ class Keyspace:
         return f"{self.memory_prefix}{tenant_token(tenant)}:"
 
     def order(self, tenant: str) -> str:
-        return f"{self.namespace}:order:{tenant_token(tenant)}"
+        return f"{self.generation_prefix}order:{tenant_token(tenant)}"
 
     def applied(self, tenant: str) -> str:
-        return f"{self.namespace}:applied:{tenant_token(tenant)}"
+        return f"{self.generation_prefix}applied:{tenant_token(tenant)}"
+
+    def forgotten(self, tenant: str) -> str:
+        return f"{self.generation_prefix}forgotten:{tenant_token(tenant)}"
+
+    def tenant_keys(self, tenant: str) -> tuple[str, str, str]:
+        """The per-tenant keys besides the memory hashes: order, applied, forgotten."""
+        return self.order(tenant), self.applied(tenant), self.forgotten(tenant)
 
 
 def order_member(importance: float, timestamp_us: int, memory_id: str) -> str:
@@ -151,6 +189,11 @@ def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
     )
 
 
+def order_member_of(memory: Memory) -> str:
+    micros = round(memory.timestamp.timestamp() * 1_000_000)
+    return order_member(memory.importance, micros, memory.id)
+
+
 def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:
     """A memory as the fields of its Redis hash."""
     return {
@@ -168,6 +211,7 @@ def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:
         Fields.EVENT_ID: memory.event_id,
         Fields.EMBEDDING_MODEL: memory.embedding_model,
         Fields.EMBEDDING: np.asarray(vector, dtype=np.float32).tobytes(),
+        Fields.ORDER_MEMBER: order_member_of(memory),
     }
 
 

@@ -1,15 +1,20 @@
 """The projection's write side: apply memory events to Redis, each at most once.
 
 `ProjectionWriter.apply` takes events whose memories are already embedded and runs
-apply_once.lua for each: the applied marker, the memory hashes, the consumer position and the
-tenant's bound eviction commit together or not at all. A redelivered or replayed event finds
-its marker and returns the outcome recorded the first time, writing nothing.
+apply_once.lua for each: the applied marker, the memory writes (or removals, for a forget or a
+consolidation), the consumer position and the tenant's bound eviction commit together or not
+at all. A redelivered or replayed event finds its marker and returns the outcome recorded the
+first time, writing nothing.
+
+Which generation it writes: the live one (read per batch, and checked inside the script, so a
+swap between the read and the write cannot leave an event in the retired generation), or,
+for a rebuild, a named generation that is not live yet.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 
@@ -19,10 +24,11 @@ from redisvl.index import AsyncSearchIndex
 
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
-from memstream.memory.events import MemoryEvent
+from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import Memory
 from memstream.projections.connection import redis_errors
-from memstream.projections.schema import Keyspace, memory_index_schema, order_member, to_hash
+from memstream.projections.generations import Generations
+from memstream.projections.schema import Fields, Keyspace, memory_index_schema, to_hash
 
 __all__ = ["AppliedOutcome", "Embedded", "Position", "ProjectionWriter"]
 
@@ -54,13 +60,44 @@ class Embedded:
 
 @dataclass(frozen=True, slots=True)
 class AppliedOutcome:
-    event_id: str
+    """What applying an event did (or, for a repeat, what it did the first time).
+
+    `memory_ids` were written; `removed` were forgotten or replaced by a summary; a skipped
+    consolidation says why in `skipped` and names the `missing` members. `evicted` is only
+    known when `applied_now`.
+    """
+
+    event: MemoryEvent
     applied_now: bool
     memory_ids: tuple[str, ...]
     evicted: tuple[str, ...]
+    removed: tuple[str, ...] = ()
+    skipped: str = ""
+    missing: tuple[str, ...] = ()
+
+    @property
+    def event_id(self) -> str:
+        return self.event.id
+
+    @classmethod
+    def from_reply(cls, event: MemoryEvent, reply: Sequence[object]) -> AppliedOutcome:
+        applied, recorded, evicted = reply
+        body = json.loads(_text(recorded))  # type: ignore[arg-type]
+        return cls(
+            event=event,
+            applied_now=applied == 1,
+            memory_ids=tuple(body.get("memories", ())),
+            evicted=tuple(_text(e) for e in evicted),  # type: ignore[attr-defined]
+            removed=tuple(body.get("removed", ())),
+            skipped=body.get("skipped", ""),
+            missing=tuple(body.get("missing", ())),
+        )
 
 
 class ProjectionWriter:
+    """Applies embedded events to the projection of one namespace (`keyspace`'s generation is
+    ignored: each call says or reads which generation it writes)."""
+
     def __init__(
         self,
         client: redis.asyncio.Redis,
@@ -74,77 +111,133 @@ class ProjectionWriter:
         self._max_memories = max_memories
         self._url = url
         self._script: AsyncScript = client.register_script(_APPLY_ONCE)
+        self._generations = Generations(client, keyspace, url=url)
 
-    async def ensure_index(self, embedding_model: str, dims: int) -> None:
-        """Create the search index if it is missing; refuse one built for another model."""
+    async def ensure_live_index(self, embedding_model: str, dims: int) -> int:
+        """Make sure the live generation has its index and recall's alias points at one."""
+        generation = await self._generations.live()
+        await self.ensure_index(embedding_model, dims, generation)
+        with redis_errors(self._url, "creating the recall alias"):
+            try:
+                await self._client.execute_command(  # type: ignore[no-untyped-call]
+                    "FT.ALIASADD", self._keys.alias, self._keys.at(generation).index_name
+                )
+            except redis.ResponseError as exc:
+                if "alias already exists" not in str(exc).lower():
+                    raise
+        return generation
+
+    async def ensure_index(self, embedding_model: str, dims: int, generation: int) -> None:
+        """Create `generation`'s search index if missing; refuse one built for another model."""
+        keys = self._keys.at(generation)
         with redis_errors(self._url, "creating the memory index"):
-            await self._client.hsetnx(self._keys.meta, "embedding_model", embedding_model)
-            await self._client.hsetnx(self._keys.meta, "dims", str(dims))
-            raw_model, raw_dims = await self._client.hmget(
-                self._keys.meta, ["embedding_model", "dims"]
-            )
+            await self._client.hsetnx(keys.meta, "embedding_model", embedding_model)
+            await self._client.hsetnx(keys.meta, "dims", str(dims))
+            raw_model, raw_dims = await self._client.hmget(keys.meta, ["embedding_model", "dims"])
             stored_model, stored_dims = _text(raw_model), int(_text(raw_dims))
             if stored_model != embedding_model or stored_dims != dims:
                 raise ConfigurationError(
-                    f"the index {self._keys.index_name} holds vectors of "
+                    f"the index {keys.index_name} holds vectors of "
                     f"{stored_model} ({stored_dims} dims), but this process embeds "
                     f"with {embedding_model} ({dims} dims); vectors of two models cannot be "
                     "compared. Use the same MEMSTREAM_EMBEDDER, or another MEMSTREAM_NAMESPACE "
                     "and replay the log into it."
                 )
-            index = AsyncSearchIndex(
-                memory_index_schema(self._keys, dims), redis_client=self._client
-            )
+            index = AsyncSearchIndex(memory_index_schema(keys, dims), redis_client=self._client)
             if not await index.exists():
                 await index.create(overwrite=False)
 
-    async def apply(self, batch: Sequence[Embedded]) -> list[AppliedOutcome]:
-        """Apply every event of `batch` (one round trip); each is atomic on its own."""
-        async with self._client.pipeline(transaction=False) as pipe:
-            for item in batch:
-                keys, args = self._script_call(item)
-                await self._script(keys=keys, args=args, client=pipe)
-            with redis_errors(self._url, "applying memory events"):
-                replies = await pipe.execute()
-        return [
-            AppliedOutcome(
-                event_id=item.event.id,
-                applied_now=bool(reply[0]),
-                memory_ids=tuple(json.loads(reply[1])["memories"]),
-                evicted=tuple(e.decode() for e in reply[2]),
-            )
-            for item, reply in zip(batch, replies, strict=True)
-        ]
+    async def apply(
+        self, batch: Sequence[Embedded], *, into: int | None = None
+    ) -> list[AppliedOutcome]:
+        """Apply every event of `batch` in order, each atomic on its own.
 
-    async def is_applied(self, tenant: str, event_id: str) -> bool:
-        with redis_errors(self._url, "reading applied markers"):
-            return bool(await self._client.hexists(self._keys.applied(tenant), event_id))
+        `into` names a generation being rebuilt; by default the live generation is written.
+        When a swap retires the live generation mid-batch, the events the script refused are
+        applied again to the new live generation (the ones before them are already there: a
+        swap only happens once the new generation has caught up with the old one).
+        """
+        outcomes: list[AppliedOutcome] = []
+        pending = list(batch)
+        while pending:
+            generation = into if into is not None else await self._generations.live()
+            checked = "" if into is not None else str(generation)
+            keys = self._keys.at(generation)
+            async with self._client.pipeline(transaction=False) as pipe:
+                for item in pending:
+                    script_keys, args = self._script_call(keys, checked, item)
+                    await self._script(keys=script_keys, args=args, client=pipe)
+                with redis_errors(self._url, "applying memory events"):
+                    replies = await pipe.execute()
+            done = 0
+            for item, reply in zip(pending, replies, strict=True):
+                if reply[0] == -1:  # retired generation: this and every later event again
+                    break
+                outcomes.append(AppliedOutcome.from_reply(item.event, reply))
+                done += 1
+            pending = pending[done:]
+        return outcomes
 
-    def _script_call(self, item: Embedded) -> tuple[list[str], list[str | bytes | int]]:
+    async def advance(self, positions: Mapping[str, int], *, into: int) -> None:
+        """Record that a rebuild has taken these offsets into account (applied or skipped)."""
+        keys = self._keys.at(into)
+        with redis_errors(self._url, "recording positions"):
+            current = await self._client.hmget(keys.positions, list(positions))
+            ahead = {
+                name: offset
+                for (name, offset), stored in zip(positions.items(), current, strict=True)
+                if stored is None or offset > int(_text(stored))
+            }
+            if ahead:
+                await self._client.hset(keys.positions, mapping=ahead)  # type: ignore[arg-type]
+
+    def _script_call(
+        self, keys: Keyspace, checked: str, item: Embedded
+    ) -> tuple[list[str], list[str | bytes | int]]:
         event = item.event
-        outcome = json.dumps({"memories": [m.id for m in item.memories]})
-        keys = [
-            self._keys.applied(event.tenant),
-            self._keys.order(event.tenant),
-            self._keys.positions,
-            *(self._keys.memory(m.tenant, m.id) for m in item.memories),
+        script_keys = [
+            keys.generation_key,
+            keys.applied(event.tenant),
+            keys.order(event.tenant),
+            keys.positions,
+            keys.forgotten(event.tenant),
         ]
         position = item.position
         args: list[str | bytes | int] = [
+            checked,
             event.id,
-            outcome,
+            _kind(event),
             self._max_memories,
             position.field if position else "",
             position.offset if position else -1,
-            self._keys.tenant_memory_prefix(event.tenant),
+            keys.tenant_memory_prefix(event.tenant),
         ]
+        if isinstance(event, MemoryForgotten):
+            before = event.before
+            selector = {
+                "ids": list(event.memory_ids),
+                "thread": event.thread,
+                "before_us": round(before.timestamp() * 1_000_000) if before else None,
+                "everything": event.everything,
+            }
+            return script_keys, [*args, json.dumps(selector)]
+        args.append(len(item.memories))
         for memory, vector in zip(item.memories, item.vectors, strict=True):
             fields = to_hash(memory, vector)
-            micros = round(memory.timestamp.timestamp() * 1_000_000)
-            args += [order_member(memory.importance, micros, memory.id), len(fields)]
+            args += [memory.id, str(fields[Fields.ORDER_MEMBER]), len(fields)]
             for name, value in fields.items():
                 args += [name, value]
-        return keys, args
+        if isinstance(event, MemoriesConsolidated):
+            args.append(json.dumps(list(event.memory_ids)))
+        return script_keys, args
+
+
+def _kind(event: MemoryEvent) -> str:
+    if isinstance(event, MemoryForgotten):
+        return "forget"
+    if isinstance(event, MemoriesConsolidated):
+        return "consolidate"
+    return "record"
 
 
 def _text(value: bytes | str | None) -> str:

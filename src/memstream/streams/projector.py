@@ -1,10 +1,13 @@
 """The projector: what the worker does with each batch of messages from the memory topic.
 
 For a batch it decodes every message (an unusable one goes to the dead letters, and the batch
-goes on), embeds the memories of all good events in one call, and applies each event once to
-the Redis projection. It never gives up on a good event: while Redis or the embedding
-provider is unreachable it retries with backoff, so the consumer does not move past events
-that were not applied (the stream acknowledges a batch only after `project` returns).
+goes on), embeds the memories of all good events in one call, applies each event once to the
+Redis projection, and announces what applying did (evictions, forgets, consolidations). The
+live worker writes the live generation; a replay runs the same projector `into` the generation
+it rebuilds, with its own dead letters and no announcements. It never gives up on a good event:
+while Redis or the embedding provider is unreachable it retries with backoff, so the consumer
+does not move past events that were not applied (the stream acknowledges a batch only after
+`project` returns).
 
 It knows nothing of Faust: the worker module feeds it, and tests can call it directly.
 """
@@ -15,14 +18,18 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
+import numpy as np
+
 from memstream.errors import EmbeddingModelMismatchError, EventDecodeError, InfrastructureError
-from memstream.memory.embeddings import Embedder
+from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import decode_event, memories_of
 from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
+from memstream.streams.monitoring import MonitoringEvent, notices_of
 
-__all__ = ["DeadLetters", "Projector", "RawMessage"]
+__all__ = ["Announcements", "DeadLetters", "Projector", "RawMessage"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,6 +56,12 @@ class DeadLetters(Protocol):
         ...
 
 
+class Announcements(Protocol):
+    async def announce(self, notices: Sequence[MonitoringEvent]) -> None:
+        """Publish `notices` on the monitoring topic."""
+        ...
+
+
 class Projector:
     def __init__(
         self,
@@ -56,19 +69,29 @@ class Projector:
         writer: ProjectionWriter,
         dead_letters: DeadLetters,
         *,
+        announcements: Announcements | None = None,
+        into: int | None = None,
         first_retry_s: float = 0.2,
         max_retry_s: float = 10.0,
     ) -> None:
         self._embedder = embedder
         self._writer = writer
         self._dead_letters = dead_letters
+        self._announcements = announcements
+        self._into = into
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
 
     async def start(self) -> None:
+        model, dims = self._embedder.model_id, self._embedder.dims
+        into = self._into
         await self._retrying(
             "preparing the index",
-            lambda: self._writer.ensure_index(self._embedder.model_id, self._embedder.dims),
+            lambda: (
+                self._writer.ensure_live_index(model, dims)
+                if into is None
+                else self._writer.ensure_index(model, dims, into)
+            ),
         )
 
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
@@ -76,9 +99,11 @@ class Projector:
         for message in messages:
             try:
                 event = decode_event(message.value or b"")
-                if event.embedding_model != self._embedder.model_id:
+                memories = memories_of(event)
+                foreign = {m.embedding_model for m in memories} - {self._embedder.model_id}
+                if foreign:
                     raise EmbeddingModelMismatchError(
-                        f"the event was recorded for {event.embedding_model!r}, this worker embeds "
+                        f"the event was recorded for {foreign.pop()!r}, this worker embeds "
                         f"with {self._embedder.model_id!r}; run a worker with that model (or "
                         "replay into a namespace built with it)"
                     )
@@ -86,18 +111,29 @@ class Projector:
                 log.warning("dead-lettered %s/%s@%s: %s", *_where(message), exc)
                 await self._dead_letters.send(message, exc)
                 continue
-            ready.append((event, memories_of(event), message.position))
+            ready.append((event, memories, message.position))
         if not ready:
             return []
         texts = [memory.content for _, memories, _ in ready for memory in memories]
-        vectors = await self._retrying(
-            "embedding", lambda: asyncio.to_thread(self._embedder.embed_documents, texts)
-        )
+        vectors = await self._retrying("embedding", lambda: self._embed(texts))
         batch, row = [], 0
         for event, memories, position in ready:
             batch.append(Embedded(event, memories, vectors[row : row + len(memories)], position))
             row += len(memories)
-        return await self._retrying("applying to Redis", lambda: self._writer.apply(batch))
+        outcomes = await self._retrying(
+            "applying to Redis", lambda: self._writer.apply(batch, into=self._into)
+        )
+        if self._announcements is not None:
+            at = datetime.now(UTC)
+            notices = [notice for outcome in outcomes for notice in notices_of(outcome, at)]
+            if notices:
+                await self._announcements.announce(notices)
+        return outcomes
+
+    async def _embed(self, texts: list[str]) -> Vectors:
+        if not texts:  # a batch of forgets only: nothing to embed
+            return np.zeros((0, self._embedder.dims), dtype=np.float32)
+        return await asyncio.to_thread(self._embedder.embed_documents, texts)
 
     async def _retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
         delay = self._first_retry_s

@@ -10,12 +10,24 @@ What is the worker?
 
 Messages are read raw (bytes): decoding is the projector's job, so that a malformed message
 becomes a dead letter instead of a crashed stream.
+
+Processing guarantee: exactly_once. `run_worker` runs the app under faust.Worker, the only
+way Faust turns it on (a bare `app.start()` leaves `in_worker` false and silently falls back
+to at-least-once). Each assigned partition then gets a transactional producer, and consumer
+offsets are committed inside Kafka transactions (works on Kafka 4.1 with aiokafka 0.14). The
+Redis projection cannot join a Kafka transaction; what makes it exactly-once is apply-once
+(markers and writes in one Lua script), which turns every redelivery after a crash into a
+no-op. Dead letters and monitoring events go through the app's plain idempotent producer:
+Faust picks a transactional producer by the *destination* partition, which only works for
+topics co-partitioned with the source, and those topics are not. They are awaited before the
+batch is acknowledged, so they are at-least-once. See docs/streams.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +39,7 @@ from memstream.memory.embeddings import Embedder
 from memstream.projections.connection import async_redis_client
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import ProjectionWriter
-from memstream.streams.monitoring import DeadLettered, encode_monitoring
+from memstream.streams.monitoring import DeadLettered, MonitoringEvent, encode_monitoring
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, ensure_topics
 
@@ -39,12 +51,21 @@ BATCH_SIZE = 128
 BATCH_WITHIN_S = 0.02
 
 
-class _FaustDeadLetters:
-    """Dead letters and their announcements, written through the app's own producer."""
+class _Monitoring:
+    """Dead letters and monitoring events, written by the app's plain (non-transactional)
+    producer and awaited until durable."""
 
-    def __init__(self, dead_letters: faust.TopicT, monitoring: faust.TopicT) -> None:
-        self._dead_letters = dead_letters
-        self._monitoring = monitoring
+    def __init__(self, app: faust.App, topics: Topics) -> None:
+        self._app = app
+        self._topics = topics
+
+    async def _send(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Mapping[str, bytes]
+    ) -> None:
+        producer = self._app.producer
+        await producer.maybe_start()
+        sent = await producer.send(topic, key, value, None, None, list(headers.items()))
+        await sent
 
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
         headers = {
@@ -54,8 +75,7 @@ class _FaustDeadLetters:
         }
         # Awaiting the delivery, not just the send, keeps the message from being
         # acknowledged on the memory topic before its dead letter is durable.
-        sent = await self._dead_letters.send(key=message.key, value=message.value, headers=headers)
-        await sent
+        await self._send(self._topics.dead_letters, message.key, message.value, headers)
         notice = DeadLettered(
             source_topic=message.topic,
             partition=message.partition,
@@ -64,7 +84,12 @@ class _FaustDeadLetters:
             reason=str(error),
             at=datetime.now(UTC),
         )
-        await (await self._monitoring.send(key=message.key, value=encode_monitoring(notice)))
+        await self._send(self._topics.monitoring, message.key, encode_monitoring(notice), {})
+
+    async def announce(self, notices: Sequence[MonitoringEvent]) -> None:
+        for notice in notices:
+            key = getattr(notice, "tenant", "").encode("utf-8") or None
+            await self._send(self._topics.monitoring, key, encode_monitoring(notice), {})
 
 
 def build_app(settings: Settings, embedder: Embedder) -> faust.App:
@@ -81,20 +106,20 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         topic_partitions=settings.partitions,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
+        # Only takes effect under faust.Worker (run_worker); see the module's docstring.
+        processing_guarantee="exactly_once",
         autodiscover=False,
     )
     raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
     memory_topic = app.topic(topics.memory, **raw)
-    dead_letters = _FaustDeadLetters(
-        app.topic(topics.dead_letters, **raw), app.topic(topics.monitoring, **raw)
-    )
+    monitoring = _Monitoring(app, topics)
     writer = ProjectionWriter(
         async_redis_client(settings.redis),
         Keyspace(settings.namespace),
         max_memories=settings.max_memories_per_tenant,
         url=settings.redis,
     )
-    projector = Projector(embedder, writer, dead_letters)
+    projector = Projector(embedder, writer, monitoring, announcements=monitoring)
 
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:

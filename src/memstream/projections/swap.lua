@@ -1,0 +1,49 @@
+-- Swap a rebuilt generation in, atomically, once it has caught up with the live one.
+--
+-- KEYS[1]  the live-generation pointer ({ns}:generation)
+-- KEYS[2]  the live generation's positions    KEYS[3] the rebuilt generation's positions
+-- ARGV[1]  the live generation the rebuild was started against
+-- ARGV[2]  mode: all | tenant
+-- all:     ARGV[3] the rebuilt generation  ARGV[4] the index alias  ARGV[5] the rebuilt index
+-- tenant:  KEYS[4..6] the live tenant's order, applied, forgotten keys
+--          KEYS[7..9] the rebuilt tenant's order, applied, forgotten keys
+--          ARGV[3] the live tenant's memory key prefix  ARGV[4] the rebuilt one's
+--
+-- Returns 1 when swapped, 0 when the live generation has taken in offsets the rebuild has
+-- not yet (the caller reads on and tries again), -1 when the live generation changed (another
+-- replay swapped first: this rebuild is stale).
+
+if (redis.call('GET', KEYS[1]) or '1') ~= ARGV[1] then
+  return -1
+end
+local live = redis.call('HGETALL', KEYS[2])
+for i = 1, #live, 2 do
+  local rebuilt = tonumber(redis.call('HGET', KEYS[3], live[i]) or '-1')
+  if rebuilt < tonumber(live[i + 1]) then
+    return 0
+  end
+end
+
+if ARGV[2] == 'all' then
+  redis.call('SET', KEYS[1], ARGV[3])
+  redis.call('FT.ALIASUPDATE', ARGV[4], ARGV[5])
+  return 1
+end
+
+-- One tenant: its live keys are replaced by the rebuilt ones, renamed into the live
+-- generation, where the live index picks the memory hashes up.
+local live_prefix, rebuilt_prefix = ARGV[3], ARGV[4]
+for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  redis.call('DEL', live_prefix .. string.match(member, '([^:]+)$'))
+end
+redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
+for _, member in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
+  local id = string.match(member, '([^:]+)$')
+  redis.call('RENAME', rebuilt_prefix .. id, live_prefix .. id)
+end
+for k = 7, 9 do
+  if redis.call('EXISTS', KEYS[k]) == 1 then
+    redis.call('RENAME', KEYS[k], KEYS[k - 3])
+  end
+end
+return 1
