@@ -5,7 +5,10 @@
                    keep it under RecalledKey
     prompt_section show the recalled text to every model step of the turn as `semantic-memory`
     after_agent    record the turn (query and answer, each cut to max_record_chars) as one
-                   journaled effect, `memory.record`
+                   journaled effect, `memory.record`; then, when `consolidate` is set, ask for
+                   the memories older than `older_than` to be consolidated (a
+                   ConsolidationRequested event, answered by the consolidation job, whose
+                   summaries are one `memory.consolidate` effect per replaced group)
 
 A failed recall is skipped and announced (a Skipped event), and the turn goes on without
 memory. Anything that fails after the answer is skipped and announced too: the answer is never
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import ClassVar, Literal, TypeVar
 
 from memstream.agent.context import Clock, RunContext, SystemClock
@@ -29,11 +33,18 @@ from memstream.agent.models import ModelClient
 from memstream.errors import InfrastructureError, MemstreamError
 from memstream.hooks.tenants import StoreResolver, TenantCell, TenantCells
 from memstream.hooks.view import EffectView
+from memstream.memory.events import ConsolidationRequested
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, cut
 from memstream.memory.monitoring import LoggingMonitor, Monitor, Skipped
 from memstream.memory.store import MemoryStore
 
-__all__ = ["ManagerFactory", "RecallConfig", "RecordConfig", "SemanticMemoryMiddleware"]
+__all__ = [
+    "ConsolidateConfig",
+    "ManagerFactory",
+    "RecallConfig",
+    "RecordConfig",
+    "SemanticMemoryMiddleware",
+]
 
 T = TypeVar("T")
 ManagerFactory = Callable[[MemoryStore, ModelClient], LLMMemoryManager]
@@ -47,6 +58,15 @@ class RecallConfig:
 @dataclass(frozen=True, slots=True)
 class RecordConfig:
     max_record_chars: int = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidateConfig:
+    """Consolidate memories recorded more than `older_than` before the turn, in groups of at
+    least `min_count`."""
+
+    older_than: timedelta
+    min_count: int = 3
 
 
 def default_manager(store: MemoryStore, client: ModelClient) -> LLMMemoryManager:
@@ -65,6 +85,7 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         manager: ManagerFactory = default_manager,
         recall: RecallConfig | None = None,
         record: RecordConfig | None = None,
+        consolidate: ConsolidateConfig | None = None,
         clock: Clock | None = None,
         monitor: Monitor | None = None,
         id: str = "semantic-memory",
@@ -78,6 +99,7 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         self._manager = manager
         self._recall = recall
         self._record = record
+        self._consolidate = consolidate
         self._clock = clock or SystemClock()
         self._monitor = monitor or LoggingMonitor()
 
@@ -100,7 +122,15 @@ class SemanticMemoryMiddleware(AgentMiddleware):
                 "the input was refused before any model call. Fix the store configuration, "
                 "or run without a tenant id to run without memory."
             )
-        if cell.store is None or self._recall is None:
+        if cell.store is None:
+            return Proceed()
+        if self._consolidate is not None and not cell.store.transactional:
+            return Block(
+                f"consolidation needs a transactional memory store, and the store of tenant "
+                f"{tenant!r} is not one; the input was refused before any model call. Use the "
+                "event-sourced store, or turn consolidation off."
+            )
+        if self._recall is None:
             return Proceed()
         limit = self._recall.max_recall_tokens * 4
         try:
@@ -137,7 +167,30 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             manager.store.write(event)
         except MemstreamError as exc:
             self._skipped(context, "record", exc)
+            return Proceed()
+        if self._consolidate is not None:
+            self._request_consolidation(manager, context)
         return Proceed()
+
+    def _request_consolidation(self, manager: LLMMemoryManager, context: RunContext) -> None:
+        # The summaries are written by the consolidation job (streams.consolidation), which
+        # gathers a tenant's requests in a window: a turn never waits for a model to summarise.
+        assert self._consolidate is not None
+        now = self._clock.now()
+        try:
+            manager.store.write(
+                ConsolidationRequested(
+                    tenant=manager.store.tenant,
+                    thread=context.config.thread_id,
+                    run=context.run_id,
+                    turn=context.turn_index,
+                    cutoff=now - self._consolidate.older_than,
+                    min_count=self._consolidate.min_count,
+                    requested_at=now,
+                )
+            )
+        except MemstreamError as exc:
+            self._skipped(context, "consolidate", exc)
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from memstream.memory.model import Memory, MemoryType
 from memstream.memory.tenancy import validate_tenant
 
 __all__ = [
+    "ConsolidationRequested",
     "MemoriesConsolidated",
     "MemoryEvent",
     "MemoryForgotten",
@@ -222,10 +223,51 @@ class MemoriesConsolidated:
         return _derive_id(consolidate_effect_key(self.tenant, self.memory_ids))
 
 
-MemoryEvent = TurnRecorded | MessageRecorded | MemoryForgotten | MemoriesConsolidated
+@dataclass(frozen=True, slots=True)
+class ConsolidationRequested:
+    """After a turn, the memory middleware asked for the tenant's memories recorded before
+    `cutoff` to be consolidated. The consolidation job (streams.consolidation) gathers a
+    tenant's requests in a window and answers with MemoriesConsolidated events; the projection
+    writes nothing for a request. The id is the turn's: one request per turn."""
+
+    type: ClassVar[str] = "ConsolidationRequested"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    thread: str
+    run: str
+    turn: int
+    cutoff: datetime
+    min_count: int
+    requested_at: datetime
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        _check_time(self.cutoff)
+        _check_time(self.requested_at)
+        if self.min_count < 2:
+            raise InvalidInputError("a consolidation group needs at least 2 members")
+
+    @property
+    def id(self) -> str:
+        return _derive_id(
+            "memory.consolidation-request", self.tenant, self.thread, self.run, self.turn
+        )
+
+
+MemoryEvent = (
+    TurnRecorded | MessageRecorded | MemoryForgotten | MemoriesConsolidated | ConsolidationRequested
+)
 
 _EVENT_TYPES: dict[str, type[MemoryEvent]] = {
-    cls.type: cls for cls in (TurnRecorded, MessageRecorded, MemoryForgotten, MemoriesConsolidated)
+    cls.type: cls
+    for cls in (
+        TurnRecorded,
+        MessageRecorded,
+        MemoryForgotten,
+        MemoriesConsolidated,
+        ConsolidationRequested,
+    )
 }
 
 
@@ -399,4 +441,9 @@ def _(event: MemoriesConsolidated) -> tuple[Memory, ...]:
 
 @memories_of.register
 def _(event: MemoryForgotten) -> tuple[Memory, ...]:
+    return ()
+
+
+@memories_of.register
+def _(event: ConsolidationRequested) -> tuple[Memory, ...]:
     return ()

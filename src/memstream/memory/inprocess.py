@@ -1,9 +1,10 @@
 """The in-process memory store: one tenant's memories in a dict, searched by cosine similarity.
 
 For unit tests and for embedding memstream without Kafka and Redis. It applies events with the
-same pure function as the projection (`memories_of`) and evicts in the same order
-(`bounds.over_bounds`). It is not transactional: it keeps no applied markers, so the
-middleware refuses to replay a write to it that a crash may have hidden.
+same pure function as the projection (`memories_of`), skips a consolidation whose group lost a
+member, never writes a forgotten id again, and evicts in the same order (`bounds.over_bounds`).
+It is not transactional: it keeps no applied markers, so the middleware refuses to replay a
+write to it that a crash may have hidden.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import numpy as np
 
 from memstream.memory.bounds import Bounds, over_bounds
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemoryEvent, memories_of
+from memstream.memory.events import (
+    MemoriesConsolidated,
+    MemoryEvent,
+    MemoryForgotten,
+    memories_of,
+)
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
 from memstream.memory.tenancy import validate_tenant
@@ -32,6 +38,7 @@ class InProcessMemoryStore:
         self._bounds = bounds or Bounds()
         self._memories: dict[str, Memory] = {}
         self._vectors: dict[str, np.ndarray] = {}
+        self._forgotten: set[str] = set()
         self._lock = threading.Lock()
 
     @property
@@ -64,7 +71,16 @@ class InProcessMemoryStore:
         written = memories_of(event)
         vectors = self._embedder.embed_documents([m.content for m in written])
         with self._lock:
-            for memory, vector in zip(written, vectors, strict=True):
+            if isinstance(event, MemoryForgotten):
+                self._forget(event)
+            elif isinstance(event, MemoriesConsolidated):
+                if not all(i in self._memories for i in event.memory_ids):
+                    written = ()  # a member is gone: the group is skipped whole
+                for replaced in event.memory_ids if written else ():
+                    del self._memories[replaced], self._vectors[replaced]
+            for memory, vector in zip(written, vectors, strict=False):
+                if memory.id in self._forgotten:
+                    continue
                 self._memories[memory.id] = memory
                 self._vectors[memory.id] = vector
             for evicted in over_bounds(self._memories.values(), self._bounds):
@@ -72,3 +88,20 @@ class InProcessMemoryStore:
         if on_durable is not None:
             on_durable()
         return WriteOutcome(event.id, tuple(m.id for m in written))
+
+    def _forget(self, event: MemoryForgotten) -> None:
+        where = MemoryFilter(thread=event.thread, before=event.before)
+        for memory in list(self._memories.values()):
+            chosen = (
+                event.everything
+                or memory.id in event.memory_ids
+                or (
+                    not event.memory_ids
+                    and (event.thread or event.before)
+                    and where.matches(memory)
+                )
+            )
+            if chosen:
+                del self._memories[memory.id], self._vectors[memory.id]
+                self._forgotten.add(memory.id)
+        self._forgotten.update(event.memory_ids)
