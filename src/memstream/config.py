@@ -39,6 +39,13 @@ def _non_negative_int(raw: str) -> int:
     return value
 
 
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError("must be a positive number")
+    return value
+
+
 def _unit_float(raw: str) -> float:
     value = float(raw)
     if not 0.0 <= value <= 1.0:
@@ -136,6 +143,12 @@ class Settings:
     chat_model: str = _setting("MEMSTREAM_CHAT_MODEL", "", "Chat model name sent to that API.")
     chat_api_key: str = _setting(
         "MEMSTREAM_CHAT_API_KEY", "", "API key for the chat API; read from the environment only."
+    )
+    consolidation_window_s: float = _setting(
+        "MEMSTREAM_CONSOLIDATION_WINDOW_S",
+        5.0,
+        "How long the consolidation job gathers a tenant's requests before summarising once.",
+        _positive_float,
     )
     kafka_port: int = _setting(
         "MEMSTREAM_KAFKA_PORT", 9092, "Port of the local stack's broker.", _positive_int

@@ -43,7 +43,15 @@ def _stack_problem(settings: Settings) -> str | None:
 @pytest.fixture(scope="session")
 def env() -> dict[str, str]:
     namespace = f"test-{uuid.uuid4().hex[:10]}"
-    return {**os.environ, "MEMSTREAM_NAMESPACE": namespace, "MEMSTREAM_PARTITIONS": "2"}
+    return {
+        **os.environ,
+        "MEMSTREAM_NAMESPACE": namespace,
+        "MEMSTREAM_PARTITIONS": "2",
+        # Short consolidation windows keep consolidation tests quick; the worker summarises
+        # with the extractive summariser (no chat model configured).
+        "MEMSTREAM_CONSOLIDATION_WINDOW_S": "0.5",
+        "MEMSTREAM_CHAT_BASE_URL": "",
+    }
 
 
 @pytest.fixture(scope="session")

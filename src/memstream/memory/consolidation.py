@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from memstream.agent.messages import Message, ModelRequest, ModelResponse, Usage
 from memstream.memory.events import MemoriesConsolidated
 from memstream.memory.model import Memory, MemoryType
 
@@ -89,3 +90,24 @@ def summary_event(
         embedding_model=embedding_model,
         metadata=metadata,
     )
+
+
+class ExtractiveSummarizer:
+    """A summariser that calls no model: the group's statements, de-duplicated, joined in
+    order. Used by the consolidation job when no chat model is configured (offline), and
+    deterministic, so tests can assert what it wrote."""
+
+    def __init__(self, max_chars: int = 2000) -> None:
+        self._max_chars = max_chars
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        text = request.messages[-1].content if request.messages else ""
+        seen: list[str] = []
+        for line in text.splitlines():
+            statement = line.split("] ", 1)[1].strip() if "] " in line else ""
+            if statement and statement not in seen:
+                seen.append(statement)
+        summary = "; ".join(seen)[: self._max_chars]
+        return ModelResponse(
+            Message("assistant", summary), Usage(1, len(text) // 4, len(summary) // 4)
+        )

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Protocol
 
-__all__ = ["LoggingMonitor", "Monitor", "MonitoringEvent", "Skipped", "encode_monitoring"]
+__all__ = [
+    "LoggingMonitor",
+    "ModelUsage",
+    "Monitor",
+    "MonitoringEvent",
+    "Skipped",
+    "encode_monitoring",
+]
 
 log = logging.getLogger("memstream.monitoring")
 
@@ -38,6 +45,23 @@ class Skipped:
     stage: Literal["recall", "record", "consolidate"]
     code: str
     reason: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """Model calls memory made outside a turn (consolidation), accounted to the tenant and,
+    where known, the thread whose turn asked for them."""
+
+    type: ClassVar[str] = "Usage"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    thread: str
+    purpose: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
     at: datetime
 
 

@@ -1,7 +1,8 @@
 """The Faust worker: the stream processor that keeps the Redis projection up to date.
 
 What is the worker?
-    One Faust app with one agent, `project`, subscribed to the memory topic. Each agent
+    One Faust app with one agent, `project`, subscribed to the memory topic, and one timer
+    that runs the consolidation job (streams.consolidation) for windows that have closed. Each agent
     instance owns some of the topic's partitions, and since the topic is keyed by tenant, all
     events of a tenant arrive at one instance, in the order they were written. The agent is a
     thin loop: it buffers up to BATCH_SIZE messages (or BATCH_WITHIN_S seconds' worth),
@@ -33,12 +34,18 @@ from typing import Any
 
 import faust
 
+from memstream.agent.models import ModelClient
+from memstream.agent.openai_chat import OpenAICompatibleChat
 from memstream.config import Settings
 from memstream.errors import EventDecodeError
+from memstream.memory.consolidation import ExtractiveSummarizer
 from memstream.memory.embeddings import Embedder
-from memstream.projections.connection import async_redis_client
+from memstream.memory.monitoring import ModelUsage
+from memstream.projections.connection import async_redis_client, redis_client
+from memstream.projections.reader import ProjectionReader
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import ProjectionWriter
+from memstream.streams.consolidation import ConsolidationJob, encoded
 from memstream.streams.monitoring import DeadLettered, MonitoringEvent, encode_monitoring
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, ensure_topics
@@ -86,7 +93,10 @@ class _Monitoring:
         )
         await self._send(self._topics.monitoring, message.key, encode_monitoring(notice), {})
 
-    async def announce(self, notices: Sequence[MonitoringEvent]) -> None:
+    async def publish(self, topic: str, key: bytes, value: bytes) -> None:
+        await self._send(topic, key, value, {})
+
+    async def announce(self, notices: Sequence[MonitoringEvent | ModelUsage]) -> None:
         for notice in notices:
             key = getattr(notice, "tenant", "").encode("utf-8") or None
             await self._send(self._topics.monitoring, key, encode_monitoring(notice), {})
@@ -120,6 +130,16 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         url=settings.redis,
     )
     projector = Projector(embedder, writer, monitoring, announcements=monitoring)
+    consolidation = ConsolidationJob(
+        reader=ProjectionReader(
+            redis_client(settings.redis), Keyspace(settings.namespace), url=settings.redis
+        ),
+        client=consolidation_client(settings),
+        embedding_model=embedder.model_id,
+        send=lambda event: monitoring.publish(topics.memory, *encoded(event)),
+        announce=lambda usage: monitoring.announce([usage]),
+        window_s=settings.consolidation_window_s,
+    )
 
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
@@ -138,13 +158,27 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
                 for e in events
             ]
             outcomes = await projector.project(messages)
+            consolidation.observe(outcomes)
             log.info(
                 "projected %d messages (%d applied now)",
                 len(messages),
                 sum(o.applied_now for o in outcomes),
             )
 
+    @app.timer(interval=0.5)  # type: ignore[untyped-decorator]
+    async def consolidate() -> None:
+        await consolidation.run_due()
+
     return app
+
+
+def consolidation_client(settings: Settings) -> ModelClient:
+    """The configured chat model, or the extractive summariser when none is (offline)."""
+    if settings.chat_base_url:
+        return OpenAICompatibleChat(
+            settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
+        )
+    return ExtractiveSummarizer()
 
 
 def run_worker(settings: Settings, embedder: Embedder, *, loglevel: str = "info") -> None:

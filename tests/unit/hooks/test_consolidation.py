@@ -145,7 +145,7 @@ def test_only_memories_older_than_the_cutoff_are_consolidated() -> None:
 def test_a_group_that_lost_a_member_is_skipped_whole() -> None:
     store = store_with_turns(2)
     group = tuple(store.memories())
-    event = summary_event(group[:3] + (mem(999),), "summary", store.embedding_model)
+    event = summary_event((*group[:3], mem(999)), "summary", store.embedding_model)
     outcome = store.write(event)
     assert outcome.memory_ids == ()
     assert len(store.memories()) == 4
