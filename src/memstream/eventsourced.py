@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Callable
 
 from memstream.config import Settings
-from memstream.errors import KafkaUnavailableError
+from memstream.errors import ConfigurationError, KafkaUnavailableError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, encode_event, memories_of
 from memstream.memory.model import Memory, RecalledMemory
@@ -36,25 +36,28 @@ from memstream.streams.topics import Topics
 __all__ = ["EventSourcedMemoryStore", "EventSourcedStores", "KafkaMonitor"]
 
 
+EventSink = Callable[[MemoryEvent, Callable[[], None] | None], None]
+
+
 class EventSourcedMemoryStore:
+    """One tenant's memory: reads from the projection, writes handed to `send` (the log)."""
+
     transactional = True
 
     def __init__(
         self,
         tenant: str,
         *,
-        publisher: BackgroundPublisher,
-        topics: Topics,
-        recaller: RedisRecaller,
+        send: EventSink,
         reader: ProjectionReader,
         embedding_model: str,
+        recaller: RedisRecaller | None = None,
     ) -> None:
         self._tenant = validate_tenant(tenant)
-        self._publisher = publisher
-        self._topic = topics.memory
-        self._recaller = recaller
+        self._send = send
         self._reader = reader
         self._embedding_model = embedding_model
+        self._recaller = recaller
 
     @property
     def tenant(self) -> str:
@@ -65,6 +68,8 @@ class EventSourcedMemoryStore:
         return self._embedding_model
 
     def search(self, query: str, *, k: int) -> list[RecalledMemory]:
+        if self._recaller is None:
+            raise ConfigurationError("this store was built without recall; it cannot search")
         return self._recaller.recall(self._tenant, query, k=k)
 
     def memories(self, where: MemoryFilter | None = None) -> list[Memory]:
@@ -74,9 +79,7 @@ class EventSourcedMemoryStore:
         self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None
     ) -> WriteOutcome:
         check_tenant(event, self._tenant)
-        self._publisher.submit(
-            self._topic, event.tenant.encode("utf-8"), encode_event(event), on_durable
-        )
+        self._send(event, on_durable)
         return WriteOutcome(event.id, tuple(m.id for m in memories_of(event)))
 
 
@@ -119,12 +122,15 @@ class EventSourcedStores:
     def __call__(self, tenant: str) -> EventSourcedMemoryStore:
         return EventSourcedMemoryStore(
             tenant,
-            publisher=self.publisher,
-            topics=self._topics,
-            recaller=self._recaller,
+            send=self._send,
             reader=self._reader,
             embedding_model=self._embedder.model_id,
+            recaller=self._recaller,
         )
+
+    def _send(self, event: MemoryEvent, on_durable: Callable[[], None] | None) -> None:
+        key = event.tenant.encode("utf-8")
+        self.publisher.submit(self._topics.memory, key, encode_event(event), on_durable)
 
     def close(self, timeout: float = 10.0) -> None:
         self.publisher.close(timeout)

@@ -12,13 +12,9 @@ import pytest
 from memstream import Settings
 from memstream.agent import (
     Agent,
-    AgentMiddleware,
     Guardrails,
-    Proceed,
     RunConfig,
-    RunContext,
     ScriptedModel,
-    Turn,
 )
 from memstream.agent.guardrails import Rule
 from memstream.eventsourced import EventSourcedStores
@@ -26,6 +22,7 @@ from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.monitoring import Skipped
 from memstream.streams.sender import BackgroundPublisher
 
+from ..doubles import CollectingMonitor, Crash, CrashAfterMemory
 from .helpers import TestStack, wait_until
 
 pytestmark = pytest.mark.integration
@@ -92,22 +89,6 @@ def test_a_guardrail_block_records_nothing(stack: TestStack, stores: EventSource
     recorded(stack, stores, acme, 2)
     contents = {h.memory.content for h in stack.recaller().recall(acme, "password", k=10)}
     assert contents == {"I like tea.", "Noted."}
-
-
-class Crash(Exception):
-    pass
-
-
-class CrashAfterMemory(AgentMiddleware):
-    id = "crash"
-
-    def __init__(self) -> None:
-        self.armed = True
-
-    def after_agent(self, turn: Turn, context: RunContext) -> Proceed:
-        if self.armed:
-            raise Crash("the process died after memory sent the turn")
-        return Proceed()
 
 
 def test_a_crash_after_sending_is_recovered_without_a_second_copy_in_the_projection(
@@ -196,21 +177,13 @@ def test_redis_down_during_recall_still_answers_and_announces_skipped(stack: Tes
     assert notice["code"] == "redis_unavailable" and notice["run_id"] == f"run-{acme}"
 
 
-class Collecting:
-    def __init__(self) -> None:
-        self.events: list[Skipped] = []
-
-    def announce(self, event: Skipped) -> None:
-        self.events.append(event)
-
-
 def test_while_kafka_is_down_turns_wait_in_a_bounded_buffer_then_are_skipped(
     settings: Settings,
 ) -> None:
     down = dataclasses.replace(settings, kafka_bootstrap="127.0.0.1:1")
     publisher = BackgroundPublisher(down.bootstrap_servers, capacity=2)
     stores = EventSourcedStores(down, publisher=publisher)
-    monitor = Collecting()
+    monitor = CollectingMonitor()
     try:
         agent = Agent(
             ScriptedModel(["one", "two", "three"]),

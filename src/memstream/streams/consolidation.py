@@ -27,17 +27,14 @@ from datetime import UTC, datetime
 from memstream.agent.messages import ModelRequest, ModelResponse, Usage
 from memstream.agent.models import ModelClient
 from memstream.errors import MemstreamError
+from memstream.eventsourced import EventSourcedMemoryStore
 from memstream.memory.events import (
     ConsolidationRequested,
     MemoriesConsolidated,
-    MemoryEvent,
     encode_event,
-    memories_of,
 )
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
-from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.monitoring import ModelUsage
-from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.writer import AppliedOutcome
 
@@ -107,42 +104,6 @@ class _CountingClient:
         return response
 
 
-class _ProjectionView:
-    """The tenant's memories as the projection holds them; writes are collected, to be sent
-    to the log by the job (the manager runs in a thread, the producer in the event loop)."""
-
-    transactional = True
-
-    def __init__(self, tenant: str, reader: ProjectionReader, embedding_model: str) -> None:
-        self._tenant = tenant
-        self._reader = reader
-        self._embedding_model = embedding_model
-        self.written: list[MemoriesConsolidated] = []
-
-    @property
-    def tenant(self) -> str:
-        return self._tenant
-
-    @property
-    def embedding_model(self) -> str:
-        return self._embedding_model
-
-    def search(self, query: str, *, k: int) -> list[RecalledMemory]:
-        raise MemstreamError("the consolidation job does not search")
-
-    def memories(self, where: MemoryFilter | None = None) -> list[Memory]:
-        return [m for m in self._reader.memories(self._tenant) if where is None or where.matches(m)]
-
-    def write(
-        self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None
-    ) -> WriteOutcome:
-        check_tenant(event, self._tenant)
-        if not isinstance(event, MemoriesConsolidated):
-            raise MemstreamError(f"the consolidation job writes summaries only, not {event.type}")
-        self.written.append(event)
-        return WriteOutcome(event.id, tuple(m.id for m in memories_of(event)))
-
-
 class ConsolidationJob:
     def __init__(
         self,
@@ -180,13 +141,20 @@ class ConsolidationJob:
         return written
 
     async def _consolidate(self, pending: PendingConsolidation) -> list[MemoriesConsolidated]:
-        view = _ProjectionView(pending.tenant, self._reader, self._embedding_model)
+        # The manager runs in a thread and the producer in this loop: summaries are collected
+        # there and sent from here.
+        store = EventSourcedMemoryStore(
+            pending.tenant,
+            send=lambda event, on_durable: None,
+            reader=self._reader,
+            embedding_model=self._embedding_model,
+        )
         client = _CountingClient(self._client)
-        manager = LLMMemoryManager(self._config, view, client)
-        await asyncio.to_thread(
+        manager = LLMMemoryManager(self._config, store, client)
+        written = await asyncio.to_thread(
             manager.consolidate_memories, pending.cutoff, min_count=pending.min_count
         )
-        for event in view.written:
+        for event in written:
             await self._send(event)
         if client.usage.calls:
             await self._announce(
@@ -200,8 +168,8 @@ class ConsolidationJob:
                     at=datetime.now(UTC),
                 )
             )
-        log.info("consolidated %d groups of tenant %r", len(view.written), pending.tenant)
-        return view.written
+        log.info("consolidated %d groups of tenant %r", len(written), pending.tenant)
+        return written
 
 
 def encoded(event: MemoriesConsolidated) -> tuple[bytes, bytes]:

@@ -9,35 +9,18 @@ import pytest
 from memstream import EffectRefusedError, InfrastructureError, RedisUnavailableError
 from memstream.agent import (
     Agent,
-    AgentMiddleware,
     Guardrails,
-    Proceed,
     RunConfig,
-    RunContext,
     ScriptedModel,
-    Turn,
 )
 from memstream.agent.guardrails import Rule
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.inprocess import InProcessMemoryStore
-from memstream.memory.monitoring import Skipped
 
+from ...doubles import CollectingMonitor, Crash, CrashAfterMemory, FixedClock
 from .fakes import WordEmbedder
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-class FixedClock:
-    def now(self) -> datetime:
-        return NOW
-
-
-class Collecting:
-    def __init__(self) -> None:
-        self.events: list[Skipped] = []
-
-    def announce(self, event: Skipped) -> None:
-        self.events.append(event)
 
 
 class Stores:
@@ -58,15 +41,15 @@ class Stores:
 
 
 def memory(
-    stores: Stores, monitor: Collecting | None = None, **kw: object
+    stores: Stores, monitor: CollectingMonitor | None = None, **kw: object
 ) -> SemanticMemoryMiddleware:
     return SemanticMemoryMiddleware(
         stores=stores,
         client=ScriptedModel([]),
         recall=RecallConfig(max_recall_tokens=kw.pop("tokens", 100)),  # type: ignore[arg-type]
         record=RecordConfig(max_record_chars=kw.pop("chars", 200)),  # type: ignore[arg-type]
-        clock=FixedClock(),
-        monitor=monitor or Collecting(),
+        clock=FixedClock(NOW),
+        monitor=monitor or CollectingMonitor(),
         **kw,  # type: ignore[arg-type]
     )
 
@@ -172,7 +155,7 @@ class Failing(InProcessMemoryStore):
 
 
 def test_a_failed_search_is_skipped_and_announced_and_the_turn_goes_on() -> None:
-    monitor = Collecting()
+    monitor = CollectingMonitor()
     agent = Agent(
         ScriptedModel(["still here"]),
         middleware=[memory(lambda t: Failing(t, WordEmbedder()), monitor)],  # type: ignore[arg-type]
@@ -189,7 +172,7 @@ class Unwritable(InProcessMemoryStore):
 
 
 def test_a_failed_record_is_skipped_and_the_answer_stands() -> None:
-    monitor = Collecting()
+    monitor = CollectingMonitor()
     agent = Agent(
         ScriptedModel(["the answer"]),
         middleware=[memory(lambda t: Unwritable(t, WordEmbedder()), monitor)],  # type: ignore[arg-type]
@@ -210,24 +193,6 @@ def test_a_guardrail_block_records_nothing_when_memory_runs_outside_it() -> None
     result = agent.run("what is the password?", cfg("t1"))
     assert result.status == "blocked"
     assert stores.stores["acme"].memories() == []
-
-
-class Crash(Exception):
-    pass
-
-
-class CrashAfterMemory(AgentMiddleware):
-    """Registered outside memory: its after_agent runs after memory recorded the turn."""
-
-    id = "crash"
-
-    def __init__(self) -> None:
-        self.armed = True
-
-    def after_agent(self, turn: Turn, context: RunContext) -> Proceed:
-        if self.armed:
-            raise Crash("died after recording")
-        return Proceed()
 
 
 class CrashingWrites(InProcessMemoryStore):
@@ -256,7 +221,7 @@ def test_recovery_returns_the_recorded_outcome_and_never_writes_twice() -> None:
 
 def test_a_replay_of_a_write_that_may_have_run_is_refused_on_a_non_transactional_store() -> None:
     store = CrashingWrites("acme", WordEmbedder())
-    monitor = Collecting()
+    monitor = CollectingMonitor()
     agent = Agent(ScriptedModel(["Noted."]), middleware=[memory(lambda t: store, monitor)])  # type: ignore[arg-type]
     with pytest.raises(Crash):
         agent.run("My dog is Rex", cfg("t1"), run_id="r1")
@@ -300,7 +265,7 @@ def test_the_managers_model_calls_are_counted_in_the_threads_usage() -> None:
             MemoryManagerConfig(importance="model"), store, client
         ),
         record=RecordConfig(),
-        clock=FixedClock(),
+        clock=FixedClock(NOW),
     )
     agent = Agent(ScriptedModel(["Noted."]), middleware=[middleware])
     result = agent.run("My sister is called Ana", cfg("t1"))
