@@ -50,6 +50,7 @@ __all__ = [
     "VectorQuery",
     "escape_term",
     "query_terms",
+    "word_tokens",
 ]
 
 MAX_RECALL_K = 1000
@@ -70,13 +71,14 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _DISTANCE = "vector_distance"
 
 
+def word_tokens(text: str) -> list[str]:
+    """The lower-case word tokens of `text`, stopwords dropped, repeats kept, in order."""
+    return [token for token in _WORD.findall(text.lower()) if token not in STOPWORDS]
+
+
 def query_terms(text: str) -> tuple[str, ...]:
-    """The distinct lower-case word tokens of `text`, stopwords dropped, in order, capped."""
-    seen: dict[str, None] = {}
-    for token in _WORD.findall(text.lower()):
-        if token not in STOPWORDS:
-            seen.setdefault(token, None)
-    return tuple(seen)[:MAX_QUERY_TERMS]
+    """The distinct word tokens of `text` (see `word_tokens`), in order, capped."""
+    return tuple(dict.fromkeys(word_tokens(text)))[:MAX_QUERY_TERMS]
 
 
 def escape_term(term: str) -> str:
