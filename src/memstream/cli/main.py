@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from memstream.cli import chat, demo, importer, recall, stack, worker
+from memstream.cli import bench, chat, demo, importer, recall, stack, worker
 from memstream.config import Settings
 from memstream.errors import MemstreamError
 
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Configuration comes from MEMSTREAM_* environment variables; see README.md.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (stack, worker, importer, recall, chat, demo):
+    for module in (stack, worker, importer, recall, chat, demo, bench):
         module.register(commands)
     return parser
 

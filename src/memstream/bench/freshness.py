@@ -1,0 +1,191 @@
+"""`bench freshness`: from publish returning to the memory being recallable, p50 and p99.
+
+Two loads, each for memstream (a `memstream worker` process) and then for the raw pipeline
+(`raw.RawPipeline` in this process, the worker stopped):
+
+- light: one turn at a time, the next sent 100 ms after the previous became visible;
+- high: turns sent one per publish (as agents do) at a steady rate for a few seconds; the
+  rate defaults to 60 % of what the embedder alone manages here, measured first, which is
+  the most a CPU-embedding pipeline can sustain with headroom for polling and Kafka.
+
+"Recallable" is polled every millisecond (light) or two (high): memstream's applied marker,
+written in the same Lua call as the memory hashes (so marker present means the index has the
+memory), and for the raw pipeline the memory's hash key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import redis.asyncio
+
+from memstream.bench.corpus import turns
+from memstream.bench.harness import BenchNamespace
+from memstream.bench.raw import RawPipeline
+from memstream.bench.report import BenchResult, Comparison
+from memstream.bench.stats import Latency, Progress, ratio
+from memstream.config import Settings
+from memstream.memory.embeddings import Embedder
+from memstream.memory.events import MemoryEvent, TurnRecorded, memories_of
+from memstream.streams.publisher import EventPublisher
+
+__all__ = ["run_freshness"]
+
+Visible = Callable[[Sequence[MemoryEvent]], Awaitable[list[bool]]]
+
+
+async def _light(
+    publisher: EventPublisher, events: Sequence[TurnRecorded], visible: Visible, gap_s: float
+) -> list[float]:
+    latencies = []
+    for event in events:
+        await publisher.publish([event])
+        sent = time.perf_counter()
+        # Polling is the point: the state changes in another process, not in this loop.
+        while not (await visible([event]))[0]:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        latencies.append(time.perf_counter() - sent)
+        await asyncio.sleep(gap_s)
+    return latencies
+
+
+async def _high(
+    publisher: EventPublisher, events: Sequence[TurnRecorded], visible: Visible, rate: float
+) -> list[float]:
+    sent: dict[int, float] = {}
+    seen: dict[int, float] = {}
+
+    async def send() -> None:
+        start = time.perf_counter()
+        for i, event in enumerate(events):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await publisher.publish([event])
+            sent[i] = time.perf_counter()
+
+    sender = asyncio.create_task(send())
+    while len(seen) < len(events):
+        pending = [i for i in sent if i not in seen]
+        if pending:
+            flags = await visible([events[i] for i in pending])
+            now = time.perf_counter()
+            seen.update((i, now) for i, flag in zip(pending, flags, strict=True) if flag)
+        await asyncio.sleep(0.002)
+    await sender
+    return [seen[i] - sent[i] for i in range(len(events))]
+
+
+def run_freshness(
+    settings: Settings,
+    embedder: Embedder,
+    *,
+    light_count: int = 30,
+    high_seconds: float = 6.0,
+    rate: float | None = None,
+) -> BenchResult:
+    started = time.monotonic()
+    progress = Progress("freshness")
+    sample = turns(64, embedder.model_id)
+    t0 = time.perf_counter()
+    embedder.embed_documents([m.content for e in sample for m in memories_of(e)])
+    embedder_rate = len(sample) / (time.perf_counter() - t0)
+    rate = rate or max(2.0, round(0.6 * embedder_rate))
+    high_count = max(10, int(rate * high_seconds))
+    progress.say(f"embedder alone: {embedder_rate:.0f} turns/s; high load: {rate:.0f} turns/s")
+
+    with BenchNamespace(settings, "fresh") as ns:
+        client = redis.asyncio.Redis.from_url(ns.settings.redis)
+        keys = ns.keys
+
+        async def applied(events: Sequence[MemoryEvent]) -> list[bool]:
+            async with client.pipeline(transaction=False) as pipe:
+                for event in events:
+                    pipe.hexists(keys.applied(event.tenant), event.id)
+                return [bool(flag) for flag in await pipe.execute()]
+
+        def batch(n: int) -> list[TurnRecorded]:
+            return turns(n, embedder.model_id, tenants=50)
+
+        async def phase(visible: Visible) -> tuple[list[float], list[float]]:
+            async with EventPublisher(ns.settings.bootstrap_servers, ns.topics) as publisher:
+                progress.say(f"light load: {light_count} turns one at a time")
+                light = await _light(publisher, batch(light_count), visible, 0.1)
+                progress.say(f"high load: {high_count} turns at {rate:.0f}/s")
+                high = await _high(publisher, batch(high_count), visible, rate)
+            return light, high
+
+        progress.say("starting a worker")
+        ns.start_worker(turns(1, embedder.model_id, tenants=1)[0])
+        ours_light, ours_high = asyncio.run(phase(applied))
+        ns.stop_worker()
+
+        pipeline = RawPipeline(
+            ns.settings.bootstrap_servers,
+            ns.topics.memory,
+            ns.settings.redis,
+            ns.settings.namespace,
+            embedder,
+        )
+
+        async def raw_phase() -> tuple[list[float], list[float]]:
+            raw_client = redis.asyncio.Redis.from_url(ns.settings.redis)
+
+            async def written(events: Sequence[MemoryEvent]) -> list[bool]:
+                async with raw_client.pipeline(transaction=False) as pipe:
+                    for event in events:
+                        last = memories_of(event)[-1]
+                        pipe.exists(pipeline.memory_key(last.tenant, last.id))
+                    return [bool(flag) for flag in await pipe.execute()]
+
+            await pipeline.start(from_start=False)
+            runner = asyncio.create_task(pipeline.run(light_count + high_count, timeout_s=600))
+            try:
+                progress.say("raw pipeline")
+                return await phase(written)
+            finally:
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+                await pipeline.stop()
+                await raw_client.aclose()
+
+        raw_light, raw_high = asyncio.run(raw_phase())
+
+    results = {
+        "light": (Latency.of_seconds(ours_light), Latency.of_seconds(raw_light)),
+        "high": (Latency.of_seconds(ours_high), Latency.of_seconds(raw_high)),
+    }
+    figures: dict[str, object] = {
+        "high_rate_turns_per_s": rate,
+        "embedder_turns_per_s": round(embedder_rate, 1),
+    }
+    comparisons = []
+    for load, (ours, raw) in results.items():
+        figures[load] = {
+            "p50_ms": ours.p50_ms,
+            "p99_ms": ours.p99_ms,
+            "raw_p50_ms": raw.p50_ms,
+            "raw_p99_ms": raw.p99_ms,
+            "p99_ratio": ratio(ours.p99_ms, raw.p99_ms),
+            "samples": ours.count,
+        }
+        for stat in ("p50", "p99"):
+            comparisons.append(
+                Comparison(
+                    f"{load} load {stat}",
+                    getattr(ours, f"{stat}_ms"),
+                    getattr(raw, f"{stat}_ms"),
+                    "ms",
+                    "raw consume+embed+HSET",
+                    False,
+                )
+            )
+    return BenchResult(
+        name="freshness",
+        figures=figures,
+        comparisons=comparisons,
+        notes=["time from publish returning to recallable; the raw pipeline runs in-process"],
+        seconds=time.monotonic() - started,
+    )

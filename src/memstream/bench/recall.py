@@ -1,0 +1,254 @@
+"""`bench recall`: recall latency at 10k and 100k memories over 1,000 tenants, against raw.
+
+The index is seeded directly through the real `ProjectionWriter` (the same Lua apply as the
+worker) with random unit vectors and short texts drawn from a small vocabulary, so no text is
+embedded; queries are random vectors with three vocabulary words for one random tenant.
+
+Measured per query, interleaved so that drift on a shared machine hits both sides alike:
+
+- memstream: `RedisRecaller.search(HybridQuery)` — BM25 and KNN pipelined, fused, parsed
+  into memories (what `memstream recall` does after embedding);
+- raw: one `FT.SEARCH` of the same vector, same tenant filter and returned fields, through
+  redis-py's own `ft().search()`;
+- for reference, memstream's vector-only path and a raw pipelined pair of the same two
+  queries (what hybrid costs at the server without memstream's code).
+
+Embedding a query is timed apart, on the real embedder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import numpy as np
+from redis.commands.search.query import Query
+
+from memstream.bench.harness import BenchNamespace
+from memstream.bench.report import BenchResult, Comparison
+from memstream.bench.stats import Latency, Progress, ratio
+from memstream.config import Settings
+from memstream.memory.embeddings import Embedder, Vectors
+from memstream.memory.events import MessageRecorded, memories_of
+from memstream.memory.tenancy import tenant_token
+from memstream.projections.connection import async_redis_client
+from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
+from memstream.projections.schema import Fields
+from memstream.projections.writer import Embedded, ProjectionWriter
+
+__all__ = ["run_recall"]
+
+TARGET = "p99 ≤ 1.3x raw"
+_MODEL = "bench-random-unit-vectors"
+_VOCABULARY = [f"word{i}" for i in range(2000)] + ["Caroline", "Melanie", "May", "2023"]
+
+
+def _seed(
+    ns: BenchNamespace, start: int, stop: int, tenants: int, dims: int, progress: Progress
+) -> None:
+    rng = np.random.default_rng(start)
+    words = random.Random(start)
+    at = datetime.now(UTC)
+
+    async def write() -> None:
+        writer = ProjectionWriter(
+            async_redis_client(ns.settings.redis), ns.keys, max_memories=0, url=ns.settings.redis
+        )
+        await writer.ensure_live_index(_MODEL, dims)
+        for low in range(start, stop, 500):
+            high = min(low + 500, stop)
+            vectors = rng.standard_normal((high - low, dims)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            batch = []
+            for row, i in enumerate(range(low, high)):
+                event = MessageRecorded(
+                    tenant=f"tenant-{i % tenants}",
+                    thread="t",
+                    source_id=str(i),
+                    content=" ".join(words.choices(_VOCABULARY, k=12)),
+                    speaker="user",
+                    recorded_at=at,
+                    importance=0.5,
+                    embedding_model=_MODEL,
+                )
+                batch.append(Embedded(event, memories_of(event), vectors[row : row + 1]))
+            await writer.apply(batch)
+            progress.tick("memories seeded", high, stop)
+
+    asyncio.run(write())
+
+
+def _raw_knn(tenant: str) -> Query:
+    """The raw baseline's query, written out by hand as a redis-py user would."""
+    return (
+        Query(
+            f"(@{Fields.TENANT_TAG}:{{{tenant_token(tenant)}}})=>[KNN 10 @{Fields.EMBEDDING} "
+            "$vector HYBRID_POLICY ADHOC_BF AS vector_distance]"
+        )
+        .return_fields(*Fields.RETURNED, "vector_distance")
+        .sort_by("vector_distance")
+        .paging(0, 10)
+        .dialect(2)
+    )
+
+
+def _calls(
+    ns: BenchNamespace, recaller: RedisRecaller, tenant: str, text: str, vector: Vectors
+) -> list[tuple[str, Callable[[], object]]]:
+    """The four ways of asking the same question, as timed calls."""
+    hybrid = HybridQuery(tenant, text, vector, k=10)
+    raw = _raw_knn(tenant)
+    params: dict[str, str | int | float | bytes] = {"vector": vector.tobytes()}
+    pair = [hybrid.semantic.command(ns.keys.index_name)]
+    lexical = hybrid.lexical.command(ns.keys.index_name)
+    if lexical is not None:
+        pair.append(lexical)
+
+    def raw_pair() -> object:
+        pipe = ns.redis.pipeline(transaction=False)
+        for command in pair:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        return pipe.execute()
+
+    return [
+        ("hybrid", lambda: recaller.search(hybrid)),
+        ("vector", lambda: recaller.search_vector(VectorQuery(tenant, vector, 10))),
+        ("raw", lambda: ns.redis.ft(ns.keys.index_name).search(raw, query_params=params)),
+        ("raw_pair", raw_pair),
+    ]
+
+
+def _measure(
+    ns: BenchNamespace, tenants: int, dims: int, queries: int, seed: int
+) -> dict[str, Latency]:
+    rng = np.random.default_rng(seed)
+    words = random.Random(seed)
+    recaller = RedisRecaller(ns.redis, ns.keys, embedder=_NoEmbedder(dims), url=ns.settings.redis)
+    timings: dict[str, list[float]] = {"hybrid": [], "vector": [], "raw": [], "raw_pair": []}
+    warm_up = 50  # queries that open connections and warm caches, not counted
+    for n in range(queries + warm_up):
+        tenant = f"tenant-{words.randrange(tenants)}"
+        vector = rng.standard_normal(dims).astype(np.float32)
+        vector /= np.linalg.norm(vector)
+        text = " ".join(words.choices(_VOCABULARY, k=3))
+        calls = _calls(ns, recaller, tenant, text, vector)
+        # Rotating who goes first keeps any warm-cache advantage from favouring one side.
+        shift = n % len(calls)
+        for name, call in calls[shift:] + calls[:shift]:
+            t0 = time.perf_counter()
+            call()
+            if n >= warm_up:
+                timings[name].append(time.perf_counter() - t0)
+    return {name: Latency.of_seconds(values) for name, values in timings.items()}
+
+
+class _NoEmbedder:
+    """The recaller's embedder is never called here: queries bring their own vectors."""
+
+    model_id = _MODEL
+
+    def __init__(self, dims: int) -> None:
+        self.dims = dims
+
+    def embed_documents(self, texts: object) -> np.ndarray:  # pragma: no cover
+        raise AssertionError("the recall bench never embeds")
+
+    def embed_query(self, text: str) -> np.ndarray:  # pragma: no cover
+        raise AssertionError("the recall bench never embeds")
+
+
+def run_recall(
+    settings: Settings,
+    embedder: Embedder | None,
+    *,
+    sizes: tuple[int, ...] = (10_000, 100_000),
+    tenants: int = 1000,
+    queries: int = 1000,
+    dims: int = 384,
+) -> BenchResult:
+    started = time.monotonic()
+    progress = Progress("recall")
+    per_size: dict[str, dict[str, float]] = {}
+    comparisons = []
+    with BenchNamespace(settings, "recall") as ns:
+        seeded = 0
+        for size in sorted(sizes):
+            progress.say(f"seeding {size - seeded} memories over {tenants} tenants")
+            _seed(ns, seeded, size, tenants, dims, progress)
+            seeded = size
+            progress.say(f"{queries} queries at {size} memories")
+            lat = _measure(ns, tenants, dims, queries, seed=size)
+            hybrid, raw = lat["hybrid"], lat["raw"]
+            per_size[str(size)] = {
+                "memories": size,
+                "tenants": tenants,
+                "p50_ms": hybrid.p50_ms,
+                "p99_ms": hybrid.p99_ms,
+                "raw_p50_ms": raw.p50_ms,
+                "raw_p99_ms": raw.p99_ms,
+                "p99_ratio": ratio(hybrid.p99_ms, raw.p99_ms),
+                "vector_only_p50_ms": lat["vector"].p50_ms,
+                "vector_only_p99_ms": lat["vector"].p99_ms,
+                "vector_only_p99_ratio": ratio(lat["vector"].p99_ms, raw.p99_ms),
+                "raw_hybrid_pair_p50_ms": lat["raw_pair"].p50_ms,
+                "raw_hybrid_pair_p99_ms": lat["raw_pair"].p99_ms,
+                "hybrid_vs_raw_pair_p99_ratio": ratio(hybrid.p99_ms, lat["raw_pair"].p99_ms),
+            }
+            label = f"{size // 1000}k"
+            comparisons += [
+                Comparison(
+                    f"hybrid p99 @{label}",
+                    hybrid.p99_ms,
+                    raw.p99_ms,
+                    "ms",
+                    "raw FT.SEARCH KNN",
+                    False,
+                    TARGET,
+                ),
+                Comparison(
+                    f"hybrid p50 @{label}",
+                    hybrid.p50_ms,
+                    raw.p50_ms,
+                    "ms",
+                    "raw FT.SEARCH KNN",
+                    False,
+                ),
+                Comparison(
+                    f"vector-only p99 @{label}",
+                    lat["vector"].p99_ms,
+                    raw.p99_ms,
+                    "ms",
+                    "raw FT.SEARCH KNN",
+                    False,
+                    TARGET,
+                ),
+                Comparison(
+                    f"hybrid p99 @{label} vs raw pair",
+                    hybrid.p99_ms,
+                    lat["raw_pair"].p99_ms,
+                    "ms",
+                    "raw pipelined BM25+KNN",
+                    False,
+                ),
+            ]
+    figures: dict[str, object] = {"sizes": per_size, **per_size[str(max(sizes))]}
+    notes = []
+    if embedder is not None:
+        texts = [" ".join(random.Random(i).choices(_VOCABULARY[:50], k=8)) for i in range(200)]
+        embedder.embed_query("warm up")
+        durations = []
+        for text in texts:
+            t0 = time.perf_counter()
+            embedder.embed_query(text)
+            durations.append(time.perf_counter() - t0)
+        embed = Latency.of_seconds(durations)
+        figures["embed_query_p50_ms"] = embed.p50_ms
+        figures["embed_query_p99_ms"] = embed.p99_ms
+        notes.append(
+            f"embedding a query ({embedder.model_id}) adds p50 {embed.p50_ms:.2f} ms, "
+            f"p99 {embed.p99_ms:.2f} ms, not counted above"
+        )
+    return BenchResult("recall", figures, comparisons, notes, time.monotonic() - started)

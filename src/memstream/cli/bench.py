@@ -1,0 +1,167 @@
+"""`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
+
+Subcommands: recall, freshness, throughput, replay, locomo, and all (every one of them with
+its defaults; `hook` is skipped until the agent middleware exists). Each bench runs in a
+fresh namespace on the configured stack, with a worker process of its own where it needs one,
+and drops everything it created when it ends. Progress goes to stderr; `--json` prints the
+report's JSON on stdout. What each figure means: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memstream.bench.corpus import DEFAULT_LOCOMO
+from memstream.bench.report import BenchResult, RunReport, default_results_dir
+from memstream.config import Settings
+from memstream.memory.embeddings import Embedder
+from memstream.projections.fusion import RRF_K
+from memstream.projections.recall import CANDIDATES
+
+__all__ = ["HOOK_SKIPPED", "register"]
+
+HOOK_SKIPPED = (
+    "hook overhead (target p99 ≤ 1 ms) needs the agent middleware (after_agent), which does "
+    "not exist in this tree yet; it will be measured when the hooks issue lands"
+)
+
+Bench = Callable[[argparse.Namespace, Settings, Embedder], BenchResult]
+
+
+def _recall(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.recall import run_recall
+
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    return run_recall(settings, embedder, sizes=sizes, tenants=args.tenants, queries=args.queries)
+
+
+def _freshness(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.freshness import run_freshness
+
+    return run_freshness(
+        settings, embedder, light_count=args.light, high_seconds=args.high_seconds, rate=args.rate
+    )
+
+
+def _throughput(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.throughput import run_throughput
+
+    return run_throughput(settings, embedder, count=args.turns)
+
+
+def _replay(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.replay import run_replay
+
+    return run_replay(settings, embedder, count=args.events)
+
+
+def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.locomo import run_locomo
+
+    return run_locomo(
+        settings,
+        embedder,
+        data=args.data,
+        style=args.content,
+        rrf_k=args.rrf_k,
+        candidates=args.candidates,
+        conversations=args.conversations,
+        questions=args.questions,
+    )
+
+
+_BENCHES: dict[str, tuple[Bench, str, Callable[[argparse.ArgumentParser], None]]] = {}
+
+
+def _recall_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sizes", default="10000,100000", help="memories, comma-separated")
+    parser.add_argument("--tenants", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=1000, help="per size")
+
+
+def _freshness_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--light", type=int, default=30, help="turns sent one at a time")
+    parser.add_argument("--high-seconds", type=float, default=6.0, help="length of high load")
+    parser.add_argument(
+        "--rate", type=float, default=None, help="high load turns/s (default: 60%% of embedder)"
+    )
+
+
+def _throughput_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--turns", type=int, default=600)
+
+
+def _replay_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--events", type=int, default=600)
+
+
+def _locomo_options(parser: argparse.ArgumentParser) -> None:
+    from memstream.bench.locomo import CONTENT_STYLES, DEFAULT_STYLE
+
+    parser.add_argument("--data", type=Path, default=DEFAULT_LOCOMO)
+    parser.add_argument("--content", choices=sorted(CONTENT_STYLES), default=DEFAULT_STYLE)
+    parser.add_argument("--rrf-k", type=int, default=RRF_K)
+    parser.add_argument("--candidates", type=int, default=CANDIDATES)
+    parser.add_argument("--conversations", type=int, default=None, help="only the first N")
+    parser.add_argument("--questions", type=int, default=None, help="only the first N")
+
+
+_BENCHES.update(
+    {
+        "recall": (
+            _recall,
+            "recall latency at 10k/100k memories vs raw FT.SEARCH",
+            _recall_options,
+        ),
+        "freshness": (_freshness, "publish-to-recallable latency vs raw", _freshness_options),
+        "throughput": (_throughput, "turns/s one worker projects vs raw", _throughput_options),
+        "replay": (_replay, "events/s of a rebuild vs raw consume", _replay_options),
+        "locomo": (_locomo, "LoCoMo evidence recall@k vs BM25 and vector", _locomo_options),
+    }
+)
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--out", type=Path, default=None, help="results folder (default bench-results/<time>/)"
+    )
+    common.add_argument("--json", action="store_true", help="print the JSON report on stdout")
+    bench = commands.add_parser("bench", help="measure speed and quality against raw baselines")
+    subs = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    for name, (_, help_text, options) in _BENCHES.items():
+        parser = subs.add_parser(name, help=help_text, parents=[common])
+        options(parser)
+        parser.set_defaults(run=_run, benches=[name])
+    every = subs.add_parser(
+        "all", help="every bench with its defaults (hook: skipped)", parents=[common]
+    )
+    for _, _, options in _BENCHES.values():
+        options(every)
+    every.set_defaults(run=_run, benches=list(_BENCHES))
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.providers import embedder_from_settings
+
+    started = datetime.now(UTC)
+    embedder = embedder_from_settings(settings)
+    results = []
+    for name in args.benches:
+        print(f"[bench] {name}", file=sys.stderr, flush=True)
+        results.append(_BENCHES[name][0](args, settings, embedder))
+    skipped = {"hook": HOOK_SKIPPED} if args.bench == "all" else {}
+    report = RunReport(started, results, skipped)
+    folder = args.out or default_results_dir(started)
+    paths = report.write(folder)
+    print(f"[bench] wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2, ensure_ascii=False))
+    else:
+        print(report.markdown())
+    return 0

@@ -1,0 +1,83 @@
+"""`memstream bench` end to end on the real stack, in tiny configurations: the JSON it writes.
+
+Speed is measured by the bench, never asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .test_cli import memstream
+
+pytestmark = pytest.mark.integration
+
+TINY_LOCOMO = [
+    {
+        "sample_id": "conv-tiny",
+        "conversation": {
+            "speaker_a": "Caroline",
+            "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a support group."},
+                {"speaker": "Melanie", "dia_id": "D1:2", "text": "I painted a sunrise in 2022."},
+                {"speaker": "Caroline", "dia_id": "D1:3", "text": "I want to study psychology."},
+            ],
+        },
+        "qa": [
+            {"question": "When did Melanie paint a sunrise?", "evidence": ["D1:2"], "category": 2},
+            {"question": "What will Caroline study?", "evidence": ["D1:3"], "category": 1},
+            {"question": "Adversarial?", "evidence": ["D1:1"], "category": 5},
+        ],
+    }
+]
+
+
+def test_bench_locomo_reports_recall_at_k_beside_baselines(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    out = tmp_path / "results"
+    done = memstream(env, "bench", "locomo", "--data", str(data), "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    locomo = report["results"]["locomo"]
+    assert locomo["questions"] == 2  # category 5 skipped
+    for field in ("recall@1", "recall@5", "recall@10"):
+        assert 0.0 <= locomo[field] <= 1.0
+        for baseline in ("bm25", "vector"):
+            assert 0.0 <= locomo["baselines"][baseline][field] <= 1.0
+    assert locomo["recall@10"] == 1.0  # three memories: everything is in the top 10
+    assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.png"}
+    assert "questions" in done.stderr  # progress goes to stderr
+
+
+def test_bench_recall_reports_latency_against_raw(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(
+        env,
+        "bench",
+        "recall",
+        "--sizes",
+        "200,400",
+        "--tenants",
+        "10",
+        "--queries",
+        "20",
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    recall = json.loads(done.stdout)["results"]["recall"]
+    assert set(recall["sizes"]) == {"200", "400"}
+    for field in ("p50_ms", "p99_ms", "raw_p99_ms", "p99_ratio"):
+        assert recall[field] > 0
+        assert recall["sizes"]["200"][field] > 0
+    assert recall["memories"] == 400 and recall["tenants"] == 10
+    assert recall["embed_query_p50_ms"] > 0

@@ -1,0 +1,70 @@
+"""Hybrid recall (BM25 + vector, fused) on the real stack: exact words, and isolation."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memstream.memory.tenancy import tenant_token
+
+from .helpers import TestStack
+
+pytestmark = pytest.mark.integration
+
+TARGET = "Invoice 58213 covers the March hosting bill."
+# Near-identical siblings: for a bare number MiniLM ranks several of them above the target.
+SIBLINGS = [
+    f"Invoice {number} covers the {month} hosting bill."
+    for number, month in [
+        (58214, "April"),
+        (58212, "May"),
+        (58215, "June"),
+        (58216, "July"),
+        (58211, "August"),
+        (58217, "September"),
+    ]
+]
+
+
+def record(stack: TestStack, tenant: str, contents: list[str]) -> None:
+    events = [stack.turn(tenant, text, "Noted.", turn=i) for i, text in enumerate(contents)]
+    stack.publish(events)
+    stack.wait_applied(events)
+
+
+def test_hybrid_finds_the_exact_number_that_vectors_alone_miss(stack: TestStack) -> None:
+    tenant = f"inv-{uuid.uuid4().hex[:6]}"
+    record(stack, tenant, [TARGET, *SIBLINGS])
+    recaller = stack.recaller()
+
+    by_vector = recaller.recall_vector(tenant, "58213", k=1)
+    hybrid = recaller.recall(tenant, "58213", k=3)
+
+    assert by_vector[0].memory.content != TARGET  # the premise: vectors alone miss it
+    assert hybrid[0].memory.content == TARGET
+    assert 0.5 < hybrid[0].score <= 1.0  # first by words, and found by meaning too
+    assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "@tenant_tag:{*}",
+        "* | -x",
+        "invoice) | (@tenant_tag:{OTHER}",
+        '"covers" {bill} [hosting] ~58213 %march%',
+        "to be or not",  # stopwords only: vector recall alone
+        "Rechnung für März, 東京 ✓",
+    ],
+)
+def test_hostile_query_text_never_crosses_tenants(stack: TestStack, text: str) -> None:
+    mine, other = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("mine", "other"))
+    record(stack, mine, ["My hosting bill is paid."])
+    record(stack, other, [TARGET, *SIBLINGS[:2]])
+    text = text.replace("OTHER", tenant_token(other))
+
+    hits = stack.recaller().recall(mine, text, k=20)
+
+    assert hits, "the tenant's own memories are still recalled"
+    assert {h.memory.tenant for h in hits} == {mine}
