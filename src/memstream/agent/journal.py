@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar
 
 import redis
@@ -134,8 +134,7 @@ class InMemoryJournal:
         return self._runs.get(run_id)
 
     def end_run(self, run_id: str, status: RunStatus) -> None:
-        record = self._runs[run_id]
-        self._runs[run_id] = RunRecord(**{**asdict(record), "status": status})
+        self._runs[run_id] = replace(self._runs[run_id], status=status)
 
     def effect(self, run_id: str, name: str, key: str) -> EffectRecord | None:
         return self._effects.get((run_id, name, key))

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import singledispatch
+from functools import lru_cache, singledispatch
 from typing import Any, ClassVar
 
 from memstream.errors import EventDecodeError, EventVersionError, InvalidInputError
@@ -48,11 +48,14 @@ __all__ = [
 _ID_NAMESPACE = uuid.UUID("6f1b3f1e-8d7c-5b8e-9a61-4d2f0c3b7a10")
 
 
+@lru_cache(maxsize=8192)
 def _derive_id(*parts: object) -> str:
-    # JSON keeps the parts apart unambiguously ("a|b","c" vs "a","b|c").
+    # JSON keeps the parts apart unambiguously ("a|b","c" vs "a","b|c"). Cached: an event's
+    # id and its memories' ids are asked for many times on the hot path of a turn.
     return str(uuid.uuid5(_ID_NAMESPACE, json.dumps(parts, ensure_ascii=False)))
 
 
+@lru_cache(maxsize=8192)
 def record_effect_key(tenant: str, thread: str, run: str, turn: int) -> str:
     """The effect key of `memory.record` for one turn: the natural key of a TurnRecorded."""
     return json.dumps(["memory.record", tenant, thread, run, turn], ensure_ascii=False)
