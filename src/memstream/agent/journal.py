@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import redis
 
+from memstream.agent.threads import ThreadSnapshot
 from memstream.errors import EffectRefusedError
 
 __all__ = [
@@ -56,7 +57,7 @@ class RunRecord:
     thread_id: str
     tenant_id: str | None
     input: str
-    snapshot: dict[str, Any]
+    snapshot: ThreadSnapshot
     status: RunStatus = "running"
 
 
@@ -174,16 +175,18 @@ class RedisJournal:
         return None if raw is None else json.loads(raw)
 
     def begin_run(self, record: RunRecord) -> None:
-        self._write(record.run_id, "run", asdict(record))
+        self._write(record.run_id, "run", _record_json(record))
 
     def run(self, run_id: str) -> RunRecord | None:
         raw = self._read(run_id, "run")
-        return None if raw is None else RunRecord(**raw)
+        if raw is None:
+            return None
+        return RunRecord(**{**raw, "snapshot": ThreadSnapshot.from_json(raw["snapshot"])})
 
     def end_run(self, run_id: str, status: RunStatus) -> None:
         record = self.run(run_id)
         if record is not None:
-            self._write(run_id, "run", {**asdict(record), "status": status})
+            self._write(run_id, "run", _record_json(replace(record, status=status)))
 
     def effect(self, run_id: str, name: str, key: str) -> EffectRecord | None:
         raw = self._read(run_id, f"effect:{name}:{key}")
@@ -194,3 +197,14 @@ class RedisJournal:
 
     def effect_applied(self, run_id: str, name: str, key: str, outcome: Any) -> None:
         self._write(run_id, f"effect:{name}:{key}", asdict(EffectRecord("applied", outcome)))
+
+
+def _record_json(record: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "tenant_id": record.tenant_id,
+        "input": record.input,
+        "snapshot": record.snapshot.to_json(),
+        "status": record.status,
+    }

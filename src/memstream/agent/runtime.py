@@ -58,7 +58,7 @@ from memstream.agent.middleware import (
     check_middleware,
 )
 from memstream.agent.models import ModelClient
-from memstream.agent.threads import InMemoryThreadStore, ThreadState, ThreadStore
+from memstream.agent.threads import InMemoryThreadStore, ThreadSnapshot, ThreadState, ThreadStore
 from memstream.agent.tools import Tool, schema_errors
 from memstream.errors import ConfigurationError, InvalidInputError
 
@@ -187,10 +187,11 @@ class Agent:
                 f"thread {config.thread_id!r} has a suspended run; resume it first"
             )
         run_id = run_id or uuid.uuid4().hex
+        before = thread.snapshot()
         self._journal.begin_run(
-            RunRecord(run_id, config.thread_id, config.tenant_id, input, thread.snapshot())
+            RunRecord(run_id, config.thread_id, config.tenant_id, input, before)
         )
-        return self._start(run_id, input, config, thread)
+        return self._start(run_id, input, config, thread, before)
 
     def resume(
         self, run_id: str, *, answer: str | None = None, approved: bool | None = None
@@ -212,16 +213,21 @@ class Agent:
         thread = ThreadState.from_snapshot(record.snapshot)
         self._threads.put(thread)
         config = RunConfig(thread_id=record.thread_id, tenant_id=record.tenant_id)
-        return self._start(run_id, record.input, config, thread)
+        return self._start(run_id, record.input, config, thread, record.snapshot)
 
     def thread(self, thread_id: str) -> ThreadState:
         return self._threads.get(thread_id)
 
     # -- driving the flow ---------------------------------------------------------------
 
-    def _start(self, run_id: str, input: str, config: RunConfig, thread: ThreadState) -> RunResult:
-        before = thread.snapshot()
-
+    def _start(
+        self,
+        run_id: str,
+        input: str,
+        config: RunConfig,
+        thread: ThreadState,
+        before: ThreadSnapshot,
+    ) -> RunResult:
         def count(usage: Usage) -> None:
             thread.usage = thread.usage + usage
 
@@ -261,20 +267,13 @@ class Agent:
         )
 
     def _flow(
-        self, input: str, thread: ThreadState, context: RunContext, before: dict[str, Any]
+        self, input: str, thread: ThreadState, context: RunContext, before: ThreadSnapshot
     ) -> Generator[_Suspension, _Resume, RunResult]:
         def ended(status: RunOutcome, reason: str = "", answer: str = "") -> RunResult:
             if status != "completed":
                 # A block or failure restores the thread's messages and state; usage stays,
                 # since those model calls were made and paid for. Effects stay applied.
-                usage = thread.usage
-                restored = ThreadState.from_snapshot(before)
-                thread.messages, thread.state, thread.turns = (
-                    restored.messages,
-                    restored.state,
-                    restored.turns,
-                )
-                thread.usage = usage
+                thread.restore(before, keep_usage=True)
             return RunResult(context.run_id, status, answer, reason, usage=thread.usage)
 
         try:

@@ -295,8 +295,8 @@ def test_a_block_in_after_agent_stops_the_others_and_restores_the_thread() -> No
     assert (result.status, result.reason) == ("blocked", "guardrails: withheld")
     assert log == ["x", "guardrails"]  # memory, registered outside, never ran
     after = blocking.thread("t1").snapshot()
-    assert after["messages"] == before["messages"] and after["turns"] == before["turns"]
-    assert after["usage"]["calls"] == before["usage"]["calls"] + 1  # the call was made
+    assert after.messages == before.messages and after.turns == before.turns
+    assert after.usage.calls == before.usage.calls + 1  # the call was made
 
 
 class Applier(AgentMiddleware):
