@@ -1,6 +1,9 @@
-"""`memstream demo`: import a small sample for two tenants and show that each recalls only its own.
+"""`memstream demo`: import a small sample for two tenants, show that each recalls only its
+own, then run one agent turn in a new thread of each tenant to show what memory puts in the
+model's prompt.
 
-Needs the stack and a worker (`make demo` starts both).
+Needs the stack and a worker (`make demo` starts both). The agent's model is the offline echo
+model, so the demo runs without any LLM and shows the prompt section verbatim.
 """
 
 from __future__ import annotations
@@ -8,9 +11,12 @@ from __future__ import annotations
 import argparse
 from importlib.resources import as_file, files
 
+from memstream.agent import Agent, OfflineEchoModel, RunConfig
 from memstream.cli import wiring
 from memstream.cli.importer import import_file
 from memstream.config import Settings
+from memstream.eventsourced import EventSourcedStores
+from memstream.hooks import RecallConfig, SemanticMemoryMiddleware
 
 __all__ = ["register"]
 
@@ -37,4 +43,23 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 memory = hit.memory
                 print(f"   {hit.score:5.2f}  ({memory.thread}, {memory.role}) {memory.content}")
         print()
+    _agent_turns(settings)
     return 0
+
+
+def _agent_turns(settings: Settings) -> None:
+    stores = EventSourcedStores(settings)
+    try:
+        model = OfflineEchoModel()
+        memory = SemanticMemoryMiddleware(
+            stores=stores, client=model, recall=RecallConfig(max_recall_tokens=120)
+        )
+        agent = Agent(model, middleware=[memory])
+        for tenant in ("acme", "globex"):
+            question = "Remind me: what database do we run?"
+            print(f"[{tenant}] agent turn in a new thread: {question!r}")
+            result = agent.run(question, RunConfig(thread_id="demo-new-thread", tenant_id=tenant))
+            print("   " + result.answer.replace("\n", "\n   "))
+            print()
+    finally:
+        stores.close()
