@@ -12,6 +12,7 @@
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
     │   └── EmbeddingProviderError
+    ├── ReplayError                            a replay stopped without swapping anything in
     └── StackError                             `memstream up/down` could not manage a service
 
 Misuse errors also subclass the matching builtin so ordinary ``except ValueError`` works;
@@ -35,6 +36,7 @@ __all__ = [
     "KafkaUnavailableError",
     "MemstreamError",
     "RedisUnavailableError",
+    "ReplayError",
     "StackError",
 ]
 
@@ -111,6 +113,12 @@ class RedisUnavailableError(InfrastructureError):
 
 class EmbeddingProviderError(InfrastructureError):
     code = "embedding_provider"
+
+
+class ReplayError(MemstreamError):
+    """A replay could not finish; the live projection was left as it was."""
+
+    code = "replay"
 
 
 class StackError(MemstreamError):

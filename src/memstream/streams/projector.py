@@ -95,6 +95,15 @@ class Projector:
         )
 
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        outcomes = await self._project(messages)
+        # Positions move over every message taken into account, applied or not.
+        last = {m.position.field: m.offset for m in messages}
+        await self._retrying(
+            "recording positions", lambda: self._writer.advance(last, into=self._into)
+        )
+        return outcomes
+
+    async def _project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
         ready = []
         for message in messages:
             try:
