@@ -27,6 +27,8 @@ from .helpers import TestStack
 
 pytestmark = pytest.mark.integration
 
+MAX_MEMORIES = 40
+
 
 def _stack_problem(settings: Settings) -> str | None:
     try:
@@ -43,7 +45,13 @@ def _stack_problem(settings: Settings) -> str | None:
 @pytest.fixture(scope="session")
 def env() -> dict[str, str]:
     namespace = f"test-{uuid.uuid4().hex[:10]}"
-    return {**os.environ, "MEMSTREAM_NAMESPACE": namespace, "MEMSTREAM_PARTITIONS": "2"}
+    # A small bound, so that workloads of a few dozen events evict.
+    return {
+        **os.environ,
+        "MEMSTREAM_NAMESPACE": namespace,
+        "MEMSTREAM_PARTITIONS": "2",
+        "MEMSTREAM_MAX_MEMORIES": str(MAX_MEMORIES),
+    }
 
 
 @pytest.fixture(scope="session")
