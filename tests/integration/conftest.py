@@ -64,7 +64,7 @@ def settings(env: dict[str, str]) -> Iterator[Settings]:
             pytest.fail(message)
         pytest.skip(message)
     yield settings
-    _drop_namespace(settings)
+    drop_namespace(settings)
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +97,7 @@ def stack(settings: Settings, worker: Path) -> TestStack:
     return TestStack(settings)
 
 
-def _drop_namespace(settings: Settings) -> None:
+def drop_namespace(settings: Settings) -> None:
     client = redis_client(settings.redis)
     for raw in client.execute_command("FT._LIST"):
         name = raw.decode() if isinstance(raw, bytes) else raw

@@ -105,6 +105,9 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         topic_replication_factor=1,
         topic_partitions=settings.partitions,
         consumer_auto_offset_reset="earliest",
+        # Faust's 60 s default keeps a SIGKILLed worker's partitions idle for a minute.
+        broker_session_timeout=settings.worker_session_timeout_s,
+        broker_heartbeat_interval=settings.worker_session_timeout_s / 5,
         producer_acks=-1,
         # Only takes effect under faust.Worker (run_worker); see the module's docstring.
         processing_guarantee="exactly_once",
