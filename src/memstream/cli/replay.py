@@ -22,6 +22,9 @@ __all__ = ["progress_bar", "register"]
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay = commands.add_parser("replay", help="rebuild the projection from the log, swap it in")
     replay.add_argument("--tenant", type=validate_tenant, help="rebuild this tenant only")
+    replay.add_argument(
+        "--reembed", action="store_true", help="embed everything again (default: reuse vectors)"
+    )
     replay.set_defaults(run=_run)
 
 
@@ -52,7 +55,9 @@ def report(rebuilt: Rebuilt) -> str:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     async def rebuild() -> Rebuilt:
         async with wiring.replayer(settings) as replayer:
-            return await replayer.rebuild(args.tenant, swap=True, progress=progress_bar)
+            return await replayer.rebuild(
+                args.tenant, swap=True, reembed=args.reembed, progress=progress_bar
+            )
 
     rebuilt = asyncio.run(rebuild())
     print(file=sys.stderr)

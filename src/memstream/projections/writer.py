@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 
+import numpy as np
 import redis.asyncio
 from redis.commands.core import AsyncScript
 from redisvl.index import AsyncSearchIndex
@@ -205,6 +206,26 @@ class ProjectionWriter:
             args += [name, offset]
         with redis_errors(self._url, "recording positions"):
             await self._advance(keys=[keys.generation_key, keys.positions], args=args)
+
+    async def known_vectors(self, memories: Sequence[Memory]) -> list[Vectors | None]:
+        """The vectors the live generation already holds for `memories`: only where the stored
+        memory has the same id, content and embedding model (a vector is a function of those
+        two), None elsewhere. Lets a rebuild skip the embedder for what it rewrites."""
+        keys = self._keys.at(await self._generations.live())
+        wanted = [Fields.CONTENT, Fields.EMBEDDING_MODEL, Fields.EMBEDDING]
+        with redis_errors(self._url, "reading stored vectors"):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for memory in memories:
+                    pipe.hmget(keys.memory(memory.tenant, memory.id), wanted)
+                rows = await pipe.execute()
+        return [
+            np.frombuffer(blob, dtype=np.float32)
+            if blob is not None
+            and _text(content) == m.content
+            and _text(model) == m.embedding_model
+            else None
+            for m, (content, model, blob) in zip(memories, rows, strict=True)
+        ]
 
     def _script_call(
         self, keys: Keyspace, checked: str, item: Embedded

@@ -109,9 +109,14 @@ class Replayer:
         tenant: str | None = None,
         *,
         swap: bool,
+        reembed: bool = False,
         progress: Callable[[Progress], None] = lambda _: None,
     ) -> Rebuilt:
-        """Rebuild all tenants (or one) into a fresh generation; swap it in if `swap`."""
+        """Rebuild all tenants (or one) into a fresh generation; swap it in if `swap`.
+
+        Vectors the live generation holds for the same memory (same id, content and model) are
+        reused unless `reembed`: embedding is what bounds a replay's speed.
+        """
         if tenant is not None:
             validate_tenant(tenant)
         live = await self._generations.live()
@@ -119,7 +124,9 @@ class Replayer:
         writer = ProjectionWriter(
             self._client, self._keys, max_memories=self._max_memories, url=self._url
         )
-        projector = Projector(self._embedder, writer, _Unusable(), into=target)
+        projector = Projector(
+            self._embedder, writer, _Unusable(), into=target, reuse_vectors=not reembed
+        )
         if tenant is None:
             # A one-tenant rebuild needs no index: its keys are renamed into the live one's.
             await projector.start()
