@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from dataclasses import replace
 
@@ -109,3 +111,36 @@ def recalled(stack: TestStack, tenant: str, text: str) -> list[str]:
 def stored_ids(stack: TestStack, tenant: str) -> tuple[int, str]:
     members = stack.redis.zrange(stack.status.live().order(tenant), 0, -1)
     return len(members), members[-1].decode().rsplit(":", 1)[1]
+
+
+def test_a_replay_while_events_keep_coming_loses_nothing_and_recall_keeps_answering(
+    stack: TestStack, env: dict[str, str]
+) -> None:
+    tenants = [f"live-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
+    first = [
+        stack.turn(t, f"early fact {n} of {t}", "ok", turn=n) for t in tenants for n in range(3)
+    ]
+    stack.publish(first)
+    stack.wait_applied(first)
+    later = [stack.turn(t, f"later fact {n}", "ok", turn=10 + n) for t in tenants for n in range(5)]
+
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "memstream", "replay"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    answers = []
+    for n, event in enumerate(later):
+        stack.publish([event])
+        answers.append(recalled(stack, tenants[n % 3], "early fact"))
+    _, stderr = replay.communicate(timeout=120)
+
+    assert replay.returncode == 0, stderr
+    assert all(answers)  # recall answered from one generation or the other, never nothing
+    stack.wait_applied([*first, *later])
+    for tenant in tenants:
+        assert stack.stored_memories(tenant) == 16
+    verified = memstream(env, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
