@@ -28,7 +28,7 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import decode_event, memories_of
 from memstream.memory.model import Memory
 from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
-from memstream.streams.monitoring import MonitoringEvent, notices_of
+from memstream.streams.monitoring import TenantNotice, notices_of
 
 __all__ = ["Announcements", "DeadLetters", "Projector", "RawMessage"]
 
@@ -58,7 +58,7 @@ class DeadLetters(Protocol):
 
 
 class Announcements(Protocol):
-    async def announce(self, notices: Sequence[MonitoringEvent]) -> None:
+    async def announce(self, notices: Sequence[TenantNotice]) -> None:
         """Publish `notices` on the monitoring topic."""
         ...
 

@@ -39,7 +39,7 @@ from memstream.memory.embeddings import Embedder
 from memstream.projections.connection import async_redis_client
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import ProjectionWriter
-from memstream.streams.monitoring import DeadLettered, MonitoringEvent, encode_monitoring
+from memstream.streams.monitoring import DeadLettered, TenantNotice, encode_monitoring
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, ensure_topics
 
@@ -86,9 +86,9 @@ class _Monitoring:
         )
         await self._send(self._topics.monitoring, message.key, encode_monitoring(notice), {})
 
-    async def announce(self, notices: Sequence[MonitoringEvent]) -> None:
+    async def announce(self, notices: Sequence[TenantNotice]) -> None:
         for notice in notices:
-            key = getattr(notice, "tenant", "").encode("utf-8") or None
+            key = notice.tenant.encode("utf-8")  # keyed like the memory topic: per-tenant order
             await self._send(self._topics.monitoring, key, encode_monitoring(notice), {})
 
 
