@@ -1,4 +1,4 @@
-"""A worker killed with SIGKILL mid-stream and restarted loses nothing and doubles nothing."""
+"""A worker or a broker killed with SIGKILL mid-stream loses nothing and doubles nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from memstream import MessageRecorded, Settings
+from memstream.cli.stack import LocalStack
 
 from .conftest import drop_namespace
 from .helpers import TestStack, wait_until
@@ -94,3 +95,48 @@ def test_sigkill_mid_stream_loses_and_doubles_nothing(
     assert order == EVENTS
     # The worker really ran with Kafka transactions (exactly_once), not the silent fallback.
     assert "transactional producers" in log.read_text()
+
+
+def test_a_broker_killed_and_restarted_mid_stream_loses_and_doubles_nothing(
+    crash_env: dict[str, str], tmp_path: Path
+) -> None:
+    settings = Settings.from_env(crash_env)
+    stack_dir = LocalStack(settings)
+    kafka_pid = stack_dir.pid("kafka")
+    if kafka_pid is None:
+        pytest.skip("the broker was not started by `memstream up` here; cannot restart it")
+    stack = TestStack(settings)
+    tenants = [f"broker-{n}" for n in range(TENANTS)]
+    at = datetime.now(UTC)
+    events = [
+        MessageRecorded(
+            tenants[n % TENANTS], "t", f"b{n}", f"note {n}", "u", at, 0.5, stack.model_id
+        )
+        for n in range(EVENTS * 2)
+    ]
+    log = tmp_path / "worker.log"
+    worker = start_worker(crash_env, log)
+    try:
+        stack.wait_until_projecting(worker, log)
+        before, after = events[:EVENTS], events[EVENTS:]
+        stack.publish(before)
+
+        def applied() -> int:
+            keys = stack.status.live()
+            return sum(int(stack.redis.hlen(keys.applied(t))) for t in tenants)
+
+        wait_until(lambda: applied() >= 50, "the first events to be applied")
+        down_at = applied()
+        os.kill(kafka_pid, signal.SIGKILL)  # a broker crash, not a clean shutdown
+        wait_until(lambda: stack_dir.pid("kafka") is None, "the broker to be gone")
+        stack_dir.up(say=lambda _: None)
+        stack.publish(after)  # the worker must go on consuming from the restarted broker
+        stack.wait_applied(events)
+        assert worker.poll() is None  # the same worker rode out the outage
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+    assert down_at < len(before)  # the broker went down mid-stream
+    assert applied() == len(events)
+    assert sum(stack.stored_memories(t) for t in tenants) == len(events)
