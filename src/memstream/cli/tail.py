@@ -22,7 +22,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     tail = commands.add_parser("tail", help="print monitoring events as they come")
     tail.add_argument("--from-beginning", action="store_true", help="start at the oldest kept")
     tail.add_argument("--max", type=int, default=0, help="stop after this many events")
-    tail.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds")
+    tail.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="stop after this many seconds (exit 1 if --max events did not come by then)",
+    )
     tail.set_defaults(run=_run)
 
 

@@ -127,12 +127,12 @@ class Replayer:
         projector = Projector(
             self._embedder, writer, _Unusable(), into=target, reuse_vectors=not reembed
         )
-        if tenant is None:
-            # A one-tenant rebuild needs no index: its keys are renamed into the live one's.
-            await projector.start()
         try:
+            if tenant is None:
+                # A one-tenant rebuild needs no index: its keys are renamed into the live one's.
+                await projector.start()
             return await self._run(projector, writer, live, target, tenant, swap, progress)
-        except BaseException:
+        except BaseException:  # Ctrl-C included: an abandoned generation is never left behind
             await self._generations.drop(target)
             raise
 
