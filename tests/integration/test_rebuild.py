@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -144,3 +145,29 @@ def test_a_replay_while_events_keep_coming_loses_nothing_and_recall_keeps_answer
         assert stack.stored_memories(tenant) == 16
     verified = memstream(env, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_forget_by_thread_and_time_from_the_command_line(
+    stack: TestStack, env: dict[str, str]
+) -> None:
+    tenant = f"fg-{uuid.uuid4().hex[:6]}"
+    old = replace(
+        stack.turn(tenant, "old in a", "x", thread="a"),
+        recorded_at=datetime(2025, 1, 1, tzinfo=UTC),
+    )
+    new = stack.turn(tenant, "new in a", "y", thread="a", turn=1)
+    other = replace(
+        stack.turn(tenant, "old in b", "z", thread="b", turn=2), recorded_at=old.recorded_at
+    )
+    stack.publish([old, new, other])
+    stack.wait_applied([old, new, other])
+
+    refused = memstream(env, "forget", "--tenant", tenant, "--all", "--thread", "a")
+    assert refused.returncode == 2 and "--all forgets everything" in refused.stderr
+    done = memstream(
+        env, "forget", "--tenant", tenant, "--thread", "a", "--before", "2026-01-01", "--wait"
+    )
+    assert done.returncode == 0, done.stderr
+
+    left = set(recalled(stack, tenant, "old"))
+    assert left == {"new in a", "y", "old in b", "z"}
