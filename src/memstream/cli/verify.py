@@ -63,10 +63,10 @@ async def _wait_live(settings: Settings, rebuilt: Rebuilt, wait_s: float) -> int
     status = wiring.projection_status(settings)
     deadline = time.monotonic() + wait_s
     while True:
-        positions = status.positions()
+        positions = await asyncio.to_thread(status.positions)
         behind = {f: o for f, o in rebuilt.last_events.items() if positions.get(f, -1) < o}
         if not behind:
-            return status.live().generation
+            return (await asyncio.to_thread(status.live)).generation
         if time.monotonic() > deadline:
             raise MemstreamError(
                 f"the live projection has not caught up with the log within {wait_s:.0f}s "
