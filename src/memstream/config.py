@@ -103,6 +103,14 @@ class Settings:
         "Importance of a memory nobody scored (0 to 1); eviction removes low importance first.",
         _unit_float,
     )
+    worker_session_timeout_s: float = _setting(
+        "MEMSTREAM_WORKER_SESSION_TIMEOUT",
+        10.0,
+        "Seconds before the broker declares a silent worker dead and hands its partitions to "
+        "the others; a crashed worker's partitions wait this long. At least the broker's "
+        "group.min.session.timeout.ms (6 s by default).",
+        _positive_float,
+    )
     max_record_chars: int = _setting(
         "MEMSTREAM_MAX_RECORD_CHARS",
         8_000,

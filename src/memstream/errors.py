@@ -13,6 +13,7 @@
     │   ├── RedisUnavailableError
     │   ├── EmbeddingProviderError
     │   └── ModelProviderError                 a chat model's API failed
+    ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
     └── EffectRefusedError                     a crashed run's effect may have run and its
                                                target cannot tell: it is not run again
@@ -40,6 +41,7 @@ __all__ = [
     "MemstreamError",
     "ModelProviderError",
     "RedisUnavailableError",
+    "ReplayError",
     "StackError",
 ]
 
@@ -120,6 +122,12 @@ class EmbeddingProviderError(InfrastructureError):
 
 class ModelProviderError(InfrastructureError):
     code = "model_provider"
+
+
+class ReplayError(MemstreamError):
+    """A replay could not finish; the live projection was left as it was."""
+
+    code = "replay"
 
 
 class StackError(MemstreamError):

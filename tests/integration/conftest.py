@@ -27,6 +27,8 @@ from .helpers import TestStack
 
 pytestmark = pytest.mark.integration
 
+MAX_MEMORIES = 40
+
 
 def _stack_problem(settings: Settings) -> str | None:
     try:
@@ -43,10 +45,12 @@ def _stack_problem(settings: Settings) -> str | None:
 @pytest.fixture(scope="session")
 def env() -> dict[str, str]:
     namespace = f"test-{uuid.uuid4().hex[:10]}"
+    # A small bound, so that workloads of a few dozen events evict.
     return {
         **os.environ,
         "MEMSTREAM_NAMESPACE": namespace,
         "MEMSTREAM_PARTITIONS": "2",
+        "MEMSTREAM_MAX_MEMORIES": str(MAX_MEMORIES),
         # Short consolidation windows keep consolidation tests quick; the worker summarises
         # with the extractive summariser (no chat model configured).
         "MEMSTREAM_CONSOLIDATION_WINDOW_S": "0.5",
@@ -64,7 +68,7 @@ def settings(env: dict[str, str]) -> Iterator[Settings]:
             pytest.fail(message)
         pytest.skip(message)
     yield settings
-    _drop_namespace(settings)
+    drop_namespace(settings)
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +101,7 @@ def stack(settings: Settings, worker: Path) -> TestStack:
     return TestStack(settings)
 
 
-def _drop_namespace(settings: Settings) -> None:
+def drop_namespace(settings: Settings) -> None:
     client = redis_client(settings.redis)
     for raw in client.execute_command("FT._LIST"):
         name = raw.decode() if isinstance(raw, bytes) else raw

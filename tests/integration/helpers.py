@@ -87,10 +87,10 @@ class TestStack:
         return RedisRecaller(self.redis, self.keys, _embedder(self.settings))
 
     def stored_memories(self, tenant: str) -> int:
-        """Memory hashes of `tenant` in Redis, counted by key (not by the order set)."""
-        return sum(
-            1 for _ in self.redis.scan_iter(match=f"{self.keys.tenant_memory_prefix(tenant)}*")
-        )
+        """Memory hashes of `tenant` in the live generation, counted by key (not by the order
+        set)."""
+        prefix = self.status.live().tenant_memory_prefix(tenant)
+        return sum(1 for _ in self.redis.scan_iter(match=f"{prefix}*"))
 
     def read_topic(
         self, topic: str, until: Callable[[list[ConsumerRecord]], bool]

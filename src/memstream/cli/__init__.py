@@ -1,1 +1,2 @@
-"""The `memstream` command line (up/down/status, worker, import, recall, demo)."""
+"""The `memstream` command line: up/down/status, worker, import, recall, forget, replay,
+verify, stats, tail, demo."""

@@ -20,7 +20,7 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from memstream.providers import embedding_model_id
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.topics import ensure_topics
 
-__all__ = ["parse_import_lines", "register"]
+__all__ = ["parse_import_lines", "register", "wait_applied"]
 
 _TURN_KEYS = {"tenant", "thread", "query", "answer"}
 _MESSAGE_KEYS = {"tenant", "thread", "content"}
@@ -162,11 +162,12 @@ def import_file(settings: Settings, path: Path, *, wait_s: float | None) -> list
     )
     asyncio.run(_publish(settings, events))
     if wait_s is not None:
-        _wait_applied(settings, events, wait_s)
+        wait_applied(settings, events, wait_s)
     return events
 
 
-def _wait_applied(settings: Settings, events: list[MemoryEvent], wait_s: float) -> None:
+def wait_applied(settings: Settings, events: Sequence[MemoryEvent], wait_s: float) -> None:
+    """Return once the live projection has applied every one of `events`."""
     status = wiring.projection_status(settings)
     deadline = time.monotonic() + wait_s
     pending = events
@@ -176,7 +177,7 @@ def _wait_applied(settings: Settings, events: list[MemoryEvent], wait_s: float) 
             return
         if time.monotonic() > deadline:
             raise MemstreamError(
-                f"{len(pending)} of {len(events)} imported events were not projected within "
+                f"{len(pending)} of {len(events)} events were not projected within "
                 f"{wait_s:.0f}s; is a worker running (`memstream up --worker` or "
                 "`memstream worker`)? The events are safely in the log and will be applied."
             )

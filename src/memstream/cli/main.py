@@ -7,7 +7,20 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from memstream.cli import bench, chat, demo, importer, recall, stack, worker
+from memstream.cli import (
+    bench,
+    chat,
+    demo,
+    forget,
+    importer,
+    recall,
+    replay,
+    stack,
+    stats,
+    tail,
+    verify,
+    worker,
+)
 from memstream.config import Settings
 from memstream.errors import MemstreamError
 
@@ -21,7 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Configuration comes from MEMSTREAM_* environment variables; see README.md.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (stack, worker, importer, recall, chat, demo, bench):
+    for module in (
+        stack,
+        worker,
+        importer,
+        recall,
+        chat,
+        forget,
+        replay,
+        verify,
+        stats,
+        tail,
+        demo,
+        bench,
+    ):
         module.register(commands)
     return parser
 

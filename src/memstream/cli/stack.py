@@ -32,7 +32,9 @@ from memstream.projections.connection import redis_client
 
 __all__ = ["LocalStack", "register"]
 
-_READY_TIMEOUT_S = 90.0
+# Redis answers LOADING until it has replayed its append-only file and rebuilt its search
+# indexes, which takes minutes for a large projection; Kafka is ready in seconds.
+_READY_TIMEOUT_S = 600.0
 _STOP_TIMEOUT_S = 30.0
 
 
@@ -155,7 +157,7 @@ class LocalStack:
     def up(self, *, worker: bool = False, say: Callable[[str], None] = print) -> None:
         services = [self._kafka(), self._redis()] + ([self._worker()] if worker else [])
         for service in services:
-            pid = self._pid(service.name)
+            pid = self.pid(service.name)
             if pid is not None:
                 say(f"{service.name}: already running (pid {pid}){_where(service)}")
                 continue
@@ -171,7 +173,7 @@ class LocalStack:
 
     def down(self, say: Callable[[str], None] = print) -> None:
         for name in ("worker", "redis", "kafka"):
-            pid = self._pid(name)
+            pid = self.pid(name)
             if pid is None:
                 continue
             os.kill(pid, signal.SIGTERM)
@@ -185,7 +187,7 @@ class LocalStack:
 
     def status(self) -> dict[str, str]:
         return {
-            name: (f"running (pid {pid})" if (pid := self._pid(name)) else "stopped")
+            name: (f"running (pid {pid})" if (pid := self.pid(name)) else "stopped")
             for name in ("kafka", "redis", "worker")
         }
 
@@ -197,7 +199,8 @@ class LocalStack:
     def _log(self, name: str) -> Path:
         return self._state / f"{name}.log"
 
-    def _pid(self, name: str) -> int | None:
+    def pid(self, name: str) -> int | None:
+        """The pid of a service `up` started, if it still runs."""
         try:
             pid = int(self._pidfile(name).read_text())
         except (FileNotFoundError, ValueError):
@@ -224,7 +227,7 @@ class LocalStack:
 
     def _wait_ready(self, service: _Service) -> None:
         deadline = time.monotonic() + _READY_TIMEOUT_S
-        pid = self._pid(service.name)
+        pid = self.pid(service.name)
         while time.monotonic() < deadline:
             if pid is None or not _alive(pid):
                 raise StackError(

@@ -7,6 +7,7 @@ import redis
 from memstream.memory.model import Memory
 from memstream.projections.connection import redis_errors
 from memstream.projections.schema import Fields, Keyspace, from_hash
+from memstream.projections.status import ProjectionStatus
 
 __all__ = ["ProjectionReader"]
 
@@ -16,17 +17,18 @@ _FIELDS = list(Fields.RETURNED)
 class ProjectionReader:
     def __init__(self, client: redis.Redis, keyspace: Keyspace, *, url: str = "") -> None:
         self._client = client
-        self._keys = keyspace
+        self._status = ProjectionStatus(client, keyspace, url=url)
         self._url = url
 
     def memories(self, tenant: str) -> list[Memory]:
-        """Every memory of `tenant`, oldest first."""
+        """Every memory of `tenant` in the live generation, oldest first."""
+        keys = self._status.live()
         with redis_errors(self._url, "reading memories"):
-            members = self._client.zrange(self._keys.order(tenant), 0, -1)
+            members = self._client.zrange(keys.order(tenant), 0, -1)
             pipe = self._client.pipeline(transaction=False)
             for member in members:
                 memory_id = bytes(member).decode().rsplit(":", 1)[1]  # type: ignore[arg-type]
-                pipe.hmget(self._keys.memory(tenant, memory_id), _FIELDS)
+                pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
             rows = pipe.execute()
         found = [
             from_hash(

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 import redis
 
 from memstream.memory.events import MemoryEvent
+from memstream.memory.tenancy import tenant_from_token, tenant_token
 from memstream.projections.connection import redis_errors
-from memstream.projections.schema import Keyspace
+from memstream.projections.schema import Fields, Keyspace
 
-__all__ = ["ProjectionStatus"]
+__all__ = ["ProjectionStatus", "TenantStats"]
+
+_MAX_TENANTS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStats:
+    tenant: str
+    memories: int
+    oldest: datetime
+    newest: datetime
 
 
 class ProjectionStatus:
@@ -38,3 +52,49 @@ class ProjectionStatus:
     def memory_count(self, tenant: str) -> int:
         with redis_errors(self._url, "counting memories"):
             return int(self._client.zcard(self.live().order(tenant)))
+
+    def positions(self) -> dict[str, int]:
+        """The live generation's consumer positions: "topic/partition" -> last offset applied."""
+        keys = self.live()
+        with redis_errors(self._url, "reading positions"):
+            raw: Mapping[bytes, bytes] = self._client.hgetall(keys.positions)  # type: ignore[assignment]
+        return {name.decode(): int(offset) for name, offset in raw.items()}
+
+    def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
+        """Memories per tenant with their oldest and newest timestamps (one aggregation on the
+        live index); one tenant, or all of them, by tenant id."""
+        query = f"@{Fields.TENANT_TAG}:{{{tenant_token(tenant)}}}" if tenant is not None else "*"
+        command: list[Any] = [
+            "FT.AGGREGATE", self._keys.alias, query,
+            "GROUPBY", 1, f"@{Fields.TENANT_TAG}",
+            "REDUCE", "COUNT", 0, "AS", "memories",
+            "REDUCE", "MIN", 1, f"@{Fields.TIMESTAMP}", "AS", "oldest",
+            "REDUCE", "MAX", 1, f"@{Fields.TIMESTAMP}", "AS", "newest",
+            "LIMIT", 0, _MAX_TENANTS,
+        ]  # fmt: skip
+        with redis_errors(self._url, "aggregating memories"):
+            try:
+                reply = self._client.execute_command(*command)  # type: ignore[no-untyped-call]
+            except redis.ResponseError as exc:
+                if "no such index" in str(exc).lower():
+                    return []
+                raise
+        stats = []
+        for values in _rows(reply):
+            stats.append(
+                TenantStats(
+                    tenant=tenant_from_token(values[Fields.TENANT_TAG.encode()].decode()),
+                    memories=int(values[b"memories"]),
+                    oldest=datetime.fromtimestamp(float(values[b"oldest"]), UTC),
+                    newest=datetime.fromtimestamp(float(values[b"newest"]), UTC),
+                )
+            )
+        return sorted(stats, key=lambda s: s.tenant)
+
+
+def _rows(reply: Any) -> list[dict[bytes, bytes]]:
+    """FT.AGGREGATE's rows as dicts, whichever protocol the client speaks (RESP3 is redis-py
+    8's default; RESP2 gives a count, then flat field/value lists)."""
+    if isinstance(reply, dict):
+        return [row[b"extra_attributes"] for row in reply[b"results"]]
+    return [dict(zip(row[::2], row[1::2], strict=True)) for row in reply[1:]]

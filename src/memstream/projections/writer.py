@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 
+import numpy as np
 import redis.asyncio
 from redis.commands.core import AsyncScript
 from redisvl.index import AsyncSearchIndex
@@ -33,6 +34,19 @@ from memstream.projections.schema import Fields, Keyspace, memory_index_schema, 
 __all__ = ["AppliedOutcome", "Embedded", "Position", "ProjectionWriter"]
 
 _APPLY_ONCE = files("memstream.projections").joinpath("apply_once.lua").read_text()
+
+# KEYS: the live-generation pointer, the positions hash. ARGV[1]: the generation to check
+# ("": none), then field/offset pairs. Only moves positions forward, never into a retired
+# generation.
+_ADVANCE = """
+if ARGV[1] ~= '' and (redis.call('GET', KEYS[1]) or '1') ~= ARGV[1] then return 0 end
+for i = 2, #ARGV, 2 do
+  if tonumber(ARGV[i + 1]) > tonumber(redis.call('HGET', KEYS[2], ARGV[i]) or '-1') then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  end
+end
+return 1
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +125,7 @@ class ProjectionWriter:
         self._max_memories = max_memories
         self._url = url
         self._script: AsyncScript = client.register_script(_APPLY_ONCE)
+        self._advance: AsyncScript = client.register_script(_ADVANCE)
         self._generations = Generations(client, keyspace, url=url)
 
     async def ensure_live_index(self, embedding_model: str, dims: int) -> int:
@@ -178,18 +193,39 @@ class ProjectionWriter:
             pending = pending[done:]
         return outcomes
 
-    async def advance(self, positions: Mapping[str, int], *, into: int) -> None:
-        """Record that a rebuild has taken these offsets into account (applied or skipped)."""
-        keys = self._keys.at(into)
+    async def advance(self, positions: Mapping[str, int], *, into: int | None = None) -> None:
+        """Record offsets taken into account without applying anything new (duplicates, dead
+        letters, other tenants' events in a one-tenant rebuild), so positions and lag stay
+        exact. Like `apply`, it writes the live generation unless told `into`."""
+        if not positions:
+            return
+        generation = into if into is not None else await self._generations.live()
+        keys = self._keys.at(generation)
+        args: list[str | int] = ["" if into is not None else generation]
+        for name, offset in positions.items():
+            args += [name, offset]
         with redis_errors(self._url, "recording positions"):
-            current = await self._client.hmget(keys.positions, list(positions))
-            ahead = {
-                name: offset
-                for (name, offset), stored in zip(positions.items(), current, strict=True)
-                if stored is None or offset > int(_text(stored))
-            }
-            if ahead:
-                await self._client.hset(keys.positions, mapping=ahead)  # type: ignore[arg-type]
+            await self._advance(keys=[keys.generation_key, keys.positions], args=args)
+
+    async def known_vectors(self, memories: Sequence[Memory]) -> list[Vectors | None]:
+        """The vectors the live generation already holds for `memories`: only where the stored
+        memory has the same id, content and embedding model (a vector is a function of those
+        two), None elsewhere. Lets a rebuild skip the embedder for what it rewrites."""
+        keys = self._keys.at(await self._generations.live())
+        wanted = [Fields.CONTENT, Fields.EMBEDDING_MODEL, Fields.EMBEDDING]
+        with redis_errors(self._url, "reading stored vectors"):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for memory in memories:
+                    pipe.hmget(keys.memory(memory.tenant, memory.id), wanted)
+                rows = await pipe.execute()
+        return [
+            np.frombuffer(blob, dtype=np.float32)
+            if blob is not None
+            and _text(content) == m.content
+            and _text(model) == m.embedding_model
+            else None
+            for m, (content, model, blob) in zip(memories, rows, strict=True)
+        ]
 
     def _script_call(
         self, keys: Keyspace, checked: str, item: Embedded

@@ -21,6 +21,7 @@ __all__ = [
     "Evicted",
     "Forgotten",
     "MonitoringEvent",
+    "TenantNotice",
     "encode_monitoring",
     "notices_of",
 ]
@@ -84,15 +85,16 @@ class Consolidated:
     at: datetime
 
 
-MonitoringEvent = DeadLettered | Evicted | Forgotten | Consolidated
+TenantNotice = Evicted | Forgotten | Consolidated
+MonitoringEvent = DeadLettered | TenantNotice
 
 
-def notices_of(outcome: AppliedOutcome, at: datetime) -> list[MonitoringEvent]:
+def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:
     """What to announce about an applied event; nothing for a repeat."""
     if not outcome.applied_now:
         return []
     event = outcome.event
-    notices: list[MonitoringEvent] = []
+    notices: list[TenantNotice] = []
     if isinstance(event, MemoryForgotten):
         notices.append(Forgotten(event.tenant, event.id, outcome.removed, at))
     elif isinstance(event, MemoriesConsolidated):

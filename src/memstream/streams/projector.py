@@ -26,8 +26,9 @@ import numpy as np
 from memstream.errors import EmbeddingModelMismatchError, EventDecodeError, InfrastructureError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import decode_event, memories_of
+from memstream.memory.model import Memory
 from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
-from memstream.streams.monitoring import MonitoringEvent, notices_of
+from memstream.streams.monitoring import TenantNotice, notices_of
 
 __all__ = ["Announcements", "DeadLetters", "Projector", "RawMessage"]
 
@@ -57,7 +58,7 @@ class DeadLetters(Protocol):
 
 
 class Announcements(Protocol):
-    async def announce(self, notices: Sequence[MonitoringEvent]) -> None:
+    async def announce(self, notices: Sequence[TenantNotice]) -> None:
         """Publish `notices` on the monitoring topic."""
         ...
 
@@ -71,6 +72,7 @@ class Projector:
         *,
         announcements: Announcements | None = None,
         into: int | None = None,
+        reuse_vectors: bool = False,
         first_retry_s: float = 0.2,
         max_retry_s: float = 10.0,
     ) -> None:
@@ -79,6 +81,7 @@ class Projector:
         self._dead_letters = dead_letters
         self._announcements = announcements
         self._into = into
+        self._reuse_vectors = reuse_vectors
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
 
@@ -95,6 +98,15 @@ class Projector:
         )
 
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        outcomes = await self._project(messages)
+        # Positions move over every message taken into account, applied or not.
+        last = {m.position.field: m.offset for m in messages}
+        await self._retrying(
+            "recording positions", lambda: self._writer.advance(last, into=self._into)
+        )
+        return outcomes
+
+    async def _project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
         ready = []
         for message in messages:
             try:
@@ -114,8 +126,8 @@ class Projector:
             ready.append((event, memories, message.position))
         if not ready:
             return []
-        texts = [memory.content for _, memories, _ in ready for memory in memories]
-        vectors = await self._retrying("embedding", lambda: self._embed(texts))
+        flat = [memory for _, memories, _ in ready for memory in memories]
+        vectors = await self._retrying("embedding", lambda: self._embed(flat))
         batch, row = [], 0
         for event, memories, position in ready:
             batch.append(Embedded(event, memories, vectors[row : row + len(memories)], position))
@@ -130,10 +142,19 @@ class Projector:
                 await self._announcements.announce(notices)
         return outcomes
 
-    async def _embed(self, texts: list[str]) -> Vectors:
-        if not texts:  # a batch of forgets only: nothing to embed
-            return np.zeros((0, self._embedder.dims), dtype=np.float32)
-        return await asyncio.to_thread(self._embedder.embed_documents, texts)
+    async def _embed(self, memories: list[Memory]) -> Vectors:
+        vectors = np.zeros((len(memories), self._embedder.dims), dtype=np.float32)
+        known: list[Vectors | None] = [None] * len(memories)
+        if self._reuse_vectors and memories:
+            known = await self._writer.known_vectors(memories)
+        missing = [row for row, vector in enumerate(known) if vector is None]
+        for row, vector in enumerate(known):
+            if vector is not None:
+                vectors[row] = vector
+        if missing:  # a batch of forgets only, or of known memories, embeds nothing
+            texts = [memories[row].content for row in missing]
+            vectors[missing] = await asyncio.to_thread(self._embedder.embed_documents, texts)
+        return vectors
 
     async def _retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
         delay = self._first_retry_s

@@ -9,14 +9,16 @@ published again by a new producer after a crash.)
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from types import TracebackType
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from memstream.errors import KafkaUnavailableError
-from memstream.memory.events import MemoryEvent, encode_event
+from memstream.memory.events import MemoryEvent, MemoryForgotten, encode_event
 from memstream.streams.topics import Topics
 
 __all__ = ["EventPublisher"]
@@ -63,6 +65,33 @@ class EventPublisher:
             await asyncio.wait_for(asyncio.gather(*sends), self._timeout_s)
         except (KafkaError, TimeoutError) as exc:
             raise self._unavailable(exc) from exc
+
+    async def forget(
+        self,
+        tenant: str,
+        *,
+        memory_ids: Sequence[str] = (),
+        thread: str | None = None,
+        before: datetime | None = None,
+        everything: bool = False,
+    ) -> MemoryForgotten:
+        """Ask for a tenant's memories to be forgotten (by ids, by filter, or all of them).
+
+        The request id and time are decided here, once, and carried in the event: retrying
+        `publish` with the returned event never forgets twice. Returns once the request is in
+        the log; the projection applies it shortly after (wait on its id to know when).
+        """
+        event = MemoryForgotten(
+            tenant=tenant,
+            request_id=uuid.uuid4().hex,
+            requested_at=datetime.now(UTC),
+            memory_ids=tuple(memory_ids),
+            thread=thread,
+            before=before,
+            everything=everything,
+        )
+        await self.publish([event])
+        return event
 
     def _unavailable(self, exc: BaseException) -> KafkaUnavailableError:
         return KafkaUnavailableError(

@@ -42,11 +42,17 @@ class BackgroundPublisher:
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 2,
+                # The Java client's partitioner, which aiokafka (Faust, the importer) uses too:
+                # librdkafka's default (CRC32) would put a tenant's turns on one partition and
+                # the consolidation job's summaries of them on another, and per-tenant order —
+                # what makes a replay equal the live projection — would be lost.
+                "partitioner": "murmur2_random",
                 "queue.buffering.max.messages": capacity,
                 # 0: no delivery deadline. A message waits for the broker however long it is
                 # away; the buffer's bound, not a clock, decides when turns start skipping.
                 "message.timeout.ms": 0,
                 "error_cb": self._on_error,
+                "logger": log,
             }
         )
         self._stopping = threading.Event()
@@ -83,6 +89,8 @@ class BackgroundPublisher:
         journal, so recovering those runs sends them again.
         """
         self.flush(timeout)
+        self._producer.purge()  # what Kafka did not take by now is dropped, not retried forever
+        self._producer.flush(0)
         self._stopping.set()
         self._poller.join(timeout)
 
@@ -97,6 +105,8 @@ class BackgroundPublisher:
 
 def _delivered(on_durable: Callable[[], None] | None) -> Callable[[Any, Message], None]:
     def delivered(error: Any, message: Message) -> None:
+        if error is not None and error.code() == KafkaError._PURGE_QUEUE:
+            return  # dropped on close: the effect stays "started" for recovery
         if error is not None:
             # Only non-retriable errors end here (a missing topic, a message too large): the
             # effect stays "started" in the journal, so the run's recovery can send it again.

@@ -16,12 +16,13 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from memstream.errors import KafkaUnavailableError
 
-__all__ = ["TopicSpec", "Topics", "ensure_topics"]
+__all__ = ["TopicSpec", "Topics", "end_offsets", "ensure_topics", "topic_partitions"]
 
 _FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
@@ -88,3 +89,39 @@ async def ensure_topics(bootstrap: str, topics: Topics, replication_factor: int 
         ) from exc
     finally:
         await admin.close()
+
+
+async def topic_partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
+    """The partitions of `topic` as the broker knows them now ([] if it does not exist)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        await admin.start()
+        (described,) = await admin.describe_topics([topic])
+        return [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
+    except KafkaError as exc:
+        raise _unreachable(bootstrap, f"describe {topic}", exc) from exc
+    finally:
+        await admin.close()
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """The log end offset of each partition of `topic` ({} if the topic does not exist)."""
+    partitions = await topic_partitions(bootstrap, topic)
+    if not partitions:
+        return {}
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        await consumer.start()
+        offsets = await consumer.end_offsets(partitions)
+        return {tp.partition: offset for tp, offset in offsets.items()}
+    except KafkaError as exc:
+        raise _unreachable(bootstrap, f"read the end offsets of {topic}", exc) from exc
+    finally:
+        await consumer.stop()
+
+
+def _unreachable(bootstrap: str, doing: str, exc: KafkaError) -> KafkaUnavailableError:
+    return KafkaUnavailableError(
+        f"could not {doing} on Kafka at {bootstrap}: {exc!r}. Check that the broker runs "
+        "(`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP points at it."
+    )

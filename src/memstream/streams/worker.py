@@ -46,7 +46,7 @@ from memstream.projections.reader import ProjectionReader
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import ProjectionWriter
 from memstream.streams.consolidation import ConsolidationJob, encoded
-from memstream.streams.monitoring import DeadLettered, MonitoringEvent, encode_monitoring
+from memstream.streams.monitoring import DeadLettered, TenantNotice, encode_monitoring
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, ensure_topics
 
@@ -96,9 +96,9 @@ class _Monitoring:
     async def publish(self, topic: str, key: bytes, value: bytes) -> None:
         await self._send(topic, key, value, {})
 
-    async def announce(self, notices: Sequence[MonitoringEvent | ModelUsage]) -> None:
+    async def announce(self, notices: Sequence[TenantNotice | ModelUsage]) -> None:
         for notice in notices:
-            key = getattr(notice, "tenant", "").encode("utf-8") or None
+            key = notice.tenant.encode("utf-8")  # keyed like the memory topic: per-tenant order
             await self._send(self._topics.monitoring, key, encode_monitoring(notice), {})
 
 
@@ -115,6 +115,9 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         topic_replication_factor=1,
         topic_partitions=settings.partitions,
         consumer_auto_offset_reset="earliest",
+        # Faust's 60 s default keeps a SIGKILLed worker's partitions idle for a minute.
+        broker_session_timeout=settings.worker_session_timeout_s,
+        broker_heartbeat_interval=settings.worker_session_timeout_s / 5,
         producer_acks=-1,
         # Only takes effect under faust.Worker (run_worker); see the module's docstring.
         processing_guarantee="exactly_once",

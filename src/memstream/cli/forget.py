@@ -1,0 +1,67 @@
+"""`memstream forget`: forget a tenant's memories by id, by thread and/or time, or all of them.
+
+The request goes into the log as one MemoryForgotten event (its id decided once here), so it
+is applied once, survives rebuilds, and tombstones what it forgets: no later event brings a
+forgotten memory back. `--wait` returns once the live projection has applied it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import UTC, datetime
+
+from memstream.cli import wiring
+from memstream.cli.importer import wait_applied
+from memstream.config import Settings
+from memstream.errors import InvalidInputError
+from memstream.memory.events import MemoryForgotten
+from memstream.streams.publisher import EventPublisher
+from memstream.streams.topics import ensure_topics
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    forget = commands.add_parser("forget", help="forget a tenant's memories (right to erasure)")
+    forget.add_argument("--tenant", required=True)
+    forget.add_argument("--id", dest="ids", nargs="+", default=[], metavar="ID")
+    forget.add_argument("--thread", help="the memories of this thread")
+    forget.add_argument("--before", type=_instant, help="memories recorded before (ISO-8601)")
+    forget.add_argument("--all", action="store_true", help="every memory of the tenant")
+    forget.add_argument("--wait", action="store_true", help="return once it is applied")
+    forget.add_argument("--timeout", type=float, default=60.0, help="--wait's limit in seconds")
+    forget.set_defaults(run=_run)
+
+
+def _instant(raw: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {raw!r}") from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+async def _publish(settings: Settings, args: argparse.Namespace) -> MemoryForgotten:
+    topics = wiring.topics(settings)
+    await ensure_topics(settings.bootstrap_servers, topics)
+    async with EventPublisher(settings.bootstrap_servers, topics) as publisher:
+        return await publisher.forget(
+            args.tenant,
+            memory_ids=args.ids,
+            thread=args.thread,
+            before=args.before,
+            everything=args.all,
+        )
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.all and (args.ids or args.thread or args.before):
+        raise InvalidInputError("--all forgets everything; leave out --id, --thread and --before")
+    event = asyncio.run(_publish(settings, args))
+    if args.wait:
+        wait_applied(settings, [event], args.timeout)
+    done = "applied" if args.wait else "in the log"
+    print(f"forget request {event.id} for tenant {args.tenant!r}: {done}", file=sys.stderr)
+    return 0

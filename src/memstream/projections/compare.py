@@ -1,0 +1,98 @@
+"""Compare two generations of the projection memory by memory: what `memstream verify` reports.
+
+Two projections are the same when every tenant has the same memories (ids, contents, types,
+threads, roles, importance, timestamps, metadata, source events, embedding models — so
+summaries and evictions are covered), in the same eviction order, and the same tombstones.
+Vectors are not compared: they follow from the content and the model, both compared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import cast
+
+import redis.asyncio
+
+from memstream.memory.model import Memory
+from memstream.memory.tenancy import tenant_from_token
+from memstream.projections.connection import redis_errors
+from memstream.projections.schema import Fields, Keyspace, from_hash
+
+__all__ = ["Difference", "ProjectionComparer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    tenant: str
+    memory_id: str
+    what: str
+
+    def __str__(self) -> str:
+        where = f"memory {self.memory_id}" if self.memory_id else "tombstones"
+        return f"tenant {self.tenant!r}, {where}: {self.what}"
+
+
+class ProjectionComparer:
+    def __init__(self, client: redis.asyncio.Redis, *, url: str = "") -> None:
+        self._client = client
+        self._url = url
+
+    async def tenants(self, keys: Keyspace) -> set[str]:
+        """Every tenant with memories or tombstones in `keys`' generation."""
+        found = set()
+        with redis_errors(self._url, "listing tenants"):
+            for kind in ("order", "forgotten"):
+                pattern = f"{keys.generation_prefix}{kind}:*"
+                async for key in self._client.scan_iter(match=pattern, count=1000):
+                    found.add(tenant_from_token(_text(key).rsplit(":", 1)[1]))
+        return found
+
+    async def compare(self, live: Keyspace, rebuilt: Keyspace, tenant: str) -> list[Difference]:
+        live_memories = await self._memories(live, tenant)
+        rebuilt_memories = await self._memories(rebuilt, tenant)
+        differences = []
+        for memory_id in sorted(live_memories.keys() | rebuilt_memories.keys()):
+            one, other = live_memories.get(memory_id), rebuilt_memories.get(memory_id)
+            if memory_id not in live_memories:
+                differences.append(Difference(tenant, memory_id, "only in the rebuild"))
+            elif memory_id not in rebuilt_memories:
+                differences.append(Difference(tenant, memory_id, "only in the live projection"))
+            elif one is None or other is None:
+                where = "live projection" if one is None else "rebuild"
+                what = f"in the eviction order but its hash is missing in the {where}"
+                differences.append(Difference(tenant, memory_id, what))
+            else:
+                for f in dataclasses.fields(Memory):
+                    a, b = getattr(one, f.name), getattr(other, f.name)
+                    if a != b:
+                        what = f"{f.name} differs: live {a!r}, rebuilt {b!r}"
+                        differences.append(Difference(tenant, memory_id, what))
+        with redis_errors(self._url, "reading tombstones"):
+            live_dead = await self._client.smembers(live.forgotten(tenant))
+            rebuilt_dead = await self._client.smembers(rebuilt.forgotten(tenant))
+        for dead, only_in in ((live_dead - rebuilt_dead, "live"), (rebuilt_dead - live_dead, "")):
+            if dead:
+                ids = ", ".join(sorted(_text(d) for d in dead))
+                where = "the live projection" if only_in else "the rebuild"
+                differences.append(Difference(tenant, "", f"only in {where}: {ids}"))
+        return differences
+
+    async def _memories(self, keys: Keyspace, tenant: str) -> dict[str, Memory | None]:
+        """The tenant's memories by id, from its order set (None: the hash is missing)."""
+        with redis_errors(self._url, "reading memories"):
+            members = cast(list[bytes], await self._client.zrange(keys.order(tenant), 0, -1))
+            pipe = self._client.pipeline(transaction=False)
+            for member in members:
+                pipe.hgetall(keys.memory(tenant, _text(member).rsplit(":", 1)[1]))
+            hashes = await pipe.execute()
+        memories: dict[str, Memory | None] = {}
+        for member, raw in zip(members, hashes, strict=True):
+            memory_id = _text(member).rsplit(":", 1)[1]
+            fields = {_text(k): _text(v) for k, v in raw.items() if _text(k) != Fields.EMBEDDING}
+            memories[memory_id] = from_hash(fields) if fields else None
+        return memories
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,235 @@
+"""Replay: rebuild the projection from the start of the memory log, beside the live one.
+
+A replay reads every partition of the memory topic from offset 0 with its own consumer (no
+group, nothing committed), and runs the same Projector as the worker `into` a generation
+allocated for it, so the rebuilt state is exactly what the worker would have written. It
+records, per partition, the last offset it has taken into account (applied, skipped as
+another tenant's, or unusable), which is what the swap compares with the live generation.
+
+Once it has read up to the log end it can:
+- swap (`replay`): swap.lua swaps the rebuilt generation in only if it has caught up with the
+  live one; if the live worker got ahead meanwhile, the replay reads on and tries again. A
+  whole rebuild then drops the retired generation; a one-tenant rebuild renames the tenant's
+  rebuilt keys over its live ones, leaving other tenants untouched.
+- stop (`verify`): the rebuilt generation is kept for comparison, then dropped by the caller.
+
+Nothing is announced and nothing dead-lettered again: the live worker did that the first time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import redis.asyncio
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
+from memstream.memory.embeddings import Embedder
+from memstream.memory.tenancy import validate_tenant
+from memstream.projections.generations import Generations, SwapResult
+from memstream.projections.schema import Keyspace
+from memstream.projections.writer import Position, ProjectionWriter
+from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.topics import Topics, topic_partitions
+
+__all__ = ["Progress", "Rebuilt", "Replayer"]
+
+_BATCH = 256
+_MAX_SWAP_TRIES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a replay has read: `done` of `total` messages (total grows if the log does)."""
+
+    done: int
+    total: int
+    elapsed_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def remaining_s(self) -> float | None:
+        return (self.total - self.done) / self.rate if self.rate > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """A finished rebuild: its generation, what it read and applied, and where its last
+    applied event of each partition sat (what the live projection must have reached too)."""
+
+    generation: int
+    live: int
+    tenant: str | None
+    messages: int
+    applied: int
+    elapsed_s: float
+    swapped: bool
+    last_events: Mapping[str, int]
+
+
+class _Unusable:
+    """The replay's dead letters: counted, not sent again (the worker sent them once)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def send(self, message: RawMessage, error: EventDecodeError) -> None:
+        self.count += 1
+
+
+class Replayer:
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics,
+        client: redis.asyncio.Redis,
+        keyspace: Keyspace,
+        embedder: Embedder,
+        *,
+        max_memories: int,
+        url: str = "",
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._topic = topics.memory
+        self._client = client
+        self._keys = keyspace
+        self._embedder = embedder
+        self._max_memories = max_memories
+        self._url = url
+        self._generations = Generations(client, keyspace, url=url)
+
+    async def rebuild(
+        self,
+        tenant: str | None = None,
+        *,
+        swap: bool,
+        reembed: bool = False,
+        progress: Callable[[Progress], None] = lambda _: None,
+    ) -> Rebuilt:
+        """Rebuild all tenants (or one) into a fresh generation; swap it in if `swap`.
+
+        Vectors the live generation holds for the same memory (same id, content and model) are
+        reused unless `reembed`: embedding is what bounds a replay's speed.
+        """
+        if tenant is not None:
+            validate_tenant(tenant)
+        live = await self._generations.live()
+        target = await self._generations.allocate()
+        writer = ProjectionWriter(
+            self._client, self._keys, max_memories=self._max_memories, url=self._url
+        )
+        projector = Projector(
+            self._embedder, writer, _Unusable(), into=target, reuse_vectors=not reembed
+        )
+        try:
+            if tenant is None:
+                # A one-tenant rebuild needs no index: its keys are renamed into the live one's.
+                await projector.start()
+            return await self._run(projector, writer, live, target, tenant, swap, progress)
+        except BaseException:  # Ctrl-C included: an abandoned generation is never left behind
+            await self._generations.drop(target)
+            raise
+
+    async def _run(
+        self,
+        projector: Projector,
+        writer: ProjectionWriter,
+        live: int,
+        target: int,
+        tenant: str | None,
+        swap: bool,
+        progress: Callable[[Progress], None],
+    ) -> Rebuilt:
+        started = time.monotonic()
+        key = tenant.encode("utf-8") if tenant is not None else None
+        read = applied = 0
+        last_events: dict[str, int] = {}
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        try:
+            partitions = await topic_partitions(self._bootstrap, self._topic)
+            await consumer.start()
+            if not partitions:
+                raise ReplayError(
+                    f"the memory topic {self._topic} does not exist; nothing to replay. Check "
+                    "MEMSTREAM_NAMESPACE (a worker or an import creates the topic)."
+                )
+            consumer.assign(partitions)
+            await consumer.seek_to_beginning(*partitions)
+            for _ in range(_MAX_SWAP_TRIES):
+                ends = await consumer.end_offsets(partitions)
+                total = sum(ends.values())
+                while not await _reached(consumer, ends):
+                    batches = await consumer.getmany(timeout_ms=500, max_records=_BATCH)
+                    for tp, records in batches.items():
+                        messages = [
+                            RawMessage(r.topic, r.partition, r.offset, r.key, r.value)
+                            for r in records
+                            if key is None or r.key == key
+                        ]
+                        outcomes = await projector.project(messages)
+                        applied += sum(o.applied_now for o in outcomes)
+                        for message in messages:
+                            last_events[message.position.field] = message.offset
+                        if len(messages) < len(records):  # other tenants' events were skipped
+                            last = Position(tp.topic, tp.partition, records[-1].offset)
+                            await writer.advance({last.field: last.offset}, into=target)
+                        read += len(records)
+                    progress(Progress(read, total, time.monotonic() - started))
+                if not swap:
+                    break
+                result = await (
+                    self._generations.swap_all(live, target)
+                    if tenant is None
+                    else self._generations.swap_tenant(live, target, tenant)
+                )
+                if result is SwapResult.SWAPPED:
+                    await self._generations.drop(live if tenant is None else target)
+                    break
+                if result is SwapResult.STALE:
+                    raise ReplayError(
+                        f"another replay swapped in a new generation while this one ran "
+                        f"(generation {live} is no longer live); nothing was swapped. Run the "
+                        "replay again if it is still needed."
+                    )
+                # BEHIND: the worker took in newer offsets meanwhile; read them too.
+            else:
+                raise ReplayError(
+                    f"the live worker stayed ahead of the replay through {_MAX_SWAP_TRIES} tries; "
+                    "nothing was swapped. Run the replay again when the log is quieter."
+                )
+        except KafkaError as exc:
+            raise KafkaUnavailableError(
+                f"could not read the memory log from Kafka at {self._bootstrap}: {exc!r}. Check "
+                "the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP, then run the "
+                "replay again (the live projection was not touched)."
+            ) from exc
+        finally:
+            await consumer.stop()
+        return Rebuilt(
+            generation=target,
+            live=live,
+            tenant=tenant,
+            messages=read,
+            applied=applied,
+            elapsed_s=time.monotonic() - started,
+            swapped=swap,
+            last_events=last_events,
+        )
+
+
+async def _reached(consumer: AIOKafkaConsumer, ends: Mapping[TopicPartition, int]) -> bool:
+    for tp, end in ends.items():
+        if await consumer.position(tp) < end:
+            return False
+    return True

@@ -1,0 +1,142 @@
+"""A worker or a broker killed with SIGKILL mid-stream loses nothing and doubles nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memstream import MessageRecorded, Settings
+from memstream.cli.stack import LocalStack
+
+from .conftest import drop_namespace
+from .helpers import TestStack, wait_until
+
+pytestmark = pytest.mark.integration
+
+EVENTS = 600
+TENANTS = 4
+
+
+@pytest.fixture
+def crash_env(env: dict[str, str], settings: Settings) -> Iterator[dict[str, str]]:
+    """A namespace of its own (its worker is killed), unbounded so every memory stays."""
+    namespace = f"crash-{uuid.uuid4().hex[:8]}"
+    crash = env | {
+        "MEMSTREAM_NAMESPACE": namespace,
+        "MEMSTREAM_MAX_MEMORIES": "0",
+        "MEMSTREAM_WORKER_SESSION_TIMEOUT": "6",  # the broker's minimum: a quick takeover
+    }
+    yield crash
+    drop_namespace(Settings.from_env(crash))
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def test_sigkill_mid_stream_loses_and_doubles_nothing(
+    crash_env: dict[str, str], tmp_path: Path
+) -> None:
+    stack = TestStack(Settings.from_env(crash_env))
+    tenants = [f"crash-{n}" for n in range(TENANTS)]
+    at = datetime.now(UTC)
+    events = [
+        MessageRecorded(
+            tenants[n % TENANTS], "t", f"m{n}", f"message {n}", "u", at, 0.5, stack.model_id
+        )
+        for n in range(EVENTS)
+    ]
+    log = tmp_path / "worker.log"
+    worker = start_worker(crash_env, log)
+    stack.wait_until_projecting(worker, log)
+
+    def applied() -> int:
+        keys = stack.status.live()
+        return sum(int(stack.redis.hlen(keys.applied(t))) for t in tenants)
+
+    publishing = threading.Thread(
+        target=lambda: [stack.publish(events[i : i + 50]) for i in range(0, EVENTS, 50)]
+    )
+    publishing.start()
+    try:
+        wait_until(lambda: applied() >= EVENTS // 3, "a third of the events to be applied")
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        killed_at = applied()
+        restarted = start_worker(crash_env, log)
+        try:
+            publishing.join()
+            stack.wait_applied(events)
+        finally:
+            restarted.terminate()
+            restarted.wait(timeout=30)
+    finally:
+        publishing.join()
+
+    assert EVENTS // 3 <= killed_at < EVENTS  # the kill did land mid-stream
+    assert applied() == EVENTS
+    assert sum(stack.stored_memories(t) for t in tenants) == EVENTS
+    order = sum(int(stack.redis.zcard(stack.status.live().order(t))) for t in tenants)
+    assert order == EVENTS
+    # The worker really ran with Kafka transactions (exactly_once), not the silent fallback.
+    assert "transactional producers" in log.read_text()
+
+
+def test_a_broker_killed_and_restarted_mid_stream_loses_and_doubles_nothing(
+    crash_env: dict[str, str], tmp_path: Path
+) -> None:
+    settings = Settings.from_env(crash_env)
+    stack_dir = LocalStack(settings)
+    kafka_pid = stack_dir.pid("kafka")
+    if kafka_pid is None:
+        pytest.skip("the broker was not started by `memstream up` here; cannot restart it")
+    stack = TestStack(settings)
+    tenants = [f"broker-{n}" for n in range(TENANTS)]
+    at = datetime.now(UTC)
+    events = [
+        MessageRecorded(
+            tenants[n % TENANTS], "t", f"b{n}", f"note {n}", "u", at, 0.5, stack.model_id
+        )
+        for n in range(EVENTS * 2)
+    ]
+    log = tmp_path / "worker.log"
+    worker = start_worker(crash_env, log)
+    try:
+        stack.wait_until_projecting(worker, log)
+        before, after = events[:EVENTS], events[EVENTS:]
+        stack.publish(before)
+
+        def applied() -> int:
+            keys = stack.status.live()
+            return sum(int(stack.redis.hlen(keys.applied(t))) for t in tenants)
+
+        wait_until(lambda: applied() >= 50, "the first events to be applied")
+        down_at = applied()
+        os.kill(kafka_pid, signal.SIGKILL)  # a broker crash, not a clean shutdown
+        wait_until(lambda: stack_dir.pid("kafka") is None, "the broker to be gone")
+        stack_dir.up(say=lambda _: None)
+        stack.publish(after)  # the worker must go on consuming from the restarted broker
+        stack.wait_applied(events)
+        assert worker.poll() is None  # the same worker rode out the outage
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+    assert down_at < len(before)  # the broker went down mid-stream
+    assert applied() == len(events)
+    assert sum(stack.stored_memories(t) for t in tenants) == len(events)
