@@ -47,7 +47,9 @@ class BackgroundPublisher:
                 # the consolidation job's summaries of them on another, and per-tenant order —
                 # what makes a replay equal the live projection — would be lost.
                 "partitioner": "murmur2_random",
-                "queue.buffering.max.messages": capacity,
+                # The bound is enforced by `submit` (below), exactly; librdkafka's own queue is
+                # only kept from being the tighter limit.
+                "queue.buffering.max.messages": capacity + 1000,
                 # 0: no delivery deadline. A message waits for the broker however long it is
                 # away; the buffer's bound, not a clock, decides when turns start skipping.
                 "message.timeout.ms": 0,
@@ -55,6 +57,7 @@ class BackgroundPublisher:
                 "logger": log,
             }
         )
+        self._room = threading.BoundedSemaphore(capacity)
         self._stopping = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="memstream-publisher", daemon=True)
         self._poller.start()
@@ -63,15 +66,18 @@ class BackgroundPublisher:
         self, topic: str, key: bytes, value: bytes, on_durable: Callable[[], None] | None = None
     ) -> None:
         """Queue a message; raise KafkaUnavailableError if the buffer is full."""
-        try:
-            self._producer.produce(topic, value, key, on_delivery=_delivered(on_durable))
-        except BufferError:
+        if not self._room.acquire(blocking=False):
             raise KafkaUnavailableError(
                 f"the publish buffer ({self._capacity} messages) is full: Kafka at "
                 f"{self._bootstrap} has not acknowledged messages for a while. This message "
                 "was not queued; check the broker (`memstream status`)."
-            ) from None
-        except KafkaException as exc:
+            )
+        try:
+            self._producer.produce(
+                topic, value, key, on_delivery=_delivered(on_durable, self._room.release)
+            )
+        except (BufferError, KafkaException) as exc:
+            self._room.release()
             raise KafkaUnavailableError(f"Kafka refused the message: {exc}") from exc
 
     def flush(self, timeout: float) -> bool:
@@ -103,8 +109,11 @@ class BackgroundPublisher:
         log.warning("Kafka at %s: %s (messages wait in the buffer)", self._bootstrap, error)
 
 
-def _delivered(on_durable: Callable[[], None] | None) -> Callable[[Any, Message], None]:
+def _delivered(
+    on_durable: Callable[[], None] | None, release: Callable[[], None]
+) -> Callable[[Any, Message], None]:
     def delivered(error: Any, message: Message) -> None:
+        release()  # delivered or dropped, the message no longer takes room in the buffer
         if error is not None and error.code() == KafkaError._PURGE_QUEUE:
             return  # dropped on close: the effect stays "started" for recovery
         if error is not None:
