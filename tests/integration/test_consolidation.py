@@ -16,6 +16,7 @@ from memstream.hooks import ConsolidateConfig, RecordConfig, SemanticMemoryMiddl
 from memstream.memory.monitoring import ModelUsage
 
 from .helpers import TestStack, wait_until
+from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +83,55 @@ def test_old_memories_are_replaced_by_one_summary_decided_once(
     ]
     assert notice["type"] == ModelUsage.type and notice["purpose"] == "consolidation"
     assert (notice["thread"], notice["calls"]) == ("kitchen", 1)
+
+
+def usage_notices(stack: TestStack, tenant: str, until: int) -> list[dict[str, object]]:
+    """The Usage notices of `tenant` on the monitoring topic, read until there are `until`."""
+    key = tenant.encode()
+
+    def usage(records: list[object]) -> list[dict[str, object]]:
+        found = [json.loads(r.value) for r in records if r.key == key]  # type: ignore[attr-defined]
+        return [n for n in found if n["type"] == ModelUsage.type]
+
+    records = stack.read_topic(stack.topics.monitoring, lambda rs: len(usage(rs)) >= until)
+    return usage(records)
+
+
+def consolidated_agent(stores: EventSourcedStores, tenant: str) -> None:
+    middleware = SemanticMemoryMiddleware(
+        stores=stores,
+        client=ScriptedModel([]),
+        record=RecordConfig(),
+        consolidate=ConsolidateConfig(older_than=timedelta(minutes=90), min_count=3),
+        clock=HourlyClock(),
+        monitor=stores.monitor,
+    )
+    agent = Agent(ScriptedModel(["Noted.", "Got it.", "Sure."]), middleware=[middleware])
+    for text in ("I live in Lisbon.", "I have two cats.", "What do you know?"):
+        assert agent.run(text, RunConfig("kitchen", tenant)).status == "completed"
+    assert stores.publisher.flush(30)
+
+
+def test_a_replay_keeps_the_summary_and_calls_no_model(
+    stack: TestStack, stores: EventSourcedStores, env: dict[str, str]
+) -> None:
+    tenant = f"cons-replay-{uuid.uuid4().hex[:8]}"
+    consolidated_agent(stores, tenant)
+    (before,) = usage_notices(stack, tenant, until=1)
+
+    def summaries() -> list[str]:
+        return [m.content for m in stores(tenant).memories() if m.role == "summary"]
+
+    wait_until(lambda: len(summaries()) == 1, "the summary to be projected")
+    summary = summaries()
+
+    replayed = memstream(env, "replay")
+    assert replayed.returncode == 0, replayed.stderr
+    assert summaries() == summary  # carried in its event: the rebuild needs no model
+
+    # A barrier: a later tenant's consolidation is announced, so anything the replay had set
+    # off for the first tenant would have been announced before it.
+    later = f"cons-barrier-{uuid.uuid4().hex[:8]}"
+    consolidated_agent(stores, later)
+    usage_notices(stack, later, until=1)
+    assert usage_notices(stack, tenant, until=1) == [before]

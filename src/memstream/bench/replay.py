@@ -1,12 +1,14 @@
 """`bench replay`: events/s of rebuilding a fresh projection from the log, against a raw consume.
 
-This tree has no `memstream replay` command yet, so the rebuild is what one would do: the
-real `Projector` (decode, embed, apply once) driven over a plain consumer reading the memory
-topic from its start, into a fresh namespace. It is measured twice:
+The rebuild's inner loop, as `memstream replay` runs it: the real `Projector` (decode, embed,
+apply once) driven over a plain consumer reading the memory topic from its start, into a
+fresh namespace (without `replay`'s generation swap, which is one script call at the end).
+It is measured twice:
 
-- as a replay runs today, re-embedding every memory (events carry no vectors);
-- with the vectors precomputed (`PrecomputedEmbedder`, a dictionary lookup), which is what a
-  replay that reuses the old projection's vectors would cost: the framework's own overhead.
+- re-embedding every memory (`memstream replay --reembed`);
+- with the vectors precomputed (`PrecomputedEmbedder`, a dictionary lookup), which is what
+  `memstream replay` costs when it reuses the live generation's vectors: the framework's own
+  overhead.
 
 The baseline is a plain consumer reading the same topic and doing nothing else.
 """
@@ -171,6 +173,6 @@ def run_replay(settings: Settings, embedder: Embedder, *, count: int = 600) -> B
                 TARGET,
             ),
         ],
-        notes=["no `memstream replay` in this tree: the real Projector over a plain consumer"],
+        notes=["the real Projector over a plain consumer: the inner loop of `memstream replay`"],
         seconds=time.monotonic() - started,
     )
