@@ -43,18 +43,7 @@ def test_old_memories_are_replaced_by_one_summary_decided_once(
     stack: TestStack, stores: EventSourcedStores
 ) -> None:
     tenant = f"cons-{uuid.uuid4().hex[:8]}"
-    middleware = SemanticMemoryMiddleware(
-        stores=stores,
-        client=ScriptedModel([]),
-        record=RecordConfig(),
-        consolidate=ConsolidateConfig(older_than=timedelta(minutes=90), min_count=3),
-        clock=HourlyClock(),
-        monitor=stores.monitor,
-    )
-    agent = Agent(ScriptedModel(["Noted.", "Got it.", "Sure."]), middleware=[middleware])
-    for text in ("I live in Lisbon.", "I have two cats.", "What do you know?"):
-        assert agent.run(text, RunConfig("kitchen", tenant)).status == "completed"
-    assert stores.publisher.flush(30)
+    consolidated_agent(stores, tenant)
 
     # The last request's cutoff covers the first two turns: four memories, one group.
     def summarised() -> bool:

@@ -384,62 +384,49 @@ def memories_of(event: MemoryEvent) -> tuple[Memory, ...]:
     raise TypeError(f"no memories are defined for {type(event).__name__}")
 
 
+def _written(
+    event: TurnRecorded | MessageRecorded | MemoriesConsolidated,
+    part: str,
+    content: str,
+    role: str,
+    at: datetime,
+    memory_type: MemoryType = MemoryType.CONVERSATION,
+) -> Memory:
+    """One memory an event writes; `part` names it within the event (its id's last part)."""
+    return Memory(
+        id=_memory_id(event.id, part),
+        tenant=event.tenant,
+        content=content,
+        memory_type=memory_type,
+        thread=event.thread,
+        timestamp=at,
+        importance=event.importance,
+        event_id=event.id,
+        role=role,
+        metadata=event.metadata,
+        embedding_model=event.embedding_model,
+    )
+
+
 @memories_of.register
 def _(event: TurnRecorded) -> tuple[Memory, ...]:
-    return tuple(
-        Memory(
-            id=_memory_id(event.id, role),
-            tenant=event.tenant,
-            content=content,
-            memory_type=MemoryType.CONVERSATION,
-            thread=event.thread,
-            timestamp=event.recorded_at,
-            importance=event.importance,
-            event_id=event.id,
-            role=role,
-            metadata=event.metadata,
-            embedding_model=event.embedding_model,
-        )
-        for role, content in (("user", event.query), ("assistant", event.answer))
+    return (
+        _written(event, "user", event.query, "user", event.recorded_at),
+        _written(event, "assistant", event.answer, "assistant", event.recorded_at),
     )
 
 
 @memories_of.register
 def _(event: MessageRecorded) -> tuple[Memory, ...]:
-    return (
-        Memory(
-            id=_memory_id(event.id, "message"),
-            tenant=event.tenant,
-            content=event.content,
-            memory_type=MemoryType.CONVERSATION,
-            thread=event.thread,
-            timestamp=event.recorded_at,
-            importance=event.importance,
-            event_id=event.id,
-            role=event.speaker,
-            metadata=event.metadata,
-            embedding_model=event.embedding_model,
-        ),
-    )
+    return (_written(event, "message", event.content, event.speaker, event.recorded_at),)
 
 
 @memories_of.register
 def _(event: MemoriesConsolidated) -> tuple[Memory, ...]:
-    return (
-        Memory(
-            id=_memory_id(event.id, "summary"),
-            tenant=event.tenant,
-            content=event.summary,
-            memory_type=event.memory_type,
-            thread=event.thread,
-            timestamp=event.timestamp,
-            importance=event.importance,
-            event_id=event.id,
-            role="summary",
-            metadata=event.metadata,
-            embedding_model=event.embedding_model,
-        ),
+    summary = _written(
+        event, "summary", event.summary, "summary", event.timestamp, event.memory_type
     )
+    return (summary,)
 
 
 @memories_of.register
