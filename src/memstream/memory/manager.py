@@ -133,26 +133,23 @@ class LLMMemoryManager:
         """The memories relevant to `query`, in sections by memory type, within `max_chars`.
 
         Sections follow a fixed order (facts about the user first, raw conversation last);
-        within a section the most relevant come first. Whatever does not fit is left out.
+        within a section the most relevant come first. Only whole memories are shown, except
+        when not even the first one fits: then it is cut, so the budget is never wasted.
         """
         hits = self.store.search(query, k=self.config.recall_k)
         by_type: dict[MemoryType, list[RecalledMemory]] = defaultdict(list)
         for hit in hits:
             by_type[hit.memory.memory_type].append(hit)
-        parts: list[str] = []
-        used = 0
+        text = ""
         for memory_type, title in _SECTION_TITLES.items():
-            lines = [_line(hit) for hit in by_type.get(memory_type, ())]
-            if not lines:
-                continue
-            block = "\n".join([f"### {title}", *lines])
-            if used + len(block) > max_chars:
-                block = cut(block, max_chars - used)
-            parts.append(block)
-            used += len(block) + 2
-            if used >= max_chars:
-                break
-        return cut("\n\n".join(parts), max_chars)
+            # A section's title goes in with its first memory, or not at all.
+            header = ("\n\n" if text else "") + f"### {title}\n"
+            for index, hit in enumerate(by_type.get(memory_type, ())):
+                line = ("\n" if index else header) + _line(hit)
+                if len(text) + len(line) > max_chars:
+                    return text or cut(line, max_chars)
+                text += line
+        return text
 
     def record_turn(
         self,
