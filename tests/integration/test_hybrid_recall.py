@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -68,3 +70,30 @@ def test_hostile_query_text_never_crosses_tenants(stack: TestStack, text: str) -
 
     assert hits, "the tenant's own memories are still recalled"
     assert {h.memory.tenant for h in hits} == {mine}
+
+
+def test_a_memory_is_found_by_the_words_of_its_date(stack: TestStack) -> None:
+    tenant = f"when-{uuid.uuid4().hex[:6]}"
+    days = [
+        (3, "We went to the cinema."),
+        (7, "We went hiking in the hills."),
+        (12, "We painted the fence."),
+        (21, "We cooked."),
+        (28, "We read all day."),
+    ]
+    events = [
+        replace(
+            stack.turn(tenant, text, "Nice.", turn=i),
+            recorded_at=datetime(2023, 5, day, tzinfo=UTC),
+        )
+        for i, (day, text) in enumerate(days)
+    ]
+    stack.publish(events)
+    stack.wait_applied(events)
+
+    hits = stack.recaller().recall(tenant, "What did we do on 7 May 2023?", k=10)
+
+    # The five "Nice." answers have the same vector: only their dates can order them.
+    replies = [h.memory.timestamp.day for h in hits if h.memory.content == "Nice."]
+    assert replies[0] == 7, replies
+    assert [h.memory.timestamp.day for h in hits[:2]].count(7) >= 1

@@ -44,7 +44,7 @@ def test_the_lexical_query_is_a_union_of_escaped_words_inside_the_tenant() -> No
     # Question words and auxiliaries are stopwords; "May" the month is kept.
     assert query.terms == ("caroline", "go", "lgbtq", "support", "group", "7", "may")
     assert query.render() == (
-        f"(@tenant_tag:{{{TOKEN}}}) (@content:(caroline|go|lgbtq|support|group|7|may))"
+        f"(@tenant_tag:{{{TOKEN}}}) (@content|when:(caroline|go|lgbtq|support|group|7|may))"
     )
     command = query.command("ix")
     assert command is not None
@@ -74,8 +74,8 @@ def test_hostile_text_becomes_plain_terms(text: str, terms: tuple[str, ...]) -> 
     assert rendered is not None
     tenant_part, _, words = rendered.partition(" ")
     assert tenant_part == f"(@tenant_tag:{{{TOKEN}}})"
-    assert words == "(@content:(" + "|".join(escape_term(t) for t in terms) + "))"
-    inner = words.removeprefix("(@content:(").removesuffix("))")
+    assert words == "(@content|when:(" + "|".join(escape_term(t) for t in terms) + "))"
+    inner = words.removeprefix("(@content|when:(").removesuffix("))")
     # Nothing but escaped word characters and the unions this query put there.
     for term in inner.split("|"):
         assert all(ch.isalnum() or ch in "\\_" for ch in term), term

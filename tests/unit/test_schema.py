@@ -51,9 +51,19 @@ def test_every_state_key_and_index_carries_its_generation_but_not_the_alias() ->
     second = Keyspace("ns").at(2)
     assert second.memory("a", "m") == "ns:g2:mem:61:m"
     assert second.positions == "ns:g2:positions" and second.meta == "ns:g2:meta"
-    assert second.index_name == "ns:memories:v1:g2"
+    assert second.index_name == "ns:memories:v2:g2"
     assert second.memory_prefix == "ns:g2:mem:"
     # Prefixes of two generations never overlap (g1 vs g10).
     assert not Keyspace("ns").at(10).memory_prefix.startswith(Keyspace("ns").memory_prefix)
     assert second.alias == Keyspace("ns").alias == "ns:memories"
     assert second.generation_key == "ns:generation"
+
+
+def test_a_memory_carries_its_date_in_words_for_the_lexical_search() -> None:
+    from memstream.projections.schema import Fields, when_text
+
+    assert when_text(datetime(2023, 5, 7, 13, 56, tzinfo=UTC)) == "7 May 2023"
+    memory = Memory(
+        "m", "t", "c", MemoryType.CONVERSATION, "th", datetime(2023, 5, 7, tzinfo=UTC), 0.5, "e"
+    )
+    assert to_hash(memory, np.zeros(2, dtype=np.float32))[Fields.WHEN] == "7 May 2023"

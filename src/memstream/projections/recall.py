@@ -188,7 +188,7 @@ class LexicalQuery:
         if not terms:
             return None
         union = "|".join(escape_term(term) for term in terms)
-        return f"({TenantFilter(self.tenant).render()}) (@{Fields.CONTENT}:({union}))"
+        return f"({TenantFilter(self.tenant).render()}) (@{Fields.CONTENT}|{Fields.WHEN}:({union}))"
 
     def command(self, index: str) -> list[str | int | bytes] | None:
         rendered = self.render()

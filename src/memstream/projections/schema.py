@@ -45,9 +45,10 @@ __all__ = [
     "order_member",
     "order_member_of",
     "to_hash",
+    "when_text",
 ]
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 
 class Fields:
@@ -59,6 +60,7 @@ class Fields:
     THREAD = "thread"
     THREAD_TAG = "thread_tag"
     CONTENT = "content"
+    WHEN = "when"
     MEMORY_TYPE = "memory_type"
     ROLE = "role"
     IMPORTANCE = "importance"
@@ -164,6 +166,9 @@ def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
         {"name": Fields.THREAD_TAG, "type": "tag", "attrs": {"case_sensitive": True}},
         {"name": Fields.MEMORY_TYPE, "type": "tag"},
         {"name": Fields.CONTENT, "type": "text"},
+        # The memory's date in words, searched with the content: questions about the past
+        # name days and months ("what did I say on 7 May?").
+        {"name": Fields.WHEN, "type": "text"},
         {"name": Fields.IMPORTANCE, "type": "numeric"},
         {"name": Fields.TIMESTAMP, "type": "numeric", "attrs": {"sortable": True}},
         {
@@ -194,6 +199,11 @@ def order_member_of(memory: Memory) -> str:
     return order_member(memory.importance, micros, memory.id)
 
 
+def when_text(at: datetime) -> str:
+    """A date as words a question would use: "8 May 2023"."""
+    return f"{at.day} {at:%B %Y}"
+
+
 def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:
     """A memory as the fields of its Redis hash."""
     return {
@@ -203,6 +213,7 @@ def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:
         Fields.THREAD: memory.thread,
         Fields.THREAD_TAG: memory.thread.encode("utf-8").hex(),
         Fields.CONTENT: memory.content,
+        Fields.WHEN: when_text(memory.timestamp),
         Fields.MEMORY_TYPE: memory.memory_type.value,
         Fields.ROLE: memory.role,
         Fields.IMPORTANCE: repr(memory.importance),
