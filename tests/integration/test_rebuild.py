@@ -171,3 +171,32 @@ def test_forget_by_thread_and_time_from_the_command_line(
 
     left = set(recalled(stack, tenant, "old"))
     assert left == {"new in a", "y", "old in b", "z"}
+
+
+def test_verify_under_live_traffic_names_what_it_could_not_compare(
+    stack: TestStack, env: dict[str, str]
+) -> None:
+    import threading
+
+    busy = f"busy-{uuid.uuid4().hex[:6]}"
+    stop = threading.Event()
+    sent = [stack.turn(busy, f"live {turn}", "ok", turn=turn) for turn in range(400)]
+
+    def traffic() -> None:
+        for event in sent:
+            if stop.is_set():
+                return
+            stack.publish([event])
+
+    sender = threading.Thread(target=traffic)
+    sender.start()
+    try:
+        stack.wait_applied(sent[:1])  # traffic is flowing
+        verified = memstream(env, "verify")
+    finally:
+        stop.set()
+        sender.join()
+
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "not compared, their partition took new events" in verified.stderr
+    assert repr(busy) in verified.stderr

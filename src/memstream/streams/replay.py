@@ -71,6 +71,7 @@ class Rebuilt:
     elapsed_s: float
     swapped: bool
     last_events: Mapping[str, int]
+    read_to: Mapping[str, int]  # the last offset read of each partition, whoever's event
 
 
 class _Unusable:
@@ -150,6 +151,7 @@ class Replayer:
         key = tenant.encode("utf-8") if tenant is not None else None
         read = applied = 0
         last_events: dict[str, int] = {}
+        read_to: dict[str, int] = {}
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             group_id=None,
@@ -185,6 +187,8 @@ class Replayer:
                             last = Position(tp.topic, tp.partition, records[-1].offset)
                             await writer.advance({last.field: last.offset}, into=target)
                         read += len(records)
+                        if records:
+                            read_to[f"{tp.topic}/{tp.partition}"] = records[-1].offset
                     progress(Progress(read, total, time.monotonic() - started))
                 if not swap:
                     break
@@ -225,6 +229,7 @@ class Replayer:
             elapsed_s=time.monotonic() - started,
             swapped=swap,
             last_events=last_events,
+            read_to=read_to,
         )
 
 
