@@ -16,7 +16,9 @@ from memstream.memory.events import TurnRecorded
 
 __all__ = ["DEFAULT_LOCOMO", "conversation_texts", "turns"]
 
-DEFAULT_LOCOMO = Path("/work/shared/data/locomo/locomo-dev.json")
+# The development split lives in the shared folder beside the checkout; benches run from the
+# checkout's root (pass --data for another place).
+DEFAULT_LOCOMO = Path("../shared/data/locomo/locomo-dev.json")
 
 _SENTENCE = (
     "we talked about the trip to the lake and the new job my sister started in spring while "
