@@ -15,9 +15,12 @@ from .helpers import TestStack, wait_until
 pytestmark = pytest.mark.integration
 
 
-def memstream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def memstream(
+    env: dict[str, str], *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "memstream", *args],
+        input=input,
         env=env,
         capture_output=True,
         text=True,
@@ -150,28 +153,29 @@ def test_an_unreachable_kafka_imports_nothing_and_says_so(
 
 def test_chat_remembers_across_threads_of_a_tenant(stack: TestStack, env: dict[str, str]) -> None:
     tenant = f"chat-{uuid.uuid4().hex[:6]}"
-    told = subprocess.run(
-        [sys.executable, "-m", "memstream", "chat", "--tenant", tenant, "--thread", "one"],
+    offline = env | {"MEMSTREAM_CHAT_BASE_URL": ""}
+    told = memstream(
+        offline,
+        "chat",
+        "--tenant",
+        tenant,
+        "--thread",
+        "one",
         input="My favourite colour is teal.\n",
-        env=env | {"MEMSTREAM_CHAT_BASE_URL": ""},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
     )
     assert told.returncode == 0, told.stderr
     assert "offline echo model" in told.stdout
     assert "(usage: 1 calls," in told.stdout
     wait_until(lambda: stack.stored_memories(tenant) == 2, "the told turn to be projected")
 
-    asked = subprocess.run(
-        [sys.executable, "-m", "memstream", "chat", "--tenant", tenant, "--thread", "two"],
+    asked = memstream(
+        offline,
+        "chat",
+        "--tenant",
+        tenant,
+        "--thread",
+        "two",
         input="What is my favourite colour?\n",
-        env=env | {"MEMSTREAM_CHAT_BASE_URL": ""},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
     )
     assert asked.returncode == 0, asked.stderr
     assert "From my semantic-memory section:" in asked.stdout

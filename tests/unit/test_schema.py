@@ -1,4 +1,4 @@
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from hypothesis import given
@@ -14,7 +14,21 @@ ids = st.uuids().map(str)
 def test_order_members_sort_by_importance_then_time_then_id(
     rows: list[tuple[float, int, str]],
 ) -> None:
-    members = sorted(order_member(*row) for row in rows)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    memories = [
+        Memory(
+            memory_id,
+            "t",
+            "c",
+            MemoryType.CONVERSATION,
+            "th",
+            epoch + timedelta(microseconds=us),
+            importance,
+            "e",
+        )
+        for importance, us, memory_id in rows
+    ]
+    members = sorted(order_member(m) for m in memories)
     expected = sorted(rows, key=lambda r: (round(r[0] * 1_000_000), r[1], r[2]))
     assert [m.rsplit(":", 1)[1] for m in members] == [r[2] for r in expected]
 

@@ -2,7 +2,8 @@
 
 Eviction order (the architecture's decision): importance ascending, then timestamp ascending,
 then id — the least important go first, the oldest among equals. The Redis projection keeps
-the same order in a sorted set (projections.schema.order_member); both follow `eviction_key`.
+the same order in a sorted set whose members `projections.schema.order_member` derives from
+`eviction_key`.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from redisvl.schema import IndexSchema
 
+from memstream.memory.bounds import eviction_key
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, MemoryType
 from memstream.memory.tenancy import tenant_token
@@ -43,7 +44,6 @@ __all__ = [
     "from_hash",
     "memory_index_schema",
     "order_member",
-    "order_member_of",
     "to_hash",
     "when_text",
 ]
@@ -149,13 +149,12 @@ class Keyspace:
         return self.order(tenant), self.applied(tenant), self.forgotten(tenant)
 
 
-def order_member(importance: float, timestamp_us: int, memory_id: str) -> str:
-    """Sorts (lexicographically) by importance, then timestamp, then id: eviction order.
-
-    Fixed-width digits make string order equal numeric order; the id follows the last ':'.
-    """
-    scaled = min(max(round(importance * 1_000_000), 0), 1_000_000)
-    return f"{scaled:07d}:{max(timestamp_us, 0):017d}:{memory_id}"
+def order_member(memory: Memory) -> str:
+    """The memory's member in its tenant's eviction-order set: `bounds.eviction_key` as a
+    string whose lexicographic order is the key's order (fixed-width digits; the id follows
+    the last ':')."""
+    importance, micros, memory_id = eviction_key(memory)
+    return f"{importance:07d}:{micros:017d}:{memory_id}"
 
 
 def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
@@ -194,11 +193,6 @@ def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
     )
 
 
-def order_member_of(memory: Memory) -> str:
-    micros = round(memory.timestamp.timestamp() * 1_000_000)
-    return order_member(memory.importance, micros, memory.id)
-
-
 def when_text(at: datetime) -> str:
     """A date as words a question would use: "8 May 2023"."""
     return f"{at.day} {at:%B %Y}"
@@ -222,7 +216,7 @@ def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:
         Fields.EVENT_ID: memory.event_id,
         Fields.EMBEDDING_MODEL: memory.embedding_model,
         Fields.EMBEDDING: np.asarray(vector, dtype=np.float32).tobytes(),
-        Fields.ORDER_MEMBER: order_member_of(memory),
+        Fields.ORDER_MEMBER: order_member(memory),
     }
 
 
