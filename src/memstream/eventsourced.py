@@ -26,6 +26,7 @@ from memstream.memory.monitoring import LoggingMonitor, Skipped, encode_monitori
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
 from memstream.memory.tenancy import validate_tenant
 from memstream.projections.connection import redis_client
+from memstream.projections.fusion import RecallTuning
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -115,7 +116,13 @@ class EventSourcedStores:
         client = redis_client(settings.redis)
         self._embedder = embedder or embedder_from_settings(settings)
         self.publisher = publisher or BackgroundPublisher(settings.bootstrap_servers)
-        self._recaller = RedisRecaller(client, keyspace, self._embedder, url=settings.redis)
+        self._recaller = RedisRecaller(
+            client,
+            keyspace,
+            self._embedder,
+            url=settings.redis,
+            tuning=RecallTuning.from_settings(settings),
+        )
         self._reader = ProjectionReader(client, keyspace, url=settings.redis)
         self.monitor = KafkaMonitor(self.publisher, self._topics)
 

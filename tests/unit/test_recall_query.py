@@ -11,6 +11,7 @@ from memstream.projections.recall import (
     HybridQuery,
     LexicalQuery,
     TenantFilter,
+    TenantStatsQuery,
     VectorQuery,
     escape_term,
     query_terms,
@@ -48,7 +49,20 @@ def test_the_lexical_query_is_a_union_of_escaped_words_inside_the_tenant() -> No
     )
     command = query.command("ix")
     assert command is not None
-    assert command[:5] == ["FT.SEARCH", "ix", query.render(), "SCORER", "BM25"]
+    # Unstemmed: the candidates hold the words the per-tenant BM25 counts.
+    assert command[:6] == ["FT.SEARCH", "ix", query.render(), "VERBATIM", "SCORER", "BM25"]
+    assert "embedding" in command  # fusion needs every candidate's vector
+
+
+def test_the_tenant_stats_count_the_tenant_and_each_term_within_it() -> None:
+    commands = TenantStatsQuery("acme", ("caroline", "7")).commands("ix")
+    tenant = f"@tenant_tag:{{{TOKEN}}}"
+    count = ["VERBATIM", "LIMIT", 0, 0, "DIALECT", 2]
+    assert commands == [
+        ["FT.SEARCH", "ix", tenant, *count],
+        ["FT.SEARCH", "ix", f"({tenant}) (@content|when:(caroline))", *count],
+        ["FT.SEARCH", "ix", f"({tenant}) (@content|when:(7))", *count],
+    ]
 
 
 @pytest.mark.parametrize(

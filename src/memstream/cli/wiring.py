@@ -9,6 +9,7 @@ import redis.asyncio
 
 from memstream.config import Settings
 from memstream.projections.connection import async_redis_client, redis_client
+from memstream.projections.fusion import RecallTuning
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
@@ -29,6 +30,7 @@ def recaller(settings: Settings) -> RedisRecaller:
         Keyspace(settings.namespace),
         embedder_from_settings(settings),
         url=settings.redis,
+        tuning=RecallTuning.from_settings(settings),
     )
 
 

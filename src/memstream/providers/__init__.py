@@ -11,6 +11,10 @@ __all__ = ["embedder_from_settings", "embedding_model_id"]
 
 def embedding_model_id(settings: Settings) -> str:
     """The model id events are recorded for, without loading the model or calling a server."""
+    if settings.embedder == "bge-small-int8":
+        from memstream.providers.bge import BGE_MODEL_ID
+
+        return BGE_MODEL_ID
     if settings.embedder == "minilm-int8":
         from memstream.providers.minilm import minilm_model_id
 
@@ -23,6 +27,10 @@ def embedding_model_id(settings: Settings) -> str:
 
 
 def embedder_from_settings(settings: Settings) -> Embedder:
+    if settings.embedder == "bge-small-int8":
+        from memstream.providers.bge import BgeSmallEmbedder
+
+        return BgeSmallEmbedder()
     if settings.embedder == "minilm-int8":
         from memstream.providers.minilm import MiniLMEmbedder
 
@@ -42,5 +50,5 @@ def embedder_from_settings(settings: Settings) -> Embedder:
 def _unknown_embedder(settings: Settings) -> ConfigurationError:
     return ConfigurationError(
         f"MEMSTREAM_EMBEDDER={settings.embedder!r} is not a known embedder; "
-        "use 'minilm-int8' (offline, the default) or 'openai'"
+        "use 'bge-small-int8' (offline, the default), 'minilm-int8' (offline) or 'openai'"
     )
