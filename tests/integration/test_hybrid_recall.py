@@ -8,7 +8,14 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memstream import MessageRecorded
+from memstream.bench.baselines import BM25
+from memstream.memory.embeddings import Vectors
 from memstream.memory.tenancy import tenant_token
+from memstream.projections.fusion import RecallTuning
+from memstream.projections.recall import HybridQuery
+from memstream.projections.schema import when_text
+from memstream.providers import embedder_from_settings
 
 from .helpers import TestStack
 
@@ -125,3 +132,52 @@ def test_a_memory_is_found_by_the_words_of_its_date(stack: TestStack) -> None:
     replies = [h.memory.timestamp.day for h in hits if h.memory.content == "Nice."]
     assert replies[0] == 7, replies
     assert [h.memory.timestamp.day for h in hits[:2]].count(7) >= 1
+
+
+def test_the_lexical_list_scores_bm25_over_the_tenants_own_memories(stack: TestStack) -> None:
+    # In `mine`, "Caroline" is in every memory and "pottery" in one; another tenant of the same
+    # index fills it with "pottery" and never says "Caroline". Index-wide statistics would make
+    # "caroline" the rare, decisive word; the tenant's own make it "pottery".
+    mine, other = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("bm25", "noise"))
+    texts = [
+        "Caroline: Caroline and Caroline went out",
+        "Caroline: I tried pottery once",
+        "Caroline: the weather was grey",
+        "Caroline: Caroline read a book",
+    ]
+    noise = [f"pottery class number {i} made pottery bowls" for i in range(30)]
+    events = [
+        MessageRecorded(
+            tenant=tenant,
+            thread="t",
+            source_id=f"{tenant}-{i}",
+            content=text,
+            speaker="",
+            recorded_at=datetime(2024, 1, 1, tzinfo=UTC),
+            importance=0.5,
+            embedding_model=stack.model_id,
+        )
+        for tenant, contents in ((mine, texts), (other, noise))
+        for i, text in enumerate(contents)
+    ]
+    stack.publish(events)
+    stack.wait_applied(events)
+    question = "Did Caroline try pottery?"
+    recaller = stack.recaller()
+    words_only = RecallTuning(vector_weight=0.0)
+
+    hits = recaller.search(
+        HybridQuery(mine, question, _query_vector(stack, question), k=4), words_only
+    )
+
+    # The reference: Okapi BM25 over this tenant's memories alone (plus their date words,
+    # which recall scores too and which the question does not name).
+    reference = BM25([f"{t} {when_text(datetime(2024, 1, 1, tzinfo=UTC))}" for t in texts])
+    expected = [texts[i] for i in reference.rank(question, 4)]
+    assert [h.memory.content for h in hits] == expected
+    assert hits[0].memory.content == "Caroline: I tried pottery once"
+    assert hits[0].score == 1.0  # the best words among the candidates, with no vector weight
+
+
+def _query_vector(stack: TestStack, text: str) -> Vectors:
+    return embedder_from_settings(stack.settings).embed_query(text)

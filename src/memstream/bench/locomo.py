@@ -14,7 +14,10 @@ Beside it, computed in the same run over the same stored texts:
 - `bm25+vector rrf`: the two fused in-process by reciprocal rank (top `candidates` of each);
 - `bm25+vector score fusion`: the two fused in-process as recall fuses them, over every turn;
 - `memstream lexical-only` / `vector-only`: memstream's own path with the vector weight 0 (its
-  per-tenant BM25, a check against `bm25`) and its KNN path (a check on `vector`).
+  per-tenant BM25, a check against `bm25`) and its KNN path (a check on `vector`);
+- `redis bm25 (index-wide)`: RediSearch's own `SCORER BM25` ranking of the same words, with
+  its stemming and the statistics of the whole shared index: the lexical list recall used
+  before it computed BM25 per tenant, kept to show that gap.
 
 What a memory holds is chosen by `--content` (see `CONTENT_STYLES`); the speaker's name is in
 the text by default because questions name people (docs/benchmarks.md has the figures).
@@ -44,7 +47,13 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.model import RecalledMemory
 from memstream.projections.fusion import RRF_K, RecallTuning, reciprocal_rank_fusion
-from memstream.projections.recall import CANDIDATES, HybridQuery, RedisRecaller, VectorQuery
+from memstream.projections.recall import (
+    CANDIDATES,
+    HybridQuery,
+    RedisRecaller,
+    VectorQuery,
+    parse_reply,
+)
 from memstream.projections.schema import Fields
 
 __all__ = ["CONTENT_STYLES", "Conversation", "load_locomo", "run_locomo"]
@@ -185,6 +194,7 @@ _METHODS = (
     "memstream",
     "memstream lexical-only",
     "memstream vector-only",
+    "redis bm25 (index-wide)",
     "bm25",
     "vector",
     "bm25+vector rrf",
@@ -272,6 +282,7 @@ def run_locomo(
                 }
                 for name, swept in tunings.items():
                     rankings[name] = _dia_ids(recaller.search(hybrid, swept))
+                rankings["redis bm25 (index-wide)"] = _redis_bm25(ns, hybrid)
                 word_scores = bm25.scores(question.text)
                 by_words = bm25.rank(question.text, candidates)
                 cosines = vectors @ vector
@@ -329,6 +340,17 @@ def run_locomo(
         )
     ]
     return BenchResult("locomo", figures, comparisons, (), time.monotonic() - started)
+
+
+def _redis_bm25(ns: BenchNamespace, query: HybridQuery) -> list[str]:
+    """RediSearch's BM25 ranking of the query's words (stemmed, index-wide statistics)."""
+    command = query.lexical.command(ns.keys.alias)
+    if command is None:
+        return []
+    stemmed = [part for part in command if part != "VERBATIM"]
+    reply = ns.redis.execute_command(*stemmed)  # type: ignore[no-untyped-call]
+    dia_ids = [json.loads(hit.fields[Fields.METADATA])["dia_id"] for _, hit in parse_reply(reply)]
+    return dia_ids[:_DEPTH]
 
 
 def _dia_ids(hits: Sequence[RecalledMemory]) -> list[str]:

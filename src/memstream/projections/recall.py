@@ -54,6 +54,7 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "MAX_RECALL_K",
     "STOPWORDS",
+    "Hit",
     "HybridQuery",
     "LexicalQuery",
     "RedisRecaller",
@@ -61,6 +62,7 @@ __all__ = [
     "TenantStatsQuery",
     "VectorQuery",
     "escape_term",
+    "parse_reply",
     "query_terms",
     "word_tokens",
 ]
@@ -329,7 +331,7 @@ class RedisRecaller:
         replies = self._run(commands)
         if replies is None:
             return []
-        hits = {key: hit for reply in replies[:2] for key, hit in _parse_reply(reply)}
+        hits = {key: hit for reply in replies[:2] for key, hit in parse_reply(reply)}
         if not hits:
             return []
         # One matrix product gives every candidate's cosine, whichever list found it.
@@ -356,7 +358,7 @@ class RedisRecaller:
             return []
         return [
             RecalledMemory(memory=from_hash(hit.fields), score=1.0 - float(hit.fields[_DISTANCE]))
-            for _, hit in _parse_reply(replies[0])
+            for _, hit in parse_reply(replies[0])
         ]
 
     def _run(self, commands: list[list[str | int | bytes]]) -> list[object] | None:
@@ -394,12 +396,14 @@ def _tenant_bm25(
 
 
 @dataclass(frozen=True, slots=True)
-class _Hit:
+class Hit:
+    """One FT.SEARCH hit: its returned fields as text, and its vector (empty if not returned)."""
+
     fields: dict[str, str]
     vector: Vectors
 
 
-def _parse_reply(reply: object) -> list[tuple[str, _Hit]]:
+def parse_reply(reply: object) -> list[tuple[str, Hit]]:
     """(key, hit) of each hit of a raw FT.SEARCH reply, in rank order.
 
     redis-py 8 speaks RESP3 by default (a map per reply); RESP2 (a flat list) is read too, so
@@ -419,11 +423,11 @@ def _parse_reply(reply: object) -> list[tuple[str, _Hit]]:
     return hits
 
 
-def _hit(raw: dict[Any, Any]) -> _Hit:
+def _hit(raw: dict[Any, Any]) -> Hit:
     fields = {_text(name): value for name, value in raw.items()}
     blob = fields.pop(Fields.EMBEDDING, b"")
     vector = np.frombuffer(blob if isinstance(blob, bytes) else b"", dtype=np.float32)
-    return _Hit({name: _text(value) for name, value in fields.items()}, vector)
+    return Hit({name: _text(value) for name, value in fields.items()}, vector)
 
 
 def _total(reply: object) -> int:
