@@ -25,8 +25,10 @@ def _at(content: str, angle: float) -> tuple[Candidate, float]:
     return Candidate(memory, lexical=1.0, cosine=1.0, vector=vector), 1.0
 
 
-def _kept(ranked: list[tuple[Candidate, float]], similarity: float = 0.95) -> list[str]:
-    return [c.memory.content for c, _ in collapse_duplicates(ranked, similarity)]
+def _kept(
+    ranked: list[tuple[Candidate, float]], similarity: float = 0.95, limit: int = 10
+) -> list[str]:
+    return [c.memory.content for c, _ in collapse_duplicates(ranked, similarity, limit)]
 
 
 def test_normalisation_ignores_case_punctuation_and_spacing() -> None:
@@ -66,3 +68,15 @@ def test_facts_differing_in_a_number_name_or_date_are_not_duplicates() -> None:
 def test_above_one_only_identical_text_collapses() -> None:
     ranked = [_at("crate 4 holds pears", 0.0), _at("the crate 4 holds pears", 0.0)]
     assert _kept(ranked, similarity=1.5) == ["crate 4 holds pears", "the crate 4 holds pears"]
+
+
+def test_it_stops_once_the_limit_is_kept() -> None:
+    ranked = [_at("crate 4 holds pears", 0.0), _at("Crate 4 holds pears!", 0.0)]
+    ranked += [_at(f"crate {n} holds figs", 0.5 + n / 10) for n in range(5)]
+    # The restatement takes no slot, so the limit is filled by the next distinct facts.
+    assert _kept(ranked, limit=3) == [
+        "crate 4 holds pears",
+        "crate 0 holds figs",
+        "crate 1 holds figs",
+    ]
+    assert _kept([], limit=3) == []

@@ -46,31 +46,39 @@ def anchors(text: str) -> frozenset[str]:
 
 
 def collapse_duplicates(
-    ranked: Sequence[tuple[Candidate, T]], similarity: float
+    ranked: Sequence[tuple[Candidate, T]], similarity: float, limit: int
 ) -> list[tuple[Candidate, T]]:
-    """`ranked` (best first) without the candidates that duplicate a better-ranked one.
+    """The first `limit` of `ranked` (best first) that duplicate no better-ranked one.
 
     `similarity` is the cosine from which two memories naming the same anchors are one; above
-    1 only normalised-identical contents collapse.
+    1 only normalised-identical contents collapse. Anchors are only worked out for pairs that
+    are that close.
     """
-    kept: list[tuple[Candidate, T]] = []
+    if not ranked or limit < 1:
+        return []
+    kept: list[int] = []
+    # The kept candidates' vectors, one row each: a candidate is compared with at most
+    # `limit` of them, never with the whole list.
+    kept_vectors = np.empty((limit, len(ranked[0][0].vector)), dtype=np.float32)
     seen_texts: set[str] = set()
-    kept_vectors: list[np.ndarray] = []
-    kept_anchors: list[frozenset[str]] = []
-    for candidate, score in ranked:
+    anchors_of: dict[int, frozenset[str]] = {}
+
+    def anchors_at(at: int) -> frozenset[str]:
+        if at not in anchors_of:
+            anchors_of[at] = anchors(ranked[at][0].memory.content)
+        return anchors_of[at]
+
+    for at, (candidate, _) in enumerate(ranked):
+        if len(kept) == limit:
+            break
         text = normalised(candidate.memory.content)
         if text in seen_texts:
             continue
-        mine = anchors(candidate.memory.content)
-        if kept_vectors and similarity <= 1.0:
-            cosines = np.stack(kept_vectors) @ candidate.vector
-            if any(
-                cosine >= similarity and theirs == mine
-                for cosine, theirs in zip(cosines, kept_anchors, strict=True)
-            ):
-                continue
-        kept.append((candidate, score))
+        cosines = kept_vectors[: len(kept)] @ candidate.vector
+        close = [other for other, cosine in zip(kept, cosines, strict=True) if cosine >= similarity]
+        if any(anchors_at(other) == anchors_at(at) for other in close):
+            continue
+        kept_vectors[len(kept)] = candidate.vector
+        kept.append(at)
         seen_texts.add(text)
-        kept_vectors.append(candidate.vector)
-        kept_anchors.append(mine)
-    return kept
+    return [ranked[at] for at in kept]

@@ -349,8 +349,8 @@ class RedisRecaller:
             )
             for i, memory in enumerate(memories)
         ]
-        ranked = collapse_duplicates(fuse(candidates, tuning), tuning.duplicate_similarity)
-        return [RecalledMemory(memory=c.memory, score=score) for c, score in ranked[: query.k]]
+        ranked = collapse_duplicates(fuse(candidates, tuning), tuning.duplicate_similarity, query.k)
+        return [RecalledMemory(memory=c.memory, score=score) for c, score in ranked]
 
     def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
         replies = self._run([query.command(self._keys.alias)])
