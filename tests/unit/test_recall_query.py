@@ -115,10 +115,11 @@ def test_terms_are_deduplicated_and_capped() -> None:
 
 
 def test_the_hybrid_query_asks_each_side_for_enough_candidates() -> None:
-    query = HybridQuery("acme", "tea", VECTOR, k=5, candidates=40)
+    query = HybridQuery("acme", "tea", VECTOR, k=5, candidates=40, vector_candidates=15)
     assert query.lexical == LexicalQuery("acme", "tea", 40)
-    assert query.semantic.k == 40
-    assert HybridQuery("acme", "tea", VECTOR, k=100, candidates=40).depth == 100
+    assert query.semantic.k == 15
+    wide = HybridQuery("acme", "tea", VECTOR, k=100, candidates=40, vector_candidates=15)
+    assert wide.lexical.k == wide.semantic.k == 100
 
 
 @pytest.mark.parametrize("k", [0, -1, MAX_RECALL_K + 1])

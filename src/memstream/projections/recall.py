@@ -54,6 +54,7 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "MAX_RECALL_K",
     "STOPWORDS",
+    "VECTOR_CANDIDATES",
     "Hit",
     "HybridQuery",
     "LexicalQuery",
@@ -74,6 +75,10 @@ MAX_QUERY_TERMS = 64
 # rescoring it with the tenant's BM25 finds what a full per-tenant BM25 ranks first: measured
 # on the LoCoMo dev split, 50 candidates rescored equal the reference BM25 (docs/benchmarks.md).
 CANDIDATES = 50
+# The vector list can be shallower: every lexical candidate gets its exact cosine anyway, and
+# on the dev split 20 and 50 vector candidates gave the same rankings (docs/benchmarks.md);
+# its reply carries a vector per hit, so depth is what it costs.
+VECTOR_CANDIDATES = 20
 
 # RediSearch's default stopwords. They must go before the query is built: a union of
 # stopwords only reduces to the tenant filter alone and would match every memory.
@@ -252,25 +257,33 @@ class TenantStatsQuery:
         return counts
 
 
+def _depth(k: int, candidates: int) -> int:
+    return min(max(k, candidates), MAX_RECALL_K)
+
+
 @dataclass(frozen=True, slots=True)
 class HybridQuery:
-    """Words and meaning for one tenant, each asked for `candidates` hits, fused, cut to k."""
+    """Words and meaning for one tenant, each list asked for its candidates, fused, cut to k."""
 
     tenant: str
     text: str
     vector: Vectors
     k: int = 10
     candidates: int = CANDIDATES
+    vector_candidates: int = VECTOR_CANDIDATES
 
     def __post_init__(self) -> None:
         validate_tenant(self.tenant)
         _check_k(self.k)
-        if self.candidates < 1:
-            raise InvalidInputError(f"candidates must be at least 1, got {self.candidates}")
+        if min(self.candidates, self.vector_candidates) < 1:
+            raise InvalidInputError(
+                "candidates must be at least 1, got "
+                f"{self.candidates} (words) and {self.vector_candidates} (meaning)"
+            )
 
     @property
     def depth(self) -> int:
-        return min(max(self.k, self.candidates), MAX_RECALL_K)
+        return _depth(self.k, self.candidates)
 
     @property
     def lexical(self) -> LexicalQuery:
@@ -278,7 +291,7 @@ class HybridQuery:
 
     @property
     def semantic(self) -> VectorQuery:
-        return VectorQuery(self.tenant, self.vector, self.depth)
+        return VectorQuery(self.tenant, self.vector, _depth(self.k, self.vector_candidates))
 
     @property
     def stats(self) -> TenantStatsQuery:
