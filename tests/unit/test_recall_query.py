@@ -139,3 +139,9 @@ def test_an_invalid_tenant_never_reaches_a_query() -> None:
     ):
         with pytest.raises(InvalidTenantError):
             build()
+
+
+@pytest.mark.parametrize(("words", "meaning"), [(0, 20), (50, 0)])
+def test_a_list_without_candidates_is_refused(words: int, meaning: int) -> None:
+    with pytest.raises(InvalidInputError, match="candidates must be at least 1"):
+        HybridQuery("acme", "x", VECTOR, candidates=words, vector_candidates=meaning)

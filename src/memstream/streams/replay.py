@@ -116,7 +116,9 @@ class Replayer:
         """Rebuild all tenants (or one) into a fresh generation; swap it in if `swap`.
 
         Vectors the live generation holds for the same memory (same id, content and model) are
-        reused unless `reembed`: embedding is what bounds a replay's speed.
+        reused unless `reembed`: embedding is what bounds a replay's speed. Events recorded for
+        another embedding model are embedded with this replayer's, so a replay after a change
+        of MEMSTREAM_EMBEDDER rebuilds every memory for the new model.
         """
         if tenant is not None:
             validate_tenant(tenant)
@@ -126,7 +128,12 @@ class Replayer:
             self._client, self._keys, max_memories=self._max_memories, url=self._url
         )
         projector = Projector(
-            self._embedder, writer, _Unusable(), into=target, reuse_vectors=not reembed
+            self._embedder,
+            writer,
+            _Unusable(),
+            into=target,
+            reuse_vectors=not reembed,
+            adopt_model=True,
         )
         try:
             if tenant is None:
