@@ -59,6 +59,10 @@ class OnnxSentenceEncoder:
         self._tokenize_lock = threading.Lock()
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        # No busy-waiting between operators: the embedder shares its cores with Kafka, Redis and
+        # the worker, and spinning threads starve them. Measured with bge-small on 2 loaded
+        # cores: a query's p50 22-27 ms spinning, 9-13 ms not; passages/s 30 against 57.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = onnxruntime.InferenceSession(
             str(model), options, providers=["CPUExecutionProvider"]
         )
