@@ -224,7 +224,7 @@ def test_a_replay_rebuilds_memories_recorded_for_another_model_with_this_one(
     stack.read_topic(stack.topics.dead_letters, lambda rs: sum(r.key == key for r in rs) >= 2)
     assert stack.recaller().recall(tenant, "boiler", k=5) == []
 
-    replayed = memstream(env, "replay", "--tenant", tenant)
+    replayed = memstream(env, "replay", "--tenant", tenant, "--reembed")
     assert replayed.returncode == 0, replayed.stderr
 
     hits = stack.recaller().recall(tenant, "what is the cat's name?", k=5)

@@ -84,5 +84,4 @@ class BgeSmallEmbedder:
         return self._encoder.embed_many(texts)
 
     def embed_query(self, text: str) -> Vectors:
-        vector: Vectors = self._encoder.embed_batch([text])[0]
-        return vector
+        return self._encoder.embed_one(text)

@@ -116,9 +116,10 @@ class Replayer:
         """Rebuild all tenants (or one) into a fresh generation; swap it in if `swap`.
 
         Vectors the live generation holds for the same memory (same id, content and model) are
-        reused unless `reembed`: embedding is what bounds a replay's speed. Events recorded for
-        another embedding model are embedded with this replayer's, so a replay after a change
-        of MEMSTREAM_EMBEDDER rebuilds every memory for the new model.
+        reused unless `reembed`: embedding is what bounds a replay's speed. With `reembed`,
+        events recorded for another embedding model are embedded with this replayer's too, so
+        `replay --reembed` after a change of MEMSTREAM_EMBEDDER rebuilds every memory for the
+        new model; without it they stay refused, as the live worker refuses them.
         """
         if tenant is not None:
             validate_tenant(tenant)
@@ -133,7 +134,7 @@ class Replayer:
             _Unusable(),
             into=target,
             reuse_vectors=not reembed,
-            adopt_model=True,
+            adopt_model=reembed,
         )
         try:
             if tenant is None:
