@@ -53,6 +53,16 @@ def _unit_float(raw: str) -> float:
     return value
 
 
+def _label_positions(raw: str) -> tuple[int, ...]:
+    try:
+        positions = tuple(int(part) for part in raw.split(","))
+    except ValueError:
+        raise ValueError("must be label positions such as '1' or '0,1'") from None
+    if min(positions) < 0 or len(set(positions)) != len(positions):
+        raise ValueError("label positions must be distinct and 0 or more")
+    return positions
+
+
 def _namespace(raw: str) -> str:
     if not _NAMESPACE.match(raw):
         raise ValueError(
@@ -157,6 +167,15 @@ class Settings:
         5.0,
         "How long the consolidation job gathers a tenant's requests before summarising once.",
         _positive_float,
+    )
+    langgraph_tenant_labels: tuple[int, ...] = _setting(
+        "MEMSTREAM_LANGGRAPH_TENANT_LABELS",
+        (0, 1),
+        "Which labels of a LangGraph store namespace name its tenant (0-based, comma-separated; "
+        "joined with '.'). The default, the first two, keeps users apart under both common "
+        "conventions, ('memories', user) as LangMem writes and (user, 'memories'); '1' makes "
+        "LangMem's ('memories', '{langgraph_user_id}') the user's own tenant.",
+        _label_positions,
     )
     kafka_port: int = _setting(
         "MEMSTREAM_KAFKA_PORT", 9092, "Port of the local stack's broker.", _positive_int

@@ -25,7 +25,12 @@ from redisvl.index import AsyncSearchIndex
 
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
-from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
+from memstream.memory.events import (
+    ItemStored,
+    MemoriesConsolidated,
+    MemoryEvent,
+    MemoryForgotten,
+)
 from memstream.memory.model import Memory
 from memstream.projections.connection import redis_errors
 from memstream.projections.generations import Generations
@@ -273,6 +278,8 @@ def _kind(event: MemoryEvent) -> str:
         return "forget"
     if isinstance(event, MemoriesConsolidated):
         return "consolidate"
+    if isinstance(event, ItemStored):
+        return "put"
     return "record"
 
 
