@@ -14,7 +14,9 @@ deletes what it put, so the next one starts from an empty store.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -28,9 +30,11 @@ from memstream.integrations.langgraph import MemstreamStore
 from memstream.integrations.namespaces import NamespaceTenants
 from memstream.integrations.parts import AdapterParts
 from memstream.memory.embeddings import Embedder
+from memstream.memory.events import ItemStored
 from memstream.providers import embedder_from_settings
 
 from .helpers import TestStack, wait_until
+from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 
@@ -348,3 +352,55 @@ def test_put_is_durable_on_return_and_recallable_after(
     hits = stack.recaller().recall("durable", "kept in the log", k=3)
     assert hits and "kept in the log" in hits[0].memory.content
     store.delete(("durable",), "k")
+
+
+def test_a_redelivered_put_applies_once_and_never_reverts_a_later_one(
+    stack: TestStack, parts: AdapterParts
+) -> None:
+    store = MemstreamStore(parts, tenants=NamespaceTenants((0,)), read_your_writes=True)
+    namespace = ("redelivery",)
+    first, second = (
+        ItemStored(
+            tenant="redelivery",
+            namespace=namespace,
+            key="k",
+            put_id=f"put-{n}-{uuid.uuid4().hex}",
+            value=json.dumps({"v": n}),
+            text=f"value {n}",
+            recorded_at=datetime.now(UTC),
+            importance=0.5,
+            embedding_model=stack.model_id,
+        )
+        for n in (1, 2)
+    )
+    stack.publish([first, first, second, first])  # a producer retry, then a late duplicate
+    stack.wait_applied([first, second])
+    wait_until(lambda: stack.status.unapplied([first]) == [], "the duplicates to be consumed")
+    item = store.get(namespace, "k")
+    assert item is not None and item.value == {"v": 2}
+    assert len(store.search(namespace)) == 1
+    store.delete(namespace, "k")
+
+
+def test_a_rebuild_from_the_log_gives_the_same_items(
+    stack: TestStack, parts: AdapterParts, env: dict[str, str]
+) -> None:
+    store = MemstreamStore(parts, tenants=NamespaceTenants((0,)), read_your_writes=True)
+    namespace = ("rebuilt", "items")
+    store.put(namespace, "a", {"text": "first value"})
+    store.put(namespace, "a", {"text": "second value"})
+    store.put(namespace, "b", {"text": "not indexed"}, index=False)
+    store.delete(namespace, "b")
+    store.put(namespace, "b", {"text": "back again"}, index=False)
+    store.put(namespace, "c", {"text": "deleted for good"})
+    store.delete(namespace, "c")
+    before = [view(i) for i in store.search(namespace)]
+    assert [key for _, key, _ in before] == ["a", "b"]  # type: ignore[misc]
+
+    assert memstream(env, "verify", "--tenant", "rebuilt").returncode == 0
+    replayed = memstream(env, "replay")
+    assert replayed.returncode == 0, replayed.stderr
+    assert [view(i) for i in store.search(namespace)] == before
+    assert store.get(namespace, "c") is None
+    hits = store.search(namespace, query="second value")
+    assert [h.key for h in hits] == ["a", "b"] and hits[1].score is None
