@@ -14,9 +14,13 @@ deletes what it put, so the next one starts from an empty store.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -404,3 +408,18 @@ def test_a_rebuild_from_the_log_gives_the_same_items(
     assert store.get(namespace, "c") is None
     hits = store.search(namespace, query="second value")
     assert [h.key for h in hits] == ["a", "b"] and hits[1].score is None
+
+
+def test_the_readme_store_example_runs_as_written(
+    stack: TestStack, env: dict[str, str], tmp_path: Path
+) -> None:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    examples = re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
+    (example,) = [e for e in examples if "MemstreamStore" in e]
+    script = tmp_path / "store_example.py"
+    script.write_text(example)
+    result = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["{'content': 'Alice lives in Porto'}", "['home']"]

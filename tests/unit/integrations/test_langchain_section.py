@@ -27,6 +27,7 @@ def test_the_section_is_appended_and_existing_blocks_are_kept() -> None:
     assert shown.system_message is not None
     blocks = shown.system_message.content_blocks
     assert blocks[:2] == system.content_blocks
+    assert blocks[1].get("cache_control") == {"type": "ephemeral"}
     assert blocks[2]["text"] == "\n\n## semantic-memory\n- [2026-01-02, user] I like teal"  # type: ignore[typeddict-item]
 
 
