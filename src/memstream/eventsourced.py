@@ -19,8 +19,9 @@ from collections.abc import Callable
 
 from memstream.config import Settings
 from memstream.errors import ConfigurationError, KafkaUnavailableError
+from memstream.memory.codec import encode_event
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemoryEvent, encode_event, memories_of
+from memstream.memory.events import MemoryEvent, memories_of
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.monitoring import LoggingMonitor, Skipped, encode_monitoring
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant

@@ -28,7 +28,7 @@ from memstream.memory.consolidation import (
     summary_event,
     summary_prompt,
 )
-from memstream.memory.events import MemoriesConsolidated, TurnRecorded
+from memstream.memory.events import MemoriesConsolidated, TurnCompleted
 from memstream.memory.model import MemoryType, RecalledMemory
 from memstream.memory.store import MemoryFilter, MemoryStore
 
@@ -161,10 +161,10 @@ class LLMMemoryManager:
         answer: str,
         at: datetime,
         max_chars: int,
-    ) -> TurnRecorded:
+    ) -> TurnCompleted:
         """The event recording one turn: each side cut to `max_chars`, importance decided now."""
         query, answer = cut(query, max_chars), cut(answer, max_chars)
-        return TurnRecorded(
+        return TurnCompleted(
             tenant=self.store.tenant,
             thread=thread,
             run=run,

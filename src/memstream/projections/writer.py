@@ -25,7 +25,7 @@ from redisvl.index import AsyncSearchIndex
 
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
-from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
+from memstream.memory.events import REGISTRY, MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import Memory
 from memstream.projections.connection import redis_errors
 from memstream.projections.generations import Generations
@@ -242,7 +242,7 @@ class ProjectionWriter:
         args: list[str | bytes | int] = [
             checked,
             event.id,
-            _kind(event),
+            REGISTRY.of(event).applies.value,
             self._max_memories,
             position.field if position else "",
             position.offset if position else -1,
@@ -266,14 +266,6 @@ class ProjectionWriter:
         if isinstance(event, MemoriesConsolidated):
             args.append(json.dumps(list(event.memory_ids)))
         return script_keys, args
-
-
-def _kind(event: MemoryEvent) -> str:
-    if isinstance(event, MemoryForgotten):
-        return "forget"
-    if isinstance(event, MemoriesConsolidated):
-        return "consolidate"
-    return "record"
 
 
 def _text(value: bytes | str | None) -> str:

@@ -28,11 +28,8 @@ from memstream.agent.messages import ModelRequest, ModelResponse, Usage
 from memstream.agent.models import ModelClient
 from memstream.errors import MemstreamError
 from memstream.eventsourced import EventSourcedMemoryStore
-from memstream.memory.events import (
-    ConsolidationRequested,
-    MemoriesConsolidated,
-    encode_event,
-)
+from memstream.memory.codec import encode_event
+from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.monitoring import ModelUsage
 from memstream.projections.reader import ProjectionReader

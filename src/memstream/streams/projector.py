@@ -22,10 +22,12 @@ from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 import numpy as np
+from aiokafka import ConsumerRecord
 
 from memstream.errors import EmbeddingModelMismatchError, EventDecodeError, InfrastructureError
+from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.events import decode_event, memories_of
+from memstream.memory.events import memories_of
 from memstream.memory.model import Memory
 from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
 from memstream.streams.monitoring import TenantNotice, notices_of
@@ -45,10 +47,17 @@ class RawMessage:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: datetime | None = None  # the record's: a turn's `recorded_at` if it has none
 
     @property
     def position(self) -> Position:
         return Position(self.topic, self.partition, self.offset)
+
+    @classmethod
+    def of(cls, record: ConsumerRecord[bytes | None, bytes | None]) -> RawMessage:
+        """A message read by an aiokafka consumer (replay, verify, the bench)."""
+        at = datetime.fromtimestamp(record.timestamp / 1000, UTC) if record.timestamp else None
+        return cls(record.topic, record.partition, record.offset, record.key, record.value, at)
 
 
 class DeadLetters(Protocol):
@@ -70,6 +79,7 @@ class Projector:
         writer: ProjectionWriter,
         dead_letters: DeadLetters,
         *,
+        default_importance: float,
         announcements: Announcements | None = None,
         into: int | None = None,
         reuse_vectors: bool = False,
@@ -77,6 +87,7 @@ class Projector:
         max_retry_s: float = 10.0,
     ) -> None:
         self._embedder = embedder
+        self._default_importance = default_importance
         self._writer = writer
         self._dead_letters = dead_letters
         self._announcements = announcements
@@ -110,7 +121,7 @@ class Projector:
         ready = []
         for message in messages:
             try:
-                event = decode_event(message.value or b"")
+                event = decode_event(message.value or b"", self._context(message))
                 memories = memories_of(event)
                 foreign = {m.embedding_model for m in memories} - {self._embedder.model_id}
                 if foreign:
@@ -141,6 +152,14 @@ class Projector:
             if notices:
                 await self._announcements.announce(notices)
         return outcomes
+
+    def _context(self, message: RawMessage) -> DecodeContext:
+        return DecodeContext(
+            key=message.key or b"",  # a message without a key is nobody's: a mismatch
+            timestamp=message.timestamp,
+            embedding_model=self._embedder.model_id,
+            importance=self._default_importance,
+        )
 
     async def _embed(self, memories: list[Memory]) -> Vectors:
         vectors = np.zeros((len(memories), self._embedder.dims), dtype=np.float32)

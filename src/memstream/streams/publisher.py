@@ -18,7 +18,8 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from memstream.errors import KafkaUnavailableError
-from memstream.memory.events import MemoryEvent, MemoryForgotten, encode_event
+from memstream.memory.codec import encode_event
+from memstream.memory.events import MemoryEvent, MemoryForgotten
 from memstream.streams.topics import Topics
 
 __all__ = ["EventPublisher"]

@@ -132,7 +132,13 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         max_memories=settings.max_memories_per_tenant,
         url=settings.redis,
     )
-    projector = Projector(embedder, writer, monitoring, announcements=monitoring)
+    projector = Projector(
+        embedder,
+        writer,
+        monitoring,
+        default_importance=settings.default_importance,
+        announcements=monitoring,
+    )
     consolidation = ConsolidationJob(
         reader=ProjectionReader(
             redis_client(settings.redis), Keyspace(settings.namespace), url=settings.redis
@@ -157,6 +163,7 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
                     offset=e.message.offset,
                     key=e.message.key,
                     value=e.message.value,
+                    timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
                 )
                 for e in events
             ]
