@@ -74,7 +74,7 @@ class EventSourcedMemoryStore:
         return self._recaller.recall(self._tenant, query, k=k)
 
     def memories(self, where: MemoryFilter | None = None) -> list[Memory]:
-        return [m for m in self._reader.memories(self._tenant) if where is None or where.matches(m)]
+        return self._reader.memories(self._tenant, where)
 
     def write(
         self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None

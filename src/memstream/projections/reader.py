@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 
 from memstream.memory.model import Memory
+from memstream.memory.store import MemoryFilter
 from memstream.projections.connection import redis_errors
 from memstream.projections.schema import Fields, Keyspace, from_hash
 from memstream.projections.status import ProjectionStatus
@@ -20,8 +21,9 @@ class ProjectionReader:
         self._status = ProjectionStatus(client, keyspace, url=url)
         self._url = url
 
-    def memories(self, tenant: str) -> list[Memory]:
-        """Every memory of `tenant` in the live generation, oldest first."""
+    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+        """The memories of `tenant` in the live generation (those `where` matches), oldest
+        first."""
         keys = self._status.live()
         with redis_errors(self._url, "reading memories"):
             members = self._client.zrange(keys.order(tenant), 0, -1)
@@ -41,4 +43,5 @@ class ProjectionReader:
             for row in rows
             if row[0] is not None
         ]
-        return sorted(found, key=lambda m: (m.timestamp, m.id))
+        matching = [m for m in found if where is None or where.matches(m)]
+        return sorted(matching, key=lambda m: (m.timestamp, m.id))

@@ -24,14 +24,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from memstream.agent.messages import ModelRequest, ModelResponse, Usage
-from memstream.agent.models import ModelClient
 from memstream.errors import MemstreamError
-from memstream.eventsourced import EventSourcedMemoryStore
+from memstream.llm import ModelClient, ModelRequest, ModelResponse, Usage
 from memstream.memory.codec import encode_event
+from memstream.memory.consolidation import plan_consolidation
 from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated
-from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.monitoring import ModelUsage
+from memstream.memory.store import MemoryFilter
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.writer import AppliedOutcome
 
@@ -111,7 +110,6 @@ class ConsolidationJob:
         send: Send,
         announce: Announce,
         window_s: float = 5.0,
-        config: MemoryManagerConfig | None = None,
     ) -> None:
         self.window = ConsolidationWindow(window_s)
         self._reader = reader
@@ -119,7 +117,6 @@ class ConsolidationJob:
         self._embedding_model = embedding_model
         self._send = send
         self._announce = announce
-        self._config = config or MemoryManagerConfig()
 
     def observe(self, outcomes: Sequence[AppliedOutcome], now: float | None = None) -> None:
         """Open or extend windows for requests applied for the first time."""
@@ -138,20 +135,18 @@ class ConsolidationJob:
         return written
 
     async def _consolidate(self, pending: PendingConsolidation) -> list[MemoriesConsolidated]:
-        # The manager runs in a thread and the producer in this loop: summaries are collected
-        # there and sent from here.
-        store = EventSourcedMemoryStore(
-            pending.tenant,
-            send=lambda event, on_durable: None,
-            reader=self._reader,
-            embedding_model=self._embedding_model,
-        )
+        # Reading, planning and the model calls run in a thread; the events are sent from
+        # this loop, where the producer lives.
         client = _CountingClient(self._client)
-        manager = LLMMemoryManager(self._config, store, client)
-        written = await asyncio.to_thread(
-            manager.consolidate_memories, pending.cutoff, min_count=pending.min_count
+        planned = await asyncio.to_thread(
+            lambda: plan_consolidation(
+                self._reader.memories(pending.tenant, MemoryFilter(before=pending.cutoff)),
+                client,
+                min_count=pending.min_count,
+                embedding_model=self._embedding_model,
+            )
         )
-        for event in written:
+        for event in planned:
             await self._send(event)
         if client.usage.calls:
             await self._announce(
@@ -165,8 +160,8 @@ class ConsolidationJob:
                     at=datetime.now(UTC),
                 )
             )
-        log.info("consolidated %d groups of tenant %r", len(written), pending.tenant)
-        return written
+        log.info("consolidated %d groups of tenant %r", len(planned), pending.tenant)
+        return planned
 
 
 def encoded(event: MemoriesConsolidated) -> tuple[bytes, bytes]:

@@ -34,10 +34,9 @@ from typing import Any
 
 import faust
 
-from memstream.agent.models import ModelClient
-from memstream.agent.openai_chat import OpenAICompatibleChat
 from memstream.config import Settings
 from memstream.errors import EventDecodeError
+from memstream.llm import ModelClient
 from memstream.memory.consolidation import ExtractiveSummarizer
 from memstream.memory.embeddings import Embedder
 from memstream.memory.monitoring import ModelUsage
@@ -45,6 +44,7 @@ from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import ProjectionWriter
+from memstream.providers import chat_model
 from memstream.streams.consolidation import ConsolidationJob, encoded
 from memstream.streams.monitoring import DeadLettered, TenantNotice, encode_monitoring
 from memstream.streams.projector import Projector, RawMessage
@@ -184,11 +184,7 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
 
 def consolidation_client(settings: Settings) -> ModelClient:
     """The configured chat model, or the extractive summariser when none is (offline)."""
-    if settings.chat_base_url:
-        return OpenAICompatibleChat(
-            settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
-        )
-    return ExtractiveSummarizer()
+    return chat_model(settings) or ExtractiveSummarizer()
 
 
 def run_worker(settings: Settings, embedder: Embedder, *, loglevel: str = "info") -> None:
