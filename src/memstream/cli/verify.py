@@ -23,7 +23,7 @@ from memstream.cli import wiring
 from memstream.cli.replay import add_allow_dead_letters, progress_bar, report
 from memstream.config import Settings
 from memstream.errors import MemstreamError
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.projections.compare import Difference, ProjectionComparer
 from memstream.projections.generations import Generations
 from memstream.projections.schema import Keyspace
@@ -124,7 +124,7 @@ async def _moved_partitions(settings: Settings, rebuilt: Rebuilt) -> _Moved:
 def _partition_of(tenant: str, partitions: int) -> int:
     """The tenant's partition, as every memstream producer picks it (the Java client's)."""
     every = list(range(partitions))
-    return int(_MURMUR2(tenant.encode("utf-8"), every, every))
+    return int(_MURMUR2(tenant_key(tenant), every, every))
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:

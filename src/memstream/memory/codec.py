@@ -36,6 +36,7 @@ from memstream.errors import (
 )
 from memstream.memory.events import REGISTRY, EventType, MemoryEvent, Registry
 from memstream.memory.model import MemoryType
+from memstream.memory.tenancy import tenant_key
 
 __all__ = [
     "ENVELOPE",
@@ -207,7 +208,7 @@ def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEven
             "altered, or its producer derives ids differently (docs/events.md gives the "
             "derivation and test vectors; or leave `id` out and it is derived)"
         )
-    if context.key is not None and context.key != event.tenant.encode("utf-8"):
+    if context.key is not None and context.key != tenant_key(event.tenant):
         raise EventKeyMismatchError(
             f"{kind} of tenant {event.tenant!r} came with "
             f"{f'Kafka key {context.key!r}' if context.key else 'no Kafka key'}; the key must "

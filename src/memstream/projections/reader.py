@@ -6,8 +6,8 @@ import redis
 
 from memstream.memory.model import Memory
 from memstream.memory.store import MemoryFilter
-from memstream.projections.connection import redis_errors
-from memstream.projections.schema import Fields, Keyspace, from_hash
+from memstream.projections.connection import redis_errors, text
+from memstream.projections.schema import Fields, Keyspace, from_hash, memory_id_of
 from memstream.projections.status import ProjectionStatus
 
 __all__ = ["ProjectionReader"]
@@ -29,7 +29,7 @@ class ProjectionReader:
             members = self._client.zrange(keys.order(tenant), 0, -1)
             pipe = self._client.pipeline(transaction=False)
             for member in members:
-                memory_id = bytes(member).decode().rsplit(":", 1)[1]  # type: ignore[arg-type]
+                memory_id = memory_id_of(text(member))
                 pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
             rows = pipe.execute()
         found = [

@@ -29,8 +29,9 @@ from memstream.llm import ModelClient, ModelRequest, ModelResponse, Usage
 from memstream.memory.codec import encode_event
 from memstream.memory.consolidation import plan_consolidation
 from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated
-from memstream.memory.monitoring import ModelUsage
+from memstream.memory.monitoring import ModelUsage, Monitor
 from memstream.memory.store import MemoryFilter
+from memstream.memory.tenancy import tenant_key
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.writer import AppliedOutcome
 
@@ -39,7 +40,6 @@ __all__ = ["ConsolidationJob", "ConsolidationWindow", "PendingConsolidation"]
 log = logging.getLogger(__name__)
 
 Send = Callable[[MemoriesConsolidated], Awaitable[None]]
-Announce = Callable[[ModelUsage], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,7 @@ class ConsolidationJob:
         client: ModelClient,
         embedding_model: str,
         send: Send,
-        announce: Announce,
+        monitor: Monitor,
         window_s: float = 5.0,
     ) -> None:
         self.window = ConsolidationWindow(window_s)
@@ -116,7 +116,7 @@ class ConsolidationJob:
         self._client = client
         self._embedding_model = embedding_model
         self._send = send
-        self._announce = announce
+        self._monitor = monitor
 
     def observe(self, outcomes: Sequence[AppliedOutcome], now: float | None = None) -> None:
         """Open or extend windows for requests applied for the first time."""
@@ -149,7 +149,7 @@ class ConsolidationJob:
         for event in planned:
             await self._send(event)
         if client.usage.calls:
-            await self._announce(
+            self._monitor.announce(
                 ModelUsage(
                     tenant=pending.tenant,
                     thread=pending.thread,
@@ -166,4 +166,4 @@ class ConsolidationJob:
 
 def encoded(event: MemoriesConsolidated) -> tuple[bytes, bytes]:
     """Key and value of a summary on the memory topic."""
-    return event.tenant.encode("utf-8"), encode_event(event)
+    return tenant_key(event.tenant), encode_event(event)

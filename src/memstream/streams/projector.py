@@ -27,12 +27,12 @@ from aiokafka import ConsumerRecord
 from memstream.errors import EmbeddingModelMismatchError, EventDecodeError, InfrastructureError
 from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.events import memories_of
+from memstream.memory.events import MemoriesConsolidated, MemoryForgotten, memories_of
 from memstream.memory.model import Memory
+from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
 from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
-from memstream.streams.monitoring import TenantNotice, notices_of
 
-__all__ = ["Announcements", "DeadLetters", "Projector", "RawMessage"]
+__all__ = ["DeadLetters", "Projector", "RawMessage", "notices_of"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,12 +66,6 @@ class DeadLetters(Protocol):
         ...
 
 
-class Announcements(Protocol):
-    async def announce(self, notices: Sequence[TenantNotice]) -> None:
-        """Publish `notices` on the monitoring topic."""
-        ...
-
-
 class Projector:
     def __init__(
         self,
@@ -80,7 +74,7 @@ class Projector:
         dead_letters: DeadLetters,
         *,
         default_importance: float,
-        announcements: Announcements | None = None,
+        monitor: Monitor | None = None,
         into: int | None = None,
         reuse_vectors: bool = False,
         first_retry_s: float = 0.2,
@@ -90,7 +84,7 @@ class Projector:
         self._default_importance = default_importance
         self._writer = writer
         self._dead_letters = dead_letters
-        self._announcements = announcements
+        self._monitor = monitor
         self._into = into
         self._reuse_vectors = reuse_vectors
         self._first_retry_s = first_retry_s
@@ -146,11 +140,11 @@ class Projector:
         outcomes = await self._retrying(
             "applying to Redis", lambda: self._writer.apply(batch, into=self._into)
         )
-        if self._announcements is not None:
+        if self._monitor is not None:
             at = datetime.now(UTC)
-            notices = [notice for outcome in outcomes for notice in notices_of(outcome, at)]
-            if notices:
-                await self._announcements.announce(notices)
+            for outcome in outcomes:
+                for notice in notices_of(outcome, at):
+                    self._monitor.announce(notice)
         return outcomes
 
     def _context(self, message: RawMessage) -> DecodeContext:
@@ -184,6 +178,31 @@ class Projector:
                 log.warning("%s failed, retrying in %.1fs: %s", doing, delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._max_retry_s)
+
+
+def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:
+    """What to announce about an applied event; nothing for a repeat."""
+    if not outcome.applied_now:
+        return []
+    event = outcome.event
+    notices: list[TenantNotice] = []
+    if isinstance(event, MemoryForgotten):
+        notices.append(Forgotten(event.tenant, event.id, outcome.removed, at))
+    elif isinstance(event, MemoriesConsolidated):
+        notices.append(
+            Consolidated(
+                event.tenant,
+                event.id,
+                event.memory_ids,
+                outcome.memory_ids,
+                not outcome.skipped,
+                outcome.missing,
+                at,
+            )
+        )
+    if outcome.evicted:
+        notices.append(Evicted(event.tenant, event.id, outcome.evicted, at))
+    return notices
 
 
 def _where(message: RawMessage) -> tuple[str, int, int]:

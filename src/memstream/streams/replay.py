@@ -32,7 +32,7 @@ from aiokafka.errors import KafkaError
 
 from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
 from memstream.memory.embeddings import Embedder
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.projections.generations import Generations, SwapResult
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import Position, ProjectionWriter
@@ -189,7 +189,7 @@ class Replayer:
         progress: Callable[[Progress], None],
     ) -> Rebuilt:
         started = time.monotonic()
-        key = tenant.encode("utf-8") if tenant is not None else None
+        key = tenant_key(tenant) if tenant is not None else None
         read = applied = 0
         last_events: dict[str, int] = {}
         read_to: dict[str, int] = {}

@@ -66,7 +66,11 @@ class BackgroundPublisher:
         self._poller.start()
 
     def submit(
-        self, topic: str, key: bytes, value: bytes, on_durable: Callable[[], None] | None = None
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        on_durable: Callable[[], None] | None = None,
     ) -> None:
         """Queue a message; raise KafkaUnavailableError if the buffer is full."""
         with self._lock:
