@@ -11,6 +11,8 @@ from memstream.errors import (
     EmbeddingModelMismatchError,
     EmbeddingProviderError,
     EventDecodeError,
+    EventIdMismatchError,
+    EventKeyMismatchError,
     EventVersionError,
     ImportFileError,
     InfrastructureError,
@@ -22,16 +24,17 @@ from memstream.errors import (
     RedisUnavailableError,
     ReplayError,
     StackError,
+    UnknownEventTypeError,
 )
+from memstream.memory.codec import DecodeContext, decode_event, encode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import (
+    ConsolidationRequested,
     MemoriesConsolidated,
     MemoryEvent,
     MemoryForgotten,
     MessageRecorded,
-    TurnRecorded,
-    decode_event,
-    encode_event,
+    TurnCompleted,
     memories_of,
 )
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
@@ -41,11 +44,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",
+    "ConsolidationRequested",
+    "DecodeContext",
     "EffectRefusedError",
     "Embedder",
     "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
     "EventDecodeError",
+    "EventIdMismatchError",
+    "EventKeyMismatchError",
     "EventVersionError",
     "ImportFileError",
     "InfrastructureError",
@@ -65,7 +72,8 @@ __all__ = [
     "ReplayError",
     "Settings",
     "StackError",
-    "TurnRecorded",
+    "TurnCompleted",
+    "UnknownEventTypeError",
     "__version__",
     "decode_event",
     "encode_event",

@@ -7,7 +7,10 @@
     │   ├── ImportFileError                    a bad line in a `memstream import` file
     │   └── NamespaceTenantError               a store namespace that names no single tenant
     ├── EventDecodeError (+ ValueError)        bytes on a topic that are no memstream event
+    │   ├── UnknownEventTypeError              a `type` no version of memstream wrote
     │   ├── EventVersionError                  a known event type in a version we cannot read
+    │   ├── EventIdMismatchError               an `id` its fields do not derive
+    │   ├── EventKeyMismatchError              a Kafka key that is not the event's tenant
     │   └── EmbeddingModelMismatchError        an event for another embedding model's index
     ├── InfrastructureError                    a service failed at run time (retryable)
     │   ├── KafkaUnavailableError
@@ -34,6 +37,8 @@ __all__ = [
     "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
     "EventDecodeError",
+    "EventIdMismatchError",
+    "EventKeyMismatchError",
     "EventVersionError",
     "ImportFileError",
     "InfrastructureError",
@@ -47,6 +52,7 @@ __all__ = [
     "RedisUnavailableError",
     "ReplayError",
     "StackError",
+    "UnknownEventTypeError",
 ]
 
 
@@ -92,6 +98,22 @@ class EventDecodeError(MemstreamError, ValueError):
     code = "event_decode"
 
 
+class UnknownEventTypeError(EventDecodeError):
+    code = "unknown_event_type"
+
+
+class EventIdMismatchError(EventDecodeError):
+    """The payload's `id` is not the one its fields derive (altered, or a faulty producer)."""
+
+    code = "event_id_mismatch"
+
+
+class EventKeyMismatchError(EventDecodeError):
+    """The message's Kafka key is not the event's tenant, so its order is not the tenant's."""
+
+    code = "event_key_mismatch"
+
+
 class EventVersionError(EventDecodeError):
     """An event type we know, in a schema version this build cannot read."""
 
@@ -102,7 +124,7 @@ class EventVersionError(EventDecodeError):
         self.expected = expected
         self.actual = actual
         super().__init__(
-            f"{event_type} has schema version {actual!r}; this memstream reads version "
+            f"{event_type} has schema version {actual!r}; this memstream reads versions 1 to "
             f"{expected}. Upgrade the worker before producers that write newer events."
         )
 

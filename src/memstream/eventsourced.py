@@ -19,12 +19,18 @@ from collections.abc import Callable
 
 from memstream.config import Settings
 from memstream.errors import ConfigurationError, KafkaUnavailableError
+from memstream.memory.codec import encode_event
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemoryEvent, encode_event, memories_of
+from memstream.memory.events import MemoryEvent, memories_of
 from memstream.memory.model import Memory, RecalledMemory
-from memstream.memory.monitoring import LoggingMonitor, Skipped, encode_monitoring
+from memstream.memory.monitoring import (
+    LoggingMonitor,
+    MonitoringEvent,
+    encode_monitoring,
+    monitoring_key,
+)
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.projections.connection import redis_client
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.recall import RedisRecaller
@@ -73,7 +79,7 @@ class EventSourcedMemoryStore:
         return self._recaller.recall(self._tenant, query, k=k)
 
     def memories(self, where: MemoryFilter | None = None) -> list[Memory]:
-        return [m for m in self._reader.memories(self._tenant) if where is None or where.matches(m)]
+        return self._reader.memories(self._tenant, where)
 
     def write(
         self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None
@@ -91,13 +97,11 @@ class KafkaMonitor:
         self._topic = topics.monitoring
         self._log = LoggingMonitor()
 
-    def announce(self, event: Skipped) -> None:
+    def announce(self, event: MonitoringEvent) -> None:
         self._log.announce(event)
         # A full buffer means Kafka is down; the log line above is then the only trace.
         with contextlib.suppress(KafkaUnavailableError):
-            self._publisher.submit(
-                self._topic, event.tenant.encode("utf-8"), encode_monitoring(event)
-            )
+            self._publisher.submit(self._topic, monitoring_key(event), encode_monitoring(event))
 
 
 class EventSourcedStores:
@@ -129,7 +133,7 @@ class EventSourcedStores:
         )
 
     def _send(self, event: MemoryEvent, on_durable: Callable[[], None] | None) -> None:
-        key = event.tenant.encode("utf-8")
+        key = tenant_key(event.tenant)
         self.publisher.submit(self._topics.memory, key, encode_event(event), on_durable)
 
     def close(self, timeout: float = 10.0) -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream import InvalidInputError, TurnRecorded
+from memstream import InvalidInputError, TurnCompleted
 from memstream.memory.model import MemoryType
 from memstream.memory.store import MemoryFilter, MemoryStore
 
@@ -26,8 +26,8 @@ class StoreContract:
 
     def turn(
         self, store: MemoryStore, n: int, query: str, answer: str, thread: str = "t1"
-    ) -> TurnRecorded:
-        return TurnRecorded(
+    ) -> TurnCompleted:
+        return TurnCompleted(
             tenant=store.tenant,
             thread=thread,
             run="run-1",

@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +21,7 @@ from memstream import Settings
 from memstream.projections.connection import redis_client
 from memstream.streams.topics import Topics, ensure_topics
 
-from .helpers import TestStack
+from .helpers import TestStack, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -77,23 +75,8 @@ def worker(
 ) -> Iterator[Path]:
     """A `memstream worker` process on the session's namespace; yields its log file."""
     log = tmp_path_factory.mktemp("worker") / "worker.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        TestStack(settings).wait_until_projecting(process, log)
+    with running_worker(env, log):
         yield log
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from memstream import MemoryEvent, Settings, TurnRecorded
+from memstream import MemoryEvent, Settings, TurnCompleted
 from memstream.projections.connection import redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -22,6 +24,33 @@ from memstream.streams.publisher import EventPublisher
 from memstream.streams.topics import Topics
 
 DEADLINE_S = 60.0
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A `memstream worker` process on `env`'s namespace, logging to `log`."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+@contextlib.contextmanager
+def running_worker(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker that is projecting when the block starts, and stopped when it ends."""
+    process = start_worker(env, log)
+    try:
+        TestStack(Settings.from_env(env)).wait_until_projecting(process, log)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
@@ -47,8 +76,8 @@ class TestStack:
 
     def turn(
         self, tenant: str, query: str, answer: str, *, thread: str = "t1", turn: int = 0
-    ) -> TurnRecorded:
-        return TurnRecorded(
+    ) -> TurnCompleted:
+        return TurnCompleted(
             tenant=tenant,
             thread=thread,
             run=f"run-{uuid.uuid4().hex[:8]}",

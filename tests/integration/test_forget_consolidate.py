@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memstream import Settings, TurnRecorded, memories_of
+from memstream import Settings, TurnCompleted, memories_of
 from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import MemoryType
 from memstream.projections.connection import async_redis_client, redis_client
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def turn(tenant: str, n: int, *, thread: str = "t", minutes: int = 0) -> TurnRecorded:
+def turn(tenant: str, n: int, *, thread: str = "t", minutes: int = 0) -> TurnCompleted:
     at = T0 + timedelta(minutes=minutes)
-    return TurnRecorded(tenant, thread, "r", n, f"q{n}", f"a{n}", at, 0.5, "m@1")
+    return TurnCompleted(tenant, thread, "r", n, f"q{n}", f"a{n}", at, 0.5, "m@1")
 
 
 def forget(tenant: str, **selector: object) -> MemoryForgotten:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memstream import Settings, TurnRecorded, memories_of
+from memstream import Settings, TurnCompleted, memories_of
 from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.generations import Generations, SwapResult
 from memstream.projections.schema import Keyspace
@@ -21,7 +21,7 @@ AT = datetime(2026, 2, 1, tzinfo=UTC)
 
 
 def item(tenant: str, n: int, offset: int) -> Embedded:
-    event = TurnRecorded(tenant, "t", "r", n, f"q{n}", f"a{n}", AT, 0.5, "m@1")
+    event = TurnCompleted(tenant, "t", "r", n, f"q{n}", f"a{n}", AT, 0.5, "m@1")
     vectors = np.ones((2, 4), dtype=np.float32)
     return Embedded(event, memories_of(event), vectors, Position("log", 0, offset))
 

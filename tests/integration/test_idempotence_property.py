@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from memstream import Settings, TurnRecorded, memories_of
+from memstream import Settings, TurnCompleted, memories_of
 from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import MemoryType
 from memstream.projections.compare import ProjectionComparer
@@ -27,15 +27,15 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 TENANT = "prop"
 
 
-def _turn(n: int) -> TurnRecorded:
+def _turn(n: int) -> TurnCompleted:
     at = T0 + timedelta(minutes=n % 4)
-    return TurnRecorded(TENANT, f"th{n % 2}", "r", n, f"q{n}", f"a{n}", at, (n % 3) / 3, "m@1")
+    return TurnCompleted(TENANT, f"th{n % 2}", "r", n, f"q{n}", f"a{n}", at, (n % 3) / 3, "m@1")
 
 
 TURNS = [_turn(n) for n in range(6)]
 
 
-def _ids(*turns: TurnRecorded) -> tuple[str, ...]:
+def _ids(*turns: TurnCompleted) -> tuple[str, ...]:
     return tuple(m.id for t in turns for m in memories_of(t))
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memstream import Settings, TurnRecorded, memories_of
+from memstream import Settings, TurnCompleted, memories_of
 from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
@@ -20,7 +20,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def embedded(tenant: str, turn: int, importance: float, minutes: int, offset: int = -1) -> Embedded:
-    event = TurnRecorded(
+    event = TurnCompleted(
         tenant,
         "t",
         "r",

@@ -3,7 +3,7 @@
 Both agents run the same scripted model (no network, no LLM), turn after turn, interleaved so
 that noise hits both alike; each turn is a new thread of one of a few tenants. memstream's
 agent has a SemanticMemoryMiddleware recording every turn (after_agent) on the event-sourced
-store: the turn's TurnRecorded is built, journaled (in-process journal) and handed to the
+store: the turn's TurnCompleted is built, journaled (in-process journal) and handed to the
 background publisher, which sends it to the bench's Kafka topic while the next turn runs.
 Raw: the agent without the middleware. The figure is the difference of the two latency
 distributions' p50 and p99 (the target is on p99).

@@ -12,13 +12,13 @@ import argparse
 import sys
 
 from memstream.agent import Agent, OfflineEchoModel, RedisJournal, RunConfig
-from memstream.agent.models import ModelClient
-from memstream.agent.openai_chat import OpenAICompatibleChat
 from memstream.config import Settings
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
+from memstream.llm import ModelClient
 from memstream.memory.tenancy import validate_tenant
 from memstream.projections.connection import redis_client
+from memstream.providers import chat_model
 
 __all__ = ["register"]
 
@@ -31,10 +31,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _model(settings: Settings) -> tuple[ModelClient, str]:
-    if settings.chat_base_url:
-        client = OpenAICompatibleChat(
-            settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
-        )
+    client = chat_model(settings)
+    if client is not None:
         return client, f"{settings.chat_model} at {settings.chat_base_url}"
     return OfflineEchoModel(), "the offline echo model (set MEMSTREAM_CHAT_BASE_URL for an LLM)"
 

@@ -28,7 +28,7 @@ from typing import Any
 from memstream.cli import wiring
 from memstream.config import Settings
 from memstream.errors import ImportFileError, InvalidInputError, MemstreamError
-from memstream.memory.events import MemoryEvent, MessageRecorded, TurnRecorded
+from memstream.memory.events import MemoryEvent, MessageRecorded, TurnCompleted
 from memstream.providers import embedding_model_id
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.topics import ensure_topics
@@ -119,7 +119,7 @@ def _event(
     said = [texts.get("query"), texts.get("answer"), texts.get("content"), speaker, row.get("ts")]
     digest = hashlib.sha256(json.dumps(said, ensure_ascii=False).encode()).hexdigest()[:32]
     if is_turn:
-        return TurnRecorded(
+        return TurnCompleted(
             run=f"import:{digest}", turn=0, query=texts["query"], answer=texts["answer"], **common
         )
     return MessageRecorded(

@@ -15,6 +15,7 @@ from memstream.cli import (
     importer,
     recall,
     replay,
+    schemas,
     stack,
     stats,
     tail,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         tail,
         demo,
         bench,
+        schemas,
     ):
         module.register(commands)
     return parser

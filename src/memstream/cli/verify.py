@@ -3,7 +3,8 @@
 The rebuild reads the log up to its end into a scratch generation that is never swapped in;
 verify then waits (within --timeout) for the live projection to have applied every event the
 rebuild applied, compares them tenant by tenant (see projections.compare), prints every
-difference and drops the scratch generation. Exit status 1 when anything differs. A tenant
+difference and drops the scratch generation. Exit status 1 when anything differs, or when
+the log holds messages the rebuild cannot read (unless --allow-dead-letters). A tenant
 whose partition took new events after the rebuild read the log's end (live traffic) is not
 compared, and is named as such.
 """
@@ -19,10 +20,10 @@ from dataclasses import dataclass
 from aiokafka.partitioner import DefaultPartitioner
 
 from memstream.cli import wiring
-from memstream.cli.replay import progress_bar, report
+from memstream.cli.replay import add_allow_dead_letters, progress_bar, report
 from memstream.config import Settings
 from memstream.errors import MemstreamError
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.projections.compare import Difference, ProjectionComparer
 from memstream.projections.generations import Generations
 from memstream.projections.schema import Keyspace
@@ -38,6 +39,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     verify = commands.add_parser("verify", help="compare a rebuild from the log with the live")
     verify.add_argument("--tenant", type=validate_tenant, help="verify this tenant only")
     verify.add_argument("--timeout", type=float, default=60.0, help="wait for the live worker")
+    add_allow_dead_letters(verify)
     verify.set_defaults(run=_run)
 
 
@@ -50,7 +52,12 @@ async def _verify(
     generations = Generations(client, keys, url=settings.redis)
     comparer = ProjectionComparer(client, url=settings.redis)
     async with wiring.replayer(settings) as replayer:
-        rebuilt = await replayer.rebuild(args.tenant, swap=False, progress=progress_bar)
+        rebuilt = await replayer.rebuild(
+            args.tenant,
+            swap=False,
+            allow_dead_letters=args.allow_dead_letters,
+            progress=progress_bar,
+        )
     print(f"\nverify: {report(rebuilt)}", file=sys.stderr)
     try:
         live = keys.at(await _wait_live(settings, rebuilt, args.timeout))
@@ -117,7 +124,7 @@ async def _moved_partitions(settings: Settings, rebuilt: Rebuilt) -> _Moved:
 def _partition_of(tenant: str, partitions: int) -> int:
     """The tenant's partition, as every memstream producer picks it (the Java client's)."""
     every = list(range(partitions))
-    return int(_MURMUR2(tenant.encode("utf-8"), every, every))
+    return int(_MURMUR2(tenant_key(tenant), every, every))
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:

@@ -53,6 +53,7 @@ async def replayer(settings: Settings) -> AsyncIterator[Replayer]:
             Keyspace(settings.namespace),
             embedder_from_settings(settings),
             max_memories=settings.max_memories_per_tenant,
+            default_importance=settings.default_importance,
             url=settings.redis,
         )
     finally:

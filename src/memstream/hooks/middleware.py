@@ -27,9 +27,7 @@ from datetime import timedelta
 from typing import ClassVar, TypeVar
 
 from memstream.agent.context import Clock, RunContext, SystemClock
-from memstream.agent.messages import PromptSection
 from memstream.agent.middleware import AgentMiddleware, Block, Proceed, Turn
-from memstream.agent.models import ModelClient
 from memstream.errors import InfrastructureError, MemstreamError
 from memstream.hooks.tenants import StoreResolver, TenantCell, TenantCells
 from memstream.hooks.turns import (
@@ -41,6 +39,7 @@ from memstream.hooks.turns import (
     skipped,
 )
 from memstream.hooks.view import EffectView
+from memstream.llm import ModelClient, PromptSection
 from memstream.memory.events import ConsolidationRequested
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, cut
 from memstream.memory.monitoring import LoggingMonitor, Monitor

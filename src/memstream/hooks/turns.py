@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Literal
 
 from memstream.errors import MemstreamError
-from memstream.memory.events import TurnRecorded
+from memstream.memory.events import TurnCompleted
 from memstream.memory.manager import LLMMemoryManager, cut
 from memstream.memory.monitoring import Skipped
 
@@ -55,7 +55,7 @@ def record_turn(
     query: str,
     answer: str,
     at: datetime,
-) -> TurnRecorded:
+) -> TurnCompleted:
     """Record one turn through the manager's store (its write never waits for the log)."""
     event = manager.record_turn(
         thread=thread,

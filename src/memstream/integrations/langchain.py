@@ -10,7 +10,7 @@ same code (`hooks.turns`, the tenant cells, the manager):
     wrap_model_call  show it to every model call of the turn as the `semantic-memory` section,
                      appended to the system message's content blocks, which are kept
     after_agent      record the turn (the last user message and the final answer) as one
-                     TurnRecorded event, sent without waiting for Kafka; a failure is skipped
+                     TurnCompleted event, sent without waiting for Kafka; a failure is skipped
                      and announced by a `Skipped` monitoring event, never raised into the answer
 
 Each hook has its async twin (LangChain's base class raises NotImplementedError for a missing
@@ -45,9 +45,6 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from memstream.agent.messages import ModelRequest as MemstreamModelRequest
-from memstream.agent.messages import ModelResponse as MemstreamModelResponse
-from memstream.agent.messages import PromptSection
 from memstream.config import Settings
 from memstream.errors import ConfigurationError, InfrastructureError, MemstreamError
 from memstream.hooks.middleware import SemanticMemoryMiddleware
@@ -55,6 +52,9 @@ from memstream.hooks.tenants import TenantCells
 from memstream.hooks.turns import RecallConfig, RecordConfig, Stage, recall_context, record_turn
 from memstream.hooks.turns import skipped as skipped_event
 from memstream.integrations.parts import AdapterParts
+from memstream.llm import ModelRequest as MemstreamModelRequest
+from memstream.llm import ModelResponse as MemstreamModelResponse
+from memstream.llm import PromptSection
 from memstream.memory.events import MemoryForgotten, MessageRecorded
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.monitoring import Monitor

@@ -35,6 +35,11 @@ local kind, prefix = ARGV[3], ARGV[7]
 local written, removed = {}, {}
 local outcome = {}
 
+-- The memory id inside an order member: after its last ':' (schema.memory_id_of says the same).
+local function id_of(member)
+  return string.match(member, '([^:]+)$')
+end
+
 local function remove(id)
   local member = redis.call('HGET', prefix .. id, 'order_member')
   if member then
@@ -115,7 +120,7 @@ elseif kind == 'forget' then
     end
   else
     for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-      local id = string.match(member, '([^:]+)$')
+      local id = id_of(member)
       local match = true
       if not selector.everything then
         if selector.before_us ~= cjson.null then
@@ -155,7 +160,7 @@ if bound > 0 then
   if excess > 0 then
     local victims = redis.call('ZRANGE', KEYS[3], 0, excess - 1)
     for _, member in ipairs(victims) do
-      local id = string.match(member, '([^:]+)$')
+      local id = id_of(member)
       redis.call('DEL', prefix .. id)
       evicted[#evicted + 1] = id
     end

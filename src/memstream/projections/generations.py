@@ -17,7 +17,7 @@ from importlib.resources import files
 import redis.asyncio
 from redis.commands.core import AsyncScript
 
-from memstream.projections.connection import redis_errors
+from memstream.projections.connection import is_missing_index, redis_errors
 from memstream.projections.schema import Keyspace
 
 __all__ = ["Generations", "SwapResult"]
@@ -85,7 +85,7 @@ class Generations:
             try:
                 await self._client.ft(keys.index_name).dropindex(delete_documents=False)
             except redis.ResponseError as exc:
-                if "unknown index" not in str(exc).lower() and "no such" not in str(exc).lower():
+                if not is_missing_index(exc):
                     raise
             batch: list[bytes] = []
             async for key in self._client.scan_iter(match=f"{keys.generation_prefix}*", count=1000):

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 import redis
 
 from memstream.memory.model import Memory
-from memstream.projections.connection import redis_errors
-from memstream.projections.schema import Fields, Keyspace, from_hash
+from memstream.memory.store import MemoryFilter
+from memstream.projections.connection import redis_errors, text
+from memstream.projections.schema import Fields, Keyspace, from_hash, memory_id_of
 from memstream.projections.status import ProjectionStatus
 
 __all__ = ["ProjectionReader"]
@@ -22,18 +23,20 @@ class ProjectionReader:
         self._status = ProjectionStatus(client, keyspace, url=url)
         self._url = url
 
-    def memories(self, tenant: str) -> list[Memory]:
-        """Every memory of `tenant` in the live generation, oldest first."""
+    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+        """The memories of `tenant` in the live generation (those `where` matches), oldest
+        first."""
         keys = self._status.live()
         with redis_errors(self._url, "reading memories"):
             members = self._client.zrange(keys.order(tenant), 0, -1)
             pipe = self._client.pipeline(transaction=False)
             for member in members:
-                memory_id = bytes(member).decode().rsplit(":", 1)[1]  # type: ignore[arg-type]
+                memory_id = memory_id_of(text(member))
                 pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
             rows = pipe.execute()
         found = [_memory(row) for row in rows if row[0] is not None]
-        return sorted(found, key=lambda m: (m.timestamp, m.id))
+        matching = [m for m in found if where is None or where.matches(m)]
+        return sorted(matching, key=lambda m: (m.timestamp, m.id))
 
     def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
         """The memories of `tenant` with these ids in the live generation (None: not stored),

@@ -11,7 +11,7 @@ import redis
 
 from memstream.memory.events import MemoryEvent
 from memstream.memory.tenancy import tenant_from_token, tenant_token
-from memstream.projections.connection import redis_errors
+from memstream.projections.connection import is_missing_index, redis_errors
 from memstream.projections.schema import Fields, Keyspace
 
 __all__ = ["ProjectionStatus", "TenantStats"]
@@ -76,7 +76,7 @@ class ProjectionStatus:
             try:
                 reply = self._client.execute_command(*command)  # type: ignore[no-untyped-call]
             except redis.ResponseError as exc:
-                if "no such index" in str(exc).lower():
+                if is_missing_index(exc):
                     return []
                 raise
         stats = []

@@ -25,14 +25,9 @@ from redisvl.index import AsyncSearchIndex
 
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
-from memstream.memory.events import (
-    ItemStored,
-    MemoriesConsolidated,
-    MemoryEvent,
-    MemoryForgotten,
-)
+from memstream.memory.events import REGISTRY, MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import Memory
-from memstream.projections.connection import redis_errors
+from memstream.projections.connection import redis_errors, text
 from memstream.projections.generations import Generations
 from memstream.projections.schema import Fields, Keyspace, memory_index_schema, to_hash
 
@@ -101,12 +96,12 @@ class AppliedOutcome:
     @classmethod
     def from_reply(cls, event: MemoryEvent, reply: Sequence[object]) -> AppliedOutcome:
         applied, recorded, evicted = reply
-        body = json.loads(_text(recorded))  # type: ignore[arg-type]
+        body = json.loads(text(recorded))
         return cls(
             event=event,
             applied_now=applied == 1,
             memory_ids=tuple(body.get("memories", ())),
-            evicted=tuple(_text(e) for e in evicted),  # type: ignore[attr-defined]
+            evicted=tuple(text(e) for e in evicted),  # type: ignore[attr-defined]
             removed=tuple(body.get("removed", ())),
             skipped=body.get("skipped", ""),
             missing=tuple(body.get("missing", ())),
@@ -154,7 +149,7 @@ class ProjectionWriter:
             await self._client.hsetnx(keys.meta, "embedding_model", embedding_model)
             await self._client.hsetnx(keys.meta, "dims", str(dims))
             raw_model, raw_dims = await self._client.hmget(keys.meta, ["embedding_model", "dims"])
-            stored_model, stored_dims = _text(raw_model), int(_text(raw_dims))
+            stored_model, stored_dims = text(raw_model), int(text(raw_dims))
             if stored_model != embedding_model or stored_dims != dims:
                 raise ConfigurationError(
                     f"the index {keys.index_name} holds vectors of "
@@ -225,9 +220,7 @@ class ProjectionWriter:
                 rows = await pipe.execute()
         return [
             np.frombuffer(blob, dtype=np.float32)
-            if blob is not None
-            and _text(content) == m.content
-            and _text(model) == m.embedding_model
+            if blob is not None and text(content) == m.content and text(model) == m.embedding_model
             else None
             for m, (content, model, blob) in zip(memories, rows, strict=True)
         ]
@@ -247,7 +240,7 @@ class ProjectionWriter:
         args: list[str | bytes | int] = [
             checked,
             event.id,
-            _kind(event),
+            REGISTRY.of(event).applies.value,
             self._max_memories,
             position.field if position else "",
             position.offset if position else -1,
@@ -271,17 +264,3 @@ class ProjectionWriter:
         if isinstance(event, MemoriesConsolidated):
             args.append(json.dumps(list(event.memory_ids)))
         return script_keys, args
-
-
-def _kind(event: MemoryEvent) -> str:
-    if isinstance(event, MemoryForgotten):
-        return "forget"
-    if isinstance(event, MemoriesConsolidated):
-        return "consolidate"
-    if isinstance(event, ItemStored):
-        return "put"
-    return "record"
-
-
-def _text(value: bytes | str | None) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

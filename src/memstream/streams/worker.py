@@ -28,25 +28,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import faust
 
-from memstream.agent.models import ModelClient
-from memstream.agent.openai_chat import OpenAICompatibleChat
 from memstream.config import Settings
 from memstream.errors import EventDecodeError
+from memstream.llm import ModelClient
 from memstream.memory.consolidation import ExtractiveSummarizer
 from memstream.memory.embeddings import Embedder
-from memstream.memory.monitoring import ModelUsage
+from memstream.memory.monitoring import (
+    DeadLettered,
+    MonitoringEvent,
+    encode_monitoring,
+    monitoring_key,
+)
 from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import ProjectionWriter
+from memstream.providers import chat_model
 from memstream.streams.consolidation import ConsolidationJob, encoded
-from memstream.streams.monitoring import DeadLettered, TenantNotice, encode_monitoring
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, ensure_topics
 
@@ -60,11 +64,13 @@ BATCH_WITHIN_S = 0.02
 
 class _Monitoring:
     """Dead letters and monitoring events, written by the app's plain (non-transactional)
-    producer and awaited until durable."""
+    producer. `announce` (the Monitor port) only starts a send; the agent awaits them all
+    (`drained`) before a batch is acknowledged, so notices are at-least-once."""
 
     def __init__(self, app: faust.App, topics: Topics) -> None:
         self._app = app
         self._topics = topics
+        self._sending: list[asyncio.Task[None]] = []
 
     async def _send(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Mapping[str, bytes]
@@ -96,10 +102,16 @@ class _Monitoring:
     async def publish(self, topic: str, key: bytes, value: bytes) -> None:
         await self._send(topic, key, value, {})
 
-    async def announce(self, notices: Sequence[TenantNotice | ModelUsage]) -> None:
-        for notice in notices:
-            key = notice.tenant.encode("utf-8")  # keyed like the memory topic: per-tenant order
-            await self._send(self._topics.monitoring, key, encode_monitoring(notice), {})
+    def announce(self, event: MonitoringEvent) -> None:
+        send = self._send(
+            self._topics.monitoring, monitoring_key(event), encode_monitoring(event), {}
+        )
+        self._sending.append(asyncio.ensure_future(send))
+
+    async def drained(self) -> None:
+        """Wait until every announced event is durable."""
+        sending, self._sending = self._sending, []
+        await asyncio.gather(*sending)
 
 
 def build_app(settings: Settings, embedder: Embedder) -> faust.App:
@@ -132,7 +144,13 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         max_memories=settings.max_memories_per_tenant,
         url=settings.redis,
     )
-    projector = Projector(embedder, writer, monitoring, announcements=monitoring)
+    projector = Projector(
+        embedder,
+        writer,
+        monitoring,
+        default_importance=settings.default_importance,
+        monitor=monitoring,
+    )
     consolidation = ConsolidationJob(
         reader=ProjectionReader(
             redis_client(settings.redis), Keyspace(settings.namespace), url=settings.redis
@@ -140,7 +158,7 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         client=consolidation_client(settings),
         embedding_model=embedder.model_id,
         send=lambda event: monitoring.publish(topics.memory, *encoded(event)),
-        announce=lambda usage: monitoring.announce([usage]),
+        monitor=monitoring,
         window_s=settings.consolidation_window_s,
     )
 
@@ -157,10 +175,12 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
                     offset=e.message.offset,
                     key=e.message.key,
                     value=e.message.value,
+                    timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
                 )
                 for e in events
             ]
             outcomes = await projector.project(messages)
+            await monitoring.drained()
             consolidation.observe(outcomes)
             log.info(
                 "projected %d messages (%d applied now)",
@@ -171,17 +191,14 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
     @app.timer(interval=0.5)  # type: ignore[untyped-decorator]
     async def consolidate() -> None:
         await consolidation.run_due()
+        await monitoring.drained()
 
     return app
 
 
 def consolidation_client(settings: Settings) -> ModelClient:
     """The configured chat model, or the extractive summariser when none is (offline)."""
-    if settings.chat_base_url:
-        return OpenAICompatibleChat(
-            settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
-        )
-    return ExtractiveSummarizer()
+    return chat_model(settings) or ExtractiveSummarizer()
 
 
 def run_worker(settings: Settings, embedder: Embedder, *, loglevel: str = "info") -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from memstream import ConfigurationError, ModelProviderError
 from memstream.agent import Message, ModelRequest, PromptSection, ToolCall, ToolSpec, Usage
-from memstream.agent.openai_chat import OpenAICompatibleChat
+from memstream.providers.openai_chat import OpenAICompatibleChat
 
 REQUEST = ModelRequest(
     system="Be kind.",

@@ -7,14 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memstream import decode_event, encode_event
 from memstream.errors import EventDecodeError, InvalidInputError
 from memstream.memory.events import (
     ITEM_KEY,
     ITEM_NAMESPACE,
     ITEM_VALUE,
     ItemStored,
-    decode_event,
-    encode_event,
     item_memory_id,
     memories_of,
 )
