@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, PutOp
@@ -34,7 +35,7 @@ from memstream.integrations.langgraph import MemstreamStore
 from memstream.integrations.namespaces import NamespaceTenants
 from memstream.integrations.parts import AdapterParts
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import ItemStored
+from memstream.memory.events import ItemStored, item_memory_id
 from memstream.providers import embedder_from_settings
 
 from .helpers import TestStack, wait_until
@@ -423,3 +424,25 @@ def test_the_readme_store_example_runs_as_written(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["{'content': 'Alice lives in Porto'}", "['home']"]
+
+
+def test_index_false_stores_no_text_and_embeds_nothing(
+    stack: TestStack, parts: AdapterParts
+) -> None:
+    store = MemstreamStore(parts, tenants=NamespaceTenants((0,)), read_your_writes=True)
+    namespace = ("unindexed",)
+    store.put(namespace, "plain", {"text": "kept for get only"}, index=False)
+    store.put(namespace, "indexed", {"text": "kept for search too"})
+    vectors = {}
+    for key in ("plain", "indexed"):
+        memory_key = stack.status.live().memory(
+            "unindexed", item_memory_id("unindexed", namespace, key)
+        )
+        content, blob = stack.redis.hmget(memory_key, ["content", "embedding"])
+        vectors[key] = (content, np.frombuffer(blob, dtype=np.float32))
+    assert vectors["plain"][0] == b"" and not vectors["plain"][1].any()
+    assert vectors["indexed"][0] and vectors["indexed"][1].any()
+    item = store.get(namespace, "plain")
+    assert item is not None and item.value == {"text": "kept for get only"}
+    for key in ("plain", "indexed"):
+        store.delete(namespace, key)

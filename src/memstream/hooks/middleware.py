@@ -45,13 +45,7 @@ from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, cut
 from memstream.memory.monitoring import LoggingMonitor, Monitor
 from memstream.memory.store import MemoryStore
 
-__all__ = [
-    "ConsolidateConfig",
-    "ManagerFactory",
-    "RecallConfig",
-    "RecordConfig",
-    "SemanticMemoryMiddleware",
-]
+__all__ = ["ConsolidateConfig", "ManagerFactory", "SemanticMemoryMiddleware"]
 
 T = TypeVar("T")
 ManagerFactory = Callable[[MemoryStore, ModelClient], LLMMemoryManager]
