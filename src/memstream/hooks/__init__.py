@@ -6,7 +6,7 @@ from memstream.hooks.middleware import (
     RecordConfig,
     SemanticMemoryMiddleware,
 )
-from memstream.hooks.tenants import StoreResolver, TenantCells
+from memstream.hooks.tenants import StoreResolver
 
 __all__ = [
     "ConsolidateConfig",
@@ -14,5 +14,4 @@ __all__ = [
     "RecordConfig",
     "SemanticMemoryMiddleware",
     "StoreResolver",
-    "TenantCells",
 ]

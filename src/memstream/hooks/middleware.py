@@ -28,12 +28,13 @@ from typing import ClassVar, Literal, TypeVar
 
 from memstream.agent.context import Clock, RunContext, SystemClock
 from memstream.agent.middleware import AgentMiddleware, Block, Proceed, Turn
-from memstream.errors import InfrastructureError, MemstreamError
+from memstream.errors import ConfigurationError, InfrastructureError, MemstreamError
 from memstream.hooks.tenants import StoreResolver, TenantCell, TenantCells
 from memstream.hooks.view import EffectView
 from memstream.llm import ModelClient, PromptSection
 from memstream.memory.events import ConsolidationRequested
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, cut
+from memstream.memory.model import DEFAULT_MAX_RECORD_CHARS
 from memstream.memory.monitoring import LoggingMonitor, Monitor, Skipped
 from memstream.memory.store import MemoryStore
 
@@ -56,7 +57,7 @@ class RecallConfig:
 
 @dataclass(frozen=True, slots=True)
 class RecordConfig:
-    max_record_chars: int = 4000
+    max_record_chars: int = DEFAULT_MAX_RECORD_CHARS
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,12 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         id: str = "semantic-memory",
         runs_before: frozenset[str] = frozenset(),
     ) -> None:
+        if recall is None and record is None and consolidate is None:
+            raise ConfigurationError(
+                "this memory middleware has neither recall nor record, so it would do nothing; "
+                "give recall=RecallConfig() to show memories to the model, "
+                "record=RecordConfig() to remember turns, or both"
+            )
         self.id = id
         self.runs_before = runs_before
         self.writes = frozenset({self.RecalledKey})
