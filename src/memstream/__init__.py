@@ -10,8 +10,8 @@ wire contract other producers write too). Errors are in `memstream.errors`; the 
 runtime is `memstream.agent`.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+import typing
+from importlib import import_module as _import_module
 
 from memstream.config import Settings
 from memstream.memory.codec import DecodeContext, decode_event, encode_event
@@ -29,7 +29,7 @@ from memstream.memory.inprocess import InProcessMemoryStore
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
 from memstream.memory.tenancy import validate_tenant
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from memstream.deployment import Deployment
     from memstream.eventsourced import EventSourcedStores
     from memstream.hooks import (
@@ -53,9 +53,9 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     if name in _LAZY:
-        value = getattr(import_module(_LAZY[name]), name)
+        value = getattr(_import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'memstream' has no attribute {name!r}")
