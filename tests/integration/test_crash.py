@@ -14,8 +14,8 @@ import pytest
 
 from memstream import MessageRecorded, Settings
 from memstream.cli.stack import LocalStack
+from memstream.deployment import Deployment
 
-from .conftest import drop_namespace
 from .helpers import TestStack, start_worker, wait_until
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def crash_env(env: dict[str, str], settings: Settings) -> Iterator[dict[str, str
         "MEMSTREAM_WORKER_SESSION_TIMEOUT": "6",  # the broker's minimum: a quick takeover
     }
     yield crash
-    drop_namespace(Settings.from_env(crash))
+    Deployment(Settings.from_env(crash)).drop()
 
 
 def test_sigkill_mid_stream_loses_and_doubles_nothing(

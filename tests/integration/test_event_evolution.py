@@ -17,8 +17,8 @@ import pytest
 from kafka import KafkaProducer
 
 from memstream import Settings, decode_event, encode_event
+from memstream.deployment import Deployment
 
-from .conftest import drop_namespace
 from .helpers import TestStack, running_worker, wait_until
 from .test_cli import memstream
 
@@ -47,7 +47,7 @@ def evolution_env(
     own = env | {"MEMSTREAM_NAMESPACE": f"evo-{uuid.uuid4().hex[:8]}"}
     with running_worker(own, tmp_path_factory.mktemp("evolution") / "worker.log"):
         yield own
-    drop_namespace(Settings.from_env(own))
+    Deployment(Settings.from_env(own)).drop()
 
 
 @pytest.fixture(scope="module")

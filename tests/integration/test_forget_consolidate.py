@@ -12,9 +12,10 @@ import pytest
 from memstream import Settings, TurnCompleted, memories_of
 from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import MemoryType
+from memstream.memory.ports import AppliedOutcome, Embedded
 from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import AppliedOutcome, Embedded, ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,7 @@ class Writer:
         async def run() -> list[AppliedOutcome]:
             client = async_redis_client(self.url)
             try:
-                writer = ProjectionWriter(client, self.keys, max_memories=self.max_memories)
+                writer = RedisProjectionWriter(client, self.keys, max_memories=self.max_memories)
                 await writer.ensure_live_index("m@1", 4)
                 items = []
                 for event in events:

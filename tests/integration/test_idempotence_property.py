@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from memstream import Settings, TurnCompleted, memories_of
 from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import MemoryType
+from memstream.memory.ports import Embedded
 from memstream.projections.compare import ProjectionComparer
 from memstream.projections.connection import async_redis_client
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import Embedded, ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +64,7 @@ def _project(url: str, keys: Keyspace, events: list[MemoryEvent]) -> None:
     async def run() -> None:
         client = async_redis_client(url)
         try:
-            writer = ProjectionWriter(client, keys, max_memories=6)
+            writer = RedisProjectionWriter(client, keys, max_memories=6)
             for event in events:  # one at a time: redeliveries come in separate batches
                 memories = memories_of(event)
                 vectors = np.ones((len(memories), 4), dtype=np.float32)

@@ -21,11 +21,11 @@ from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
+from memstream.deployment import Deployment
 from memstream.errors import InvalidTenantError
-from memstream.eventsourced import EventSourcedStores, KafkaMonitor
+from memstream.eventsourced import KafkaMonitor
 from memstream.hooks.turns import RecallConfig
 from memstream.integrations.langchain import MemstreamMiddleware
-from memstream.integrations.parts import AdapterParts
 from memstream.streams.sender import BackgroundPublisher
 
 from .helpers import TestStack, wait_until
@@ -68,7 +68,7 @@ def answers() -> Iterator[AIMessage]:
 
 @pytest.fixture
 def middleware(stack: TestStack) -> Iterator[MemstreamMiddleware]:
-    middleware = MemstreamMiddleware(AdapterParts.from_settings(stack.settings))
+    middleware = MemstreamMiddleware(Deployment(stack.settings))
     yield middleware
     middleware.close()
 
@@ -156,8 +156,9 @@ async def test_ainvoke_recalls_and_records(
 
 def test_recall_is_cut_to_its_budget(stack: TestStack) -> None:
     tenant = f"lc-budget-{uuid.uuid4().hex[:6]}"
-    parts = AdapterParts.from_settings(stack.settings)
-    middleware = MemstreamMiddleware(parts, recall=RecallConfig(max_recall_tokens=10))
+    middleware = MemstreamMiddleware(
+        Deployment(stack.settings), recall=RecallConfig(max_recall_tokens=10)
+    )
     model = RecordingChat(messages=answers())
     agent = agent_with(middleware, model)
     fact = "My grandmother's village is Hallstatt, on the lake, " * 4
@@ -182,14 +183,9 @@ def test_a_failed_record_is_skipped_and_announced_never_raised(stack: TestStack)
     dead = BackgroundPublisher("127.0.0.1:1", capacity=1)
     dead.submit(stack.topics.memory, b"x", b"fills the only slot")
     healthy = BackgroundPublisher(stack.settings.bootstrap_servers)
-    parts = AdapterParts.from_settings(stack.settings)
-    parts = AdapterParts(
-        settings=parts.settings,
-        stores=EventSourcedStores(stack.settings, publisher=dead),
-        reader=parts.reader,
-        status=parts.status,
-    )
-    middleware = MemstreamMiddleware(parts, monitor=KafkaMonitor(healthy, stack.topics))
+    deployment = Deployment(stack.settings)
+    deployment.stores(publisher=dead)  # the agent side's memory writes go to the dead broker
+    middleware = MemstreamMiddleware(deployment, monitor=KafkaMonitor(healthy, stack.topics))
     model = RecordingChat(messages=answers())
     result = agent_with(middleware, model).invoke(
         {"messages": [{"role": "user", "content": "Remember my locker code is 4411."}]},
@@ -218,7 +214,7 @@ def calling(name: str, args: dict[str, Any], then: str) -> RecordingChat:
 
 def test_remember_and_forget_tools(stack: TestStack) -> None:
     tenant = f"lc-tools-{uuid.uuid4().hex[:6]}"
-    middleware = MemstreamMiddleware(AdapterParts.from_settings(stack.settings), tools=True)
+    middleware = MemstreamMiddleware(Deployment(stack.settings), tools=True)
     assert [t.name for t in middleware.tools] == ["remember", "forget"]
     model = calling("remember", {"fact": "Sam is allergic to kiwi"}, "Saved.")
     result = agent_with(middleware, model).invoke(

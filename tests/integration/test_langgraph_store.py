@@ -30,10 +30,10 @@ from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, PutOp
 from langgraph.store.memory import InMemoryStore
 
 from memstream import Settings
+from memstream.deployment import Deployment
 from memstream.errors import NamespaceTenantError
 from memstream.integrations.langgraph import MemstreamStore
 from memstream.integrations.namespaces import NamespaceTenants
-from memstream.integrations.parts import AdapterParts
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import ItemStored, item_memory_id
 from memstream.providers import embedder_from_settings
@@ -113,18 +113,18 @@ def embedder(settings: Settings) -> Embedder:
 
 
 @pytest.fixture(scope="module")
-def parts(settings: Settings) -> Iterator[AdapterParts]:
-    parts = AdapterParts.from_settings(settings)
-    yield parts
-    parts.close()
+def deployment(settings: Settings, embedder: Embedder) -> Iterator[Deployment]:
+    deployment = Deployment(settings, embedder=embedder)
+    yield deployment
+    deployment.close()
 
 
 @pytest.fixture
-def pair(stack: TestStack, parts: AdapterParts, embedder: Embedder) -> Iterator[Pair]:
+def pair(stack: TestStack, deployment: Deployment, embedder: Embedder) -> Iterator[Pair]:
     oracle = InMemoryStore(
         index={"dims": embedder.dims, "embed": SameEmbeddings(embedder), "fields": ["$"]}
     )
-    subject = MemstreamStore(parts, tenants=NamespaceTenants((0,)), read_your_writes=True)
+    subject = MemstreamStore(deployment, tenants=NamespaceTenants((0,)), read_your_writes=True)
     pair = Pair(oracle, subject)
     yield pair
     pair.clear()
@@ -345,10 +345,10 @@ def test_search_spanning_tenants_is_refused(pair: Pair) -> None:
 
 
 def test_put_is_durable_on_return_and_recallable_after(
-    stack: TestStack, parts: AdapterParts
+    stack: TestStack, deployment: Deployment
 ) -> None:
     """Without read-your-writes, a put returns once Kafka has it; a worker applies it soon."""
-    store = MemstreamStore(parts, tenants=NamespaceTenants((0,)))
+    store = MemstreamStore(deployment, tenants=NamespaceTenants((0,)))
     before = sum(stack.end_offsets(stack.topics.memory).values())
     store.put(("durable",), "k", {"text": "kept in the log"})
     # Durable on return: the broker already has the event.
@@ -360,9 +360,9 @@ def test_put_is_durable_on_return_and_recallable_after(
 
 
 def test_a_redelivered_put_applies_once_and_never_reverts_a_later_one(
-    stack: TestStack, parts: AdapterParts
+    stack: TestStack, deployment: Deployment
 ) -> None:
-    store = MemstreamStore(parts, tenants=NamespaceTenants((0,)), read_your_writes=True)
+    store = MemstreamStore(deployment, tenants=NamespaceTenants((0,)), read_your_writes=True)
     namespace = ("redelivery",)
     first, second = (
         ItemStored(
@@ -388,9 +388,9 @@ def test_a_redelivered_put_applies_once_and_never_reverts_a_later_one(
 
 
 def test_a_rebuild_from_the_log_gives_the_same_items(
-    stack: TestStack, parts: AdapterParts, env: dict[str, str]
+    stack: TestStack, deployment: Deployment, env: dict[str, str]
 ) -> None:
-    store = MemstreamStore(parts, tenants=NamespaceTenants((0,)), read_your_writes=True)
+    store = MemstreamStore(deployment, tenants=NamespaceTenants((0,)), read_your_writes=True)
     namespace = ("rebuilt", "items")
     store.put(namespace, "a", {"text": "first value"})
     store.put(namespace, "a", {"text": "second value"})
@@ -427,9 +427,9 @@ def test_the_readme_store_example_runs_as_written(
 
 
 def test_index_false_stores_no_text_and_embeds_nothing(
-    stack: TestStack, parts: AdapterParts
+    stack: TestStack, deployment: Deployment
 ) -> None:
-    store = MemstreamStore(parts, tenants=NamespaceTenants((0,)), read_your_writes=True)
+    store = MemstreamStore(deployment, tenants=NamespaceTenants((0,)), read_your_writes=True)
     namespace = ("unindexed",)
     store.put(namespace, "plain", {"text": "kept for get only"}, index=False)
     store.put(namespace, "indexed", {"text": "kept for search too"})

@@ -16,9 +16,9 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langmem import create_manage_memory_tool, create_search_memory_tool
 
+from memstream.deployment import Deployment
 from memstream.integrations.langgraph import MemstreamStore
 from memstream.integrations.namespaces import NamespaceTenants
-from memstream.integrations.parts import AdapterParts
 
 from .helpers import TestStack
 
@@ -30,7 +30,7 @@ NAMESPACE = ("memories", "{langgraph_user_id}")
 @pytest.fixture
 def store(stack: TestStack) -> Iterator[MemstreamStore]:
     store = MemstreamStore(
-        AdapterParts.from_settings(stack.settings),
+        Deployment(stack.settings),
         tenants=NamespaceTenants((1,)),
         read_your_writes=True,
     )
@@ -55,9 +55,7 @@ def found(reply: Any) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("labels", [(1,), (0, 1)], ids=["user-label", "default-mapping"])
 def test_two_users_never_see_each_other(stack: TestStack, labels: tuple[int, ...]) -> None:
     tenants = NamespaceTenants(labels)
-    store = MemstreamStore(
-        AdapterParts.from_settings(stack.settings), tenants=tenants, read_your_writes=True
-    )
+    store = MemstreamStore(Deployment(stack.settings), tenants=tenants, read_your_writes=True)
     manage = create_manage_memory_tool(namespace=NAMESPACE, store=store)
     search = create_search_memory_tool(namespace=NAMESPACE, store=store)
     alice, bob = f"lm-alice-{len(labels)}", f"lm-bob-{len(labels)}"

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from memstream import Settings, TurnCompleted, memories_of
+from memstream.memory.ports import AppliedOutcome, Embedded, Position
 from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ def apply(settings: Settings, items: list[Embedded], max_memories: int = 0) -> l
     async def run() -> list[AppliedOutcome]:
         client = async_redis_client(settings.redis)
         try:
-            writer = ProjectionWriter(
+            writer = RedisProjectionWriter(
                 client, Keyspace(f"{settings.namespace}-w"), max_memories=max_memories
             )
             await writer.ensure_live_index("m@1", 4)

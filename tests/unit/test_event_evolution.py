@@ -17,16 +17,18 @@ from hypothesis import strategies as st
 
 from memstream import (
     DecodeContext,
-    EventDecodeError,
-    EventIdMismatchError,
-    EventKeyMismatchError,
-    EventVersionError,
     MemoryForgotten,
     MessageRecorded,
     TurnCompleted,
     decode_event,
     encode_event,
     memories_of,
+)
+from memstream.errors import (
+    EventDecodeError,
+    EventIdMismatchError,
+    EventKeyMismatchError,
+    EventVersionError,
 )
 from memstream.memory.codec import check_transcodings
 from memstream.memory.events import (

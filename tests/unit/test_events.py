@@ -4,16 +4,18 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from memstream import (
-    EventDecodeError,
-    EventVersionError,
-    InvalidInputError,
-    InvalidTenantError,
     MemoryType,
     MessageRecorded,
     TurnCompleted,
     decode_event,
     encode_event,
     memories_of,
+)
+from memstream.errors import (
+    EventDecodeError,
+    EventVersionError,
+    InvalidInputError,
+    InvalidTenantError,
 )
 
 AT = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)

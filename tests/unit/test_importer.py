@@ -3,8 +3,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream import ImportFileError, MessageRecorded, TurnCompleted
+from memstream import MessageRecorded, TurnCompleted
 from memstream.cli.importer import parse_import_lines
+from memstream.errors import ImportFileError
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

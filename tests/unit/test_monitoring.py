@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from memstream.memory.events import MemoriesConsolidated, MemoryForgotten
 from memstream.memory.model import MemoryType
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, encode_monitoring
-from memstream.projections.writer import AppliedOutcome
+from memstream.memory.ports import AppliedOutcome
 from memstream.streams.projector import notices_of
 from memstream.streams.replay import Progress
 

@@ -33,7 +33,7 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import memories_of
 from memstream.projections.connection import async_redis_client
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.replay import CountedDeadLetters
 from memstream.streams.worker import BATCH_SIZE
@@ -75,7 +75,7 @@ async def _rebuild(
     expected: int,
     progress: Progress,
 ) -> RawRun:
-    writer = ProjectionWriter(
+    writer = RedisProjectionWriter(
         async_redis_client(settings.redis),
         Keyspace(target),
         max_memories=settings.max_memories_per_tenant,

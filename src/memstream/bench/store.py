@@ -32,7 +32,6 @@ from memstream.memory.codec import encode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import ItemStored, item_memory_id
 from memstream.memory.tenancy import tenant_key
-from memstream.projections.recall import RedisRecaller
 
 __all__ = ["run_store"]
 
@@ -45,16 +44,14 @@ def run_store(
     # Imported here: the store needs the `langgraph` extra, which `bench` itself does not.
     from memstream.integrations.langgraph import MemstreamStore
     from memstream.integrations.namespaces import NamespaceTenants
-    from memstream.integrations.parts import AdapterParts
 
     started = time.monotonic()
     progress = Progress("store")
     texts = conversation_texts()
-    with BenchNamespace(settings, "store") as ns:
+    with BenchNamespace(settings, "store", embedder) as ns:
         progress.say("starting a worker")
         ns.start_worker(turns(1, embedder.model_id, tenants=1)[0])
-        parts = AdapterParts.from_settings(ns.settings)
-        store = MemstreamStore(parts, tenants=NamespaceTenants((1,)))
+        store = MemstreamStore(ns.deployment, tenants=NamespaceTenants((1,)))
         raw = Producer(
             {"bootstrap.servers": ns.settings.bootstrap_servers, "enable.idempotence": True}
         )
@@ -88,11 +85,8 @@ def run_store(
         # The raw puts are events too (new put ids): once the worker has applied them, it
         # has applied every put before them, and gets and searches run on an idle worker.
         progress.say("waiting for the worker to apply every put")
-        deadline = time.monotonic() + _DEADLINE_S
-        while ns.status.unapplied(raw_events):
-            if time.monotonic() > deadline:
-                raise InfrastructureError("the bench's worker did not apply the puts in time")
-            time.sleep(0.1)
+        if ns.status.wait_applied(raw_events, _DEADLINE_S):
+            raise InfrastructureError("the bench's worker did not apply the puts in time")
 
         live = ns.status.live()
         gets, raw_gets = [], []
@@ -106,7 +100,7 @@ def run_store(
             gets.append(t1 - t0)
             raw_gets.append(t2 - t1)
 
-        recaller = RedisRecaller(ns.redis, ns.keys, embedder, url=ns.settings.redis)
+        recaller = ns.deployment.recaller(embedder)
         searches, raw_searches = [], []
         for i, (namespace, _) in enumerate(slots):
             query = " ".join(texts[(i * 7) % len(texts)].split()[:8])  # a search, not a text

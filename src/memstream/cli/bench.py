@@ -10,6 +10,7 @@ report's JSON on stdout. What each figure means: docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from pathlib import Path
 from memstream.bench.corpus import DEFAULT_LOCOMO
 from memstream.bench.report import BenchResult, RunReport, default_results_dir
 from memstream.config import Settings
+from memstream.deployment import Deployment
+from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Embedder
 from memstream.projections.fusion import RRF_K
 from memstream.projections.recall import CANDIDATES
@@ -161,11 +164,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     every.set_defaults(run=_run, benches=list(_BENCHES))
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.providers import embedder_from_settings
-
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigurationError(
+            "memstream bench draws its report with matplotlib, which is an optional extra: "
+            "pip install 'memstream[bench]' (make test and make demo install it)"
+        )
+    settings = deployment.settings
     started = datetime.now(UTC)
-    embedder = embedder_from_settings(settings)
+    embedder = deployment.embedder
     results = []
     for name in args.benches:
         print(f"[bench] {name}", file=sys.stderr, flush=True)

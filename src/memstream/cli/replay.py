@@ -11,8 +11,7 @@ import argparse
 import asyncio
 import sys
 
-from memstream.cli import wiring
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.memory.tenancy import validate_tenant
 from memstream.streams.replay import Progress, Rebuilt
 
@@ -63,9 +62,9 @@ def report(rebuilt: Rebuilt) -> str:
     )
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     async def rebuild() -> Rebuilt:
-        async with wiring.replayer(settings) as replayer:
+        async with deployment.replayer() as replayer:
             return await replayer.rebuild(
                 args.tenant,
                 swap=True,

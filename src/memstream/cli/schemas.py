@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.memory.schemas import schema_files
 
 __all__ = ["register"]
@@ -19,7 +19,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     schemas.set_defaults(run=_run)
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     args.dir.mkdir(parents=True, exist_ok=True)
     for name, text in schema_files().items():
         (args.dir / name).write_text(text, encoding="utf-8")

@@ -28,7 +28,7 @@ from typing import ClassVar, TypeVar
 
 from memstream.agent.context import Clock, RunContext, SystemClock
 from memstream.agent.middleware import AgentMiddleware, Block, Proceed, Turn
-from memstream.errors import InfrastructureError, MemstreamError
+from memstream.errors import ConfigurationError, InfrastructureError, MemstreamError
 from memstream.hooks.tenants import StoreResolver, TenantCell, TenantCells
 from memstream.hooks.turns import (
     RecallConfig,
@@ -82,6 +82,12 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         id: str = "semantic-memory",
         runs_before: frozenset[str] = frozenset(),
     ) -> None:
+        if recall is None and record is None and consolidate is None:
+            raise ConfigurationError(
+                "this memory middleware has neither recall nor record, so it would do nothing; "
+                "give recall=RecallConfig() to show memories to the model, "
+                "record=RecordConfig() to remember turns, or both"
+            )
         self.id = id
         self.runs_before = runs_before
         self.writes = frozenset({self.RecalledKey})

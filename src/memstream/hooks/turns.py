@@ -19,6 +19,7 @@ from typing import Literal
 from memstream.errors import MemstreamError
 from memstream.memory.events import TurnCompleted
 from memstream.memory.manager import LLMMemoryManager, cut
+from memstream.memory.model import DEFAULT_MAX_RECORD_CHARS
 from memstream.memory.monitoring import Skipped
 
 __all__ = ["RecallConfig", "RecordConfig", "recall_context", "record_turn", "skipped"]
@@ -37,7 +38,7 @@ class RecallConfig:
 
 @dataclass(frozen=True, slots=True)
 class RecordConfig:
-    max_record_chars: int = 4000
+    max_record_chars: int = DEFAULT_MAX_RECORD_CHARS
 
 
 def recall_context(manager: LLMMemoryManager, input: str, config: RecallConfig) -> str:

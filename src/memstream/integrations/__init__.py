@@ -7,7 +7,7 @@ implementations of memory.
                                        (`pip install memstream[langchain]`)
 
 Each adapter module imports its framework, so this package imports neither; every adapter gets
-its parts from `memstream.integrations.parts`.
+its parts from the composition root (`memstream.deployment.Deployment`).
 """
 
 __all__: list[str] = []

@@ -46,17 +46,17 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError, InfrastructureError, MemstreamError
 from memstream.hooks.middleware import SemanticMemoryMiddleware
 from memstream.hooks.tenants import TenantCells
 from memstream.hooks.turns import RecallConfig, RecordConfig, Stage, recall_context, record_turn
 from memstream.hooks.turns import skipped as skipped_event
-from memstream.integrations.parts import AdapterParts
 from memstream.llm import ModelRequest as MemstreamModelRequest
 from memstream.llm import ModelResponse as MemstreamModelResponse
 from memstream.llm import PromptSection
 from memstream.memory.events import MemoryForgotten, MessageRecorded
-from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
+from memstream.memory.manager import LLMMemoryManager
 from memstream.memory.monitoring import Monitor
 from memstream.memory.store import MemoryStore
 from memstream.memory.tenancy import validate_tenant
@@ -87,7 +87,7 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
 
     def __init__(
         self,
-        parts: AdapterParts,
+        deployment: Deployment,
         *,
         tenant_key: str = "user_id",
         recall: RecallConfig | None = None,
@@ -96,13 +96,14 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
         tools: bool = False,
     ) -> None:
         super().__init__()
-        self._parts = parts
+        self._deployment = deployment
+        stores = deployment.stores()
         self._tenant_key = tenant_key
         self._recall = recall or RecallConfig()
-        self._record = record or RecordConfig(parts.settings.max_record_chars)
-        self._monitor = monitor or parts.stores.monitor
-        self._cells = TenantCells(parts.stores)
-        self._config = MemoryManagerConfig(default_importance=parts.settings.default_importance)
+        self._record = record or RecordConfig(deployment.settings.max_record_chars)
+        self._monitor = monitor or stores.monitor
+        self._cells = TenantCells(stores)
+        self._importance = max(deployment.settings.default_importance, 0.8)
         self.tools: Sequence[BaseTool] = self._memory_tools() if tools else ()
 
     @classmethod
@@ -115,14 +116,15 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
         settings: Settings | None = None,
     ) -> MemstreamMiddleware:
         """A middleware on the deployment the environment names (the MEMSTREAM_* variables)."""
-        parts = AdapterParts.from_settings(settings or Settings.from_env())
+        deployment = Deployment(settings or Settings.from_env())
         return cls(
-            parts, tenant_key=tenant_key, recall=RecallConfig(max_recall_tokens), tools=tools
+            deployment, tenant_key=tenant_key, recall=RecallConfig(max_recall_tokens), tools=tools
         )
 
     def close(self) -> None:
-        """Send what is queued (up to 10 s) and stop the publisher."""
-        self._parts.close()
+        """Close the deployment's agent side: send what is queued (up to 10 s), stop the
+        publisher."""
+        self._deployment.close()
 
     # -- hooks --------------------------------------------------------------------------------
 
@@ -201,7 +203,7 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
         return store
 
     def _manager(self, tenant: str) -> LLMMemoryManager:
-        return LLMMemoryManager(self._config, self._store(tenant), _NoModel())
+        return self._deployment.manager(self._store(tenant), _NoModel())
 
     def _skipped(
         self, tenant: str, runtime: Runtime[Any], stage: Stage, error: MemstreamError
@@ -235,7 +237,7 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
                 content=fact[: middleware._record.max_record_chars],
                 speaker="user",
                 recorded_at=datetime.now(UTC),
-                importance=max(middleware._config.default_importance, 0.8),
+                importance=middleware._importance,
                 embedding_model=store.embedding_model,
             )
             (memory_id,) = store.write(event).memory_ids

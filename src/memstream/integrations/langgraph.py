@@ -53,10 +53,10 @@ from langgraph.store.base import (
 )
 
 from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError, KafkaUnavailableError, ProjectionLagError
 from memstream.integrations.filters import check_filter, matches
 from memstream.integrations.namespaces import WILDCARD, NamespaceTenants
-from memstream.integrations.parts import AdapterParts
 from memstream.memory.events import (
     ITEM_KEY,
     ITEM_NAMESPACE,
@@ -71,18 +71,17 @@ from memstream.projections.recall import MAX_RECALL_K
 
 __all__ = ["MemstreamStore"]
 
-_POLL_S = 0.005
-
 
 class MemstreamStore(BaseStore):
-    """A LangGraph store on memstream. Build it with `MemstreamStore.from_env()`; `close()`
-    sends what is queued and stops the publisher."""
+    """A LangGraph store on memstream. Build it with `MemstreamStore.from_env()`, or on a
+    `Deployment` (the composition root) an application already has; `close()` closes that
+    deployment's agent side (sends what is queued, stops the publisher)."""
 
     supports_ttl = False
 
     def __init__(
         self,
-        parts: AdapterParts,
+        deployment: Deployment,
         *,
         tenants: NamespaceTenants | None = None,
         fields: Sequence[str] = ("$",),
@@ -90,8 +89,12 @@ class MemstreamStore(BaseStore):
         durable_timeout_s: float = 10.0,
         applied_timeout_s: float = 30.0,
     ) -> None:
-        self._parts = parts
-        self._tenants = tenants or NamespaceTenants(parts.settings.langgraph_tenant_labels)
+        self._deployment = deployment
+        self._settings = deployment.settings
+        self._stores = deployment.stores()
+        self._reader = deployment.reader()
+        self._status = deployment.status()
+        self._tenants = tenants or NamespaceTenants(self._settings.langgraph_tenant_labels)
         self._fields = tuple(fields)
         self._read_your_writes = read_your_writes
         self._durable_timeout_s = durable_timeout_s
@@ -112,14 +115,14 @@ class MemstreamStore(BaseStore):
         settings = settings or Settings.from_env()
         labels = tuple(tenant_labels) if tenant_labels is not None else None
         return cls(
-            AdapterParts.from_settings(settings),
+            Deployment(settings),
             tenants=NamespaceTenants(labels) if labels else None,
             fields=fields,
             read_your_writes=read_your_writes,
         )
 
     def close(self) -> None:
-        self._parts.close()
+        self._deployment.close()
 
     # -- BaseStore ----------------------------------------------------------------------------
 
@@ -157,14 +160,14 @@ class MemstreamStore(BaseStore):
     def _get(self, op: GetOp) -> Item | None:
         tenant = self._tenants.tenant_of(op.namespace)
         memory_id = item_memory_id(tenant, tuple(op.namespace), op.key)
-        memory = self._parts.reader.memories_by_id(tenant, [memory_id])[0]
+        memory = self._reader.memories_by_id(tenant, [memory_id])[0]
         return _item(memory) if memory is not None and ITEM_KEY in memory.metadata else None
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         tenant = self._tenants.search_tenant(op.namespace_prefix)
         check_filter(op.filter)
         prefix = tuple(op.namespace_prefix)
-        store = self._parts.stores(tenant)
+        store = self._stores(tenant)
         candidates: dict[str, Item] = {}
         for memory in store.memories():  # oldest first
             if ITEM_KEY not in memory.metadata:
@@ -191,10 +194,10 @@ class MemstreamStore(BaseStore):
             for c in conditions
             if c.match_type == "prefix" and (tenant := self._tenants.pinned(c.path)) is not None
         ]
-        tenants = pinned[:1] or [s.tenant for s in self._parts.status.tenant_stats()]
+        tenants = pinned[:1] or [s.tenant for s in self._status.tenant_stats()]
         found: set[tuple[str, ...]] = set()
         for tenant in tenants:
-            for memory in self._parts.reader.memories(tenant):
+            for memory in self._reader.memories(tenant):
                 if ITEM_NAMESPACE in memory.metadata:
                     namespace = tuple(json.loads(memory.metadata[ITEM_NAMESPACE]))
                     if all(_namespace_matches(c, namespace) for c in conditions):
@@ -232,7 +235,7 @@ class MemstreamStore(BaseStore):
                 f"the value of {namespace!r}/{op.key!r} is not JSON ({exc}); store strings, "
                 "numbers, booleans, lists and mappings"
             ) from None
-        settings = self._parts.settings
+        settings = self._settings
         return ItemStored(
             tenant=tenant,
             namespace=namespace,
@@ -242,7 +245,7 @@ class MemstreamStore(BaseStore):
             text=self._text(op.value, op.index)[: settings.max_record_chars],
             recorded_at=now,
             importance=settings.default_importance,
-            embedding_model=self._parts.stores(tenant).embedding_model,
+            embedding_model=self._stores(tenant).embedding_model,
         )
 
     def _text(self, value: Mapping[str, Any], index: Any) -> str:
@@ -254,7 +257,7 @@ class MemstreamStore(BaseStore):
     def _write(self, events: list[MemoryEvent]) -> None:
         acknowledged = [threading.Event() for _ in events]
         for event, flag in zip(events, acknowledged, strict=True):
-            self._parts.stores(event.tenant).write(event, on_durable=flag.set)
+            self._stores(event.tenant).write(event, on_durable=flag.set)
         deadline = time.monotonic() + self._durable_timeout_s
         for flag in acknowledged:
             if not flag.wait(max(deadline - time.monotonic(), 0.0)):
@@ -267,16 +270,13 @@ class MemstreamStore(BaseStore):
             self._wait_applied(events)
 
     def _wait_applied(self, events: Sequence[MemoryEvent]) -> None:
-        deadline = time.monotonic() + self._applied_timeout_s
-        pending = list(events)
-        while pending := self._parts.status.unapplied(pending):
-            if time.monotonic() > deadline:
-                raise ProjectionLagError(
-                    f"{len(pending)} store write(s) are in Kafka but no worker applied them "
-                    f"within {self._applied_timeout_s:.0f} s; is `memstream worker` running "
-                    "on this namespace?"
-                )
-            time.sleep(_POLL_S)
+        pending = self._status.wait_applied(events, self._applied_timeout_s)
+        if pending:
+            raise ProjectionLagError(
+                f"store writes of {len(pending)} tenant(s) are in Kafka but no worker applied "
+                f"them within {self._applied_timeout_s:.0f} s; is `memstream worker` running "
+                "on this namespace?"
+            )
 
 
 def _item(memory: Memory) -> Item:

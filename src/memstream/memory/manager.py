@@ -23,7 +23,7 @@ from typing import Protocol
 from memstream.llm import Message, ModelClient, ModelRequest
 from memstream.memory.consolidation import plan_consolidation
 from memstream.memory.events import MemoriesConsolidated, TurnCompleted
-from memstream.memory.model import MemoryType, RecalledMemory
+from memstream.memory.model import DEFAULT_IMPORTANCE, MemoryType, RecalledMemory
 from memstream.memory.store import MemoryFilter, MemoryStore
 
 __all__ = [
@@ -107,7 +107,7 @@ class ModelImportance:
 class MemoryManagerConfig:
     recall_k: int = 12
     importance: str = "heuristic"  # or "model"
-    default_importance: float = 0.5
+    default_importance: float = DEFAULT_IMPORTANCE
 
 
 class LLMMemoryManager:

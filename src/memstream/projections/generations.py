@@ -11,27 +11,21 @@ written into a retired generation after a swap.
 
 from __future__ import annotations
 
-import enum
 from importlib.resources import files
 
 import redis.asyncio
 from redis.commands.core import AsyncScript
 
+from memstream.memory.ports import SwapResult
 from memstream.projections.connection import is_missing_index, redis_errors
 from memstream.projections.schema import Keyspace
 
-__all__ = ["Generations", "SwapResult"]
+__all__ = ["RedisGenerations"]
 
 _SWAP = files("memstream.projections").joinpath("swap.lua").read_text()
 
 
-class SwapResult(enum.IntEnum):
-    SWAPPED = 1
-    BEHIND = 0  # the live generation has taken in offsets the rebuild has not: read on
-    STALE = -1  # another rebuild was swapped in since this one started
-
-
-class Generations:
+class RedisGenerations:
     def __init__(self, client: redis.asyncio.Redis, keyspace: Keyspace, *, url: str = "") -> None:
         self._client = client
         self._keys = keyspace

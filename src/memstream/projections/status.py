@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -52,6 +53,26 @@ class ProjectionStatus:
     def memory_count(self, tenant: str) -> int:
         with redis_errors(self._url, "counting memories"):
             return int(self._client.zcard(self.live().order(tenant)))
+
+    def wait_applied(
+        self,
+        events: Sequence[MemoryEvent],
+        timeout_s: float,
+        tick: Callable[[int, int], None] | None = None,
+    ) -> list[MemoryEvent]:
+        """Poll until the live projection has applied `events`, or `timeout_s` passed; return
+        the tenants' last events still unapplied ([] when all are applied). Only each tenant's
+        last event is polled: a tenant's events are applied in the order of the log."""
+        last = list({event.tenant: event for event in events}.values())
+        tenants = len(last)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            last = self.unapplied(last)
+            if tick is not None:
+                tick(tenants - len(last), tenants)
+            if not last or time.monotonic() > deadline:
+                return last
+            time.sleep(0.02)
 
     def positions(self) -> dict[str, int]:
         """The live generation's consumer positions: "topic/partition" -> last offset applied."""

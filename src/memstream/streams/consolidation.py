@@ -30,10 +30,9 @@ from memstream.memory.codec import encode_event
 from memstream.memory.consolidation import plan_consolidation
 from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated
 from memstream.memory.monitoring import ModelUsage, Monitor
+from memstream.memory.ports import AppliedOutcome, MemoryReader
 from memstream.memory.store import MemoryFilter
 from memstream.memory.tenancy import tenant_key
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.writer import AppliedOutcome
 
 __all__ = ["ConsolidationJob", "ConsolidationWindow", "PendingConsolidation"]
 
@@ -104,7 +103,7 @@ class ConsolidationJob:
     def __init__(
         self,
         *,
-        reader: ProjectionReader,
+        reader: MemoryReader,
         client: ModelClient,
         embedding_model: str,
         send: Send,

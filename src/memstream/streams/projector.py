@@ -30,7 +30,7 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MemoriesConsolidated, MemoryForgotten, memories_of
 from memstream.memory.model import Memory
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
-from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
+from memstream.memory.ports import AppliedOutcome, Embedded, Position, ProjectionWriter
 
 __all__ = ["DeadLetters", "Projector", "RawMessage", "notices_of"]
 

@@ -26,16 +26,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import redis.asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
 from memstream.memory.embeddings import Embedder
+from memstream.memory.ports import Generations, Position, ProjectionWriter, SwapResult
 from memstream.memory.tenancy import tenant_key, validate_tenant
-from memstream.projections.generations import Generations, SwapResult
-from memstream.projections.schema import Keyspace
-from memstream.projections.writer import Position, ProjectionWriter
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
 
@@ -102,27 +99,25 @@ class CountedDeadLetters:
 
 
 class Replayer:
+    """Rebuilds through the projection's ports: `writer` applies events `into` a generation,
+    `generations` allocates, swaps and drops them."""
+
     def __init__(
         self,
         bootstrap: str,
         topics: Topics,
-        client: redis.asyncio.Redis,
-        keyspace: Keyspace,
+        writer: ProjectionWriter,
+        generations: Generations,
         embedder: Embedder,
         *,
-        max_memories: int,
         default_importance: float,
-        url: str = "",
     ) -> None:
         self._bootstrap = bootstrap
         self._topic = topics.memory
-        self._client = client
-        self._keys = keyspace
+        self._writer = writer
+        self._generations = generations
         self._embedder = embedder
-        self._max_memories = max_memories
         self._default_importance = default_importance
-        self._url = url
-        self._generations = Generations(client, keyspace, url=url)
 
     async def rebuild(
         self,
@@ -144,9 +139,7 @@ class Replayer:
             validate_tenant(tenant)
         live = await self._generations.live()
         target = await self._generations.allocate()
-        writer = ProjectionWriter(
-            self._client, self._keys, max_memories=self._max_memories, url=self._url
-        )
+        writer = self._writer
         unusable = CountedDeadLetters()
         projector = Projector(
             self._embedder,

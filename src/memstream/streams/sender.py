@@ -5,8 +5,8 @@ The agent's hooks must not wait for the broker (after_agent adds well under a mi
 turn), yet nothing may be lost silently. `BackgroundPublisher.submit` hands a message to
 librdkafka (confluent-kafka), whose own threads batch, send and retry it through an idempotent
 producer (acks=all) without holding the GIL — an asyncio producer in a Python thread would
-compete with the agent for the GIL and cost whole milliseconds at the tail (measured: p99 of
-the hook went from about 2 ms to well under 1 ms with this design). A poller thread runs each
+compete with the agent for the GIL and cost whole milliseconds at the tail (`memstream bench
+hook`; the figures are in docs/benchmarks.md). A poller thread runs each
 message's `on_durable` once the broker has acknowledged it.
 
 While Kafka is unreachable messages wait in the bounded buffer, with no time limit; when the

@@ -37,7 +37,6 @@ import faust
 from memstream.config import Settings
 from memstream.errors import EventDecodeError
 from memstream.llm import ModelClient
-from memstream.memory.consolidation import ExtractiveSummarizer
 from memstream.memory.embeddings import Embedder
 from memstream.memory.monitoring import (
     DeadLettered,
@@ -45,16 +44,12 @@ from memstream.memory.monitoring import (
     encode_monitoring,
     monitoring_key,
 )
-from memstream.projections.connection import async_redis_client, redis_client
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.schema import Keyspace
-from memstream.projections.writer import ProjectionWriter
-from memstream.providers import chat_model
+from memstream.memory.ports import MemoryReader, ProjectionWriter
 from memstream.streams.consolidation import ConsolidationJob, encoded
 from memstream.streams.projector import Projector, RawMessage
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.topics import Topics
 
-__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "build_app", "run_worker"]
+__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "build_app", "run_app"]
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +109,15 @@ class _Monitoring:
         await asyncio.gather(*sending)
 
 
-def build_app(settings: Settings, embedder: Embedder) -> faust.App:
-    topics = Topics(settings.namespace, settings.partitions)
+def build_app(
+    settings: Settings,
+    topics: Topics,
+    embedder: Embedder,
+    writer: ProjectionWriter,
+    reader: MemoryReader,
+    summarizer: ModelClient,
+) -> faust.App:
+    """The worker's Faust app over the given parts (`Deployment.worker_app` gives them)."""
     app = faust.App(
         f"{settings.namespace}-projector",
         broker=";".join(f"kafka://{host}" for host in settings.bootstrap_servers.split(",")),
@@ -131,19 +133,13 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         broker_session_timeout=settings.worker_session_timeout_s,
         broker_heartbeat_interval=settings.worker_session_timeout_s / 5,
         producer_acks=-1,
-        # Only takes effect under faust.Worker (run_worker); see the module's docstring.
+        # Only takes effect under faust.Worker (run_app); see the module's docstring.
         processing_guarantee="exactly_once",
         autodiscover=False,
     )
     raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
     memory_topic = app.topic(topics.memory, **raw)
     monitoring = _Monitoring(app, topics)
-    writer = ProjectionWriter(
-        async_redis_client(settings.redis),
-        Keyspace(settings.namespace),
-        max_memories=settings.max_memories_per_tenant,
-        url=settings.redis,
-    )
     projector = Projector(
         embedder,
         writer,
@@ -152,10 +148,8 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         monitor=monitoring,
     )
     consolidation = ConsolidationJob(
-        reader=ProjectionReader(
-            redis_client(settings.redis), Keyspace(settings.namespace), url=settings.redis
-        ),
-        client=consolidation_client(settings),
+        reader=reader,
+        client=summarizer,
         embedding_model=embedder.model_id,
         send=lambda event: monitoring.publish(topics.memory, *encoded(event)),
         monitor=monitoring,
@@ -196,15 +190,6 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
     return app
 
 
-def consolidation_client(settings: Settings) -> ModelClient:
-    """The configured chat model, or the extractive summariser when none is (offline)."""
-    return chat_model(settings) or ExtractiveSummarizer()
-
-
-def run_worker(settings: Settings, embedder: Embedder, *, loglevel: str = "info") -> None:
-    """Create the topics if needed, then run the worker until SIGINT or SIGTERM."""
-    asyncio.run(
-        ensure_topics(settings.bootstrap_servers, Topics(settings.namespace, settings.partitions))
-    )
-    app = build_app(settings, embedder)
+def run_app(app: faust.App, *, loglevel: str = "info") -> None:
+    """Run the worker's app until SIGINT or SIGTERM, under faust.Worker (exactly_once)."""
     faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
