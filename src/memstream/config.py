@@ -23,8 +23,15 @@ __all__ = ["Settings"]
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 
 
-def _setting(env: str, default: Any, doc: str, parse: Callable[[str], Any] = str) -> Any:
-    return field(default=default, metadata={"env": env, "doc": doc, "parse": parse})
+def _setting(
+    env: str,
+    default: Any,
+    doc: str,
+    parse: Callable[[str], Any] = str,
+    show: Callable[[Any], str] = str,
+) -> Any:
+    """One setting; `show` writes a value back as its variable's text (`parse`'s inverse)."""
+    return field(default=default, metadata={"env": env, "doc": doc, "parse": parse, "show": show})
 
 
 def _positive_int(raw: str) -> int:
@@ -178,6 +185,7 @@ class Settings:
         "conventions, ('memories', user) as LangMem writes and (user, 'memories'); '1' makes "
         "LangMem's ('memories', '{langgraph_user_id}') the user's own tenant.",
         _label_positions,
+        lambda positions: ",".join(map(str, positions)),
     )
     kafka_port: int = _setting(
         "MEMSTREAM_KAFKA_PORT", 9092, "Port of the local stack's broker.", _positive_int
@@ -217,7 +225,10 @@ class Settings:
     def environ(self) -> dict[str, str]:
         """These settings as MEMSTREAM_* variables, for a process that must share them (a
         worker started by a test or a bench)."""
-        return {f.metadata["env"]: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {
+            f.metadata["env"]: f.metadata["show"](getattr(self, f.name))
+            for f in dataclasses.fields(self)
+        }
 
     @property
     def bootstrap_servers(self) -> str:

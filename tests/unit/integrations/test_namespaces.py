@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.errors import InvalidInputError, NamespaceTenantError
+from memstream import Settings
+from memstream.errors import ConfigurationError, InvalidInputError, NamespaceTenantError
 from memstream.integrations.namespaces import NamespaceTenants
 
 
@@ -50,3 +51,13 @@ def test_label_positions_are_checked() -> None:
     for bad in [(), (-1,), (1, 1)]:
         with pytest.raises(NamespaceTenantError):
             NamespaceTenants(bad)
+
+
+def test_the_label_positions_setting_round_trips_through_the_environment() -> None:
+    settings = Settings.from_env({"MEMSTREAM_LANGGRAPH_TENANT_LABELS": "2,0"})
+    assert settings.langgraph_tenant_labels == (2, 0)
+    assert settings.environ()["MEMSTREAM_LANGGRAPH_TENANT_LABELS"] == "2,0"
+    assert Settings.from_env(settings.environ()) == settings
+    for bad in ("x", "1,1", "-1"):
+        with pytest.raises(ConfigurationError, match="MEMSTREAM_LANGGRAPH_TENANT_LABELS"):
+            Settings.from_env({"MEMSTREAM_LANGGRAPH_TENANT_LABELS": bad})
