@@ -82,6 +82,9 @@ class _NoModel:
 
 
 class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
+    """memstream's memory for a LangChain v1 agent. Build it with `from_env(tenant_key=...)`,
+    or on a `Deployment` an application already has; `close()` when done."""
+
     state_schema = MemstreamState
     SECTION: ClassVar[str] = SemanticMemoryMiddleware.SECTION
 
@@ -103,7 +106,8 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
         self._record = record or RecordConfig(deployment.settings.max_record_chars)
         self._monitor = monitor or stores.monitor
         self._cells = TenantCells(stores)
-        self._importance = max(deployment.settings.default_importance, 0.8)
+        # A fact the user asked to have remembered outranks an ordinary turn for eviction.
+        self._remembered_importance = max(deployment.settings.default_importance, 0.8)
         self.tools: Sequence[BaseTool] = self._memory_tools() if tools else ()
 
     @classmethod
@@ -237,7 +241,7 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
                 content=fact[: middleware._record.max_record_chars],
                 speaker="user",
                 recorded_at=datetime.now(UTC),
-                importance=middleware._importance,
+                importance=middleware._remembered_importance,
                 embedding_model=store.embedding_model,
             )
             (memory_id,) = store.write(event).memory_ids
