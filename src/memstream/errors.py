@@ -4,7 +4,8 @@
     ├── ConfigurationError (+ ValueError)      a setting is missing or malformed
     ├── InvalidInputError (+ ValueError)       caller passed something memstream refuses
     │   ├── InvalidTenantError                 a tenant id that cannot be used safely
-    │   └── ImportFileError                    a bad line in a `memstream import` file
+    │   ├── ImportFileError                    a bad line in a `memstream import` file
+    │   └── NamespaceTenantError               a store namespace that names no single tenant
     ├── EventDecodeError (+ ValueError)        bytes on a topic that are no memstream event
     │   ├── UnknownEventTypeError              a `type` no version of memstream wrote
     │   ├── EventVersionError                  a known event type in a version we cannot read
@@ -15,7 +16,8 @@
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
     │   ├── EmbeddingProviderError
-    │   └── ModelProviderError                 a chat model's API failed
+    │   ├── ModelProviderError                 a chat model's API failed
+    │   └── ProjectionLagError                 a write was not applied within the wait asked for
     ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
     └── EffectRefusedError                     a crashed run's effect may have run and its
@@ -45,6 +47,8 @@ __all__ = [
     "KafkaUnavailableError",
     "MemstreamError",
     "ModelProviderError",
+    "NamespaceTenantError",
+    "ProjectionLagError",
     "RedisUnavailableError",
     "ReplayError",
     "StackError",
@@ -82,6 +86,12 @@ class ImportFileError(InvalidInputError):
         super().__init__(
             f"line {line}: {problem}. Nothing was imported; fix the line and run the import again."
         )
+
+
+class NamespaceTenantError(InvalidInputError):
+    """A LangGraph store namespace (or search prefix) from which no single tenant follows."""
+
+    code = "namespace_tenant"
 
 
 class EventDecodeError(MemstreamError, ValueError):
@@ -144,6 +154,12 @@ class EmbeddingProviderError(InfrastructureError):
 
 class ModelProviderError(InfrastructureError):
     code = "model_provider"
+
+
+class ProjectionLagError(InfrastructureError):
+    """A write reached the log but no worker applied it within the time a caller waits for."""
+
+    code = "projection_lag"
 
 
 class ReplayError(MemstreamError):

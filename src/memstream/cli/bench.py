@@ -1,6 +1,6 @@
 """`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
 
-Subcommands: hook, recall, freshness, throughput, replay, locomo, and all (every one of them
+Subcommands: hook, recall, freshness, throughput, replay, locomo, store, and all (every one of them
 with its defaults). Each bench runs in a
 fresh namespace on the configured stack, with a worker process of its own where it needs one,
 and drops everything it created when it ends. Progress goes to stderr; `--json` prints the
@@ -82,6 +82,16 @@ def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) ->
 _BENCHES: dict[str, tuple[Bench, str, Callable[[argparse.ArgumentParser], None]]] = {}
 
 
+def _store(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.store import run_store
+
+    return run_store(settings, embedder, items=args.store_items)
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store-items", type=int, default=300)
+
+
 def _hook_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hook-turns", type=int, default=2000)
 
@@ -131,6 +141,7 @@ _BENCHES.update(
         "throughput": (_throughput, "turns/s one worker projects vs raw", _throughput_options),
         "replay": (_replay, "events/s of a rebuild vs raw consume", _replay_options),
         "locomo": (_locomo, "LoCoMo evidence recall@k vs BM25 and vector", _locomo_options),
+        "store": (_store, "LangGraph store put/get/search vs raw Kafka and Redis", _store_options),
     }
 )
 

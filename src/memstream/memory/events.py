@@ -36,11 +36,15 @@ from memstream.memory.model import Memory, MemoryType
 from memstream.memory.tenancy import validate_tenant
 
 __all__ = [
+    "ITEM_KEY",
+    "ITEM_NAMESPACE",
+    "ITEM_VALUE",
     "REGISTRY",
     "Applies",
     "ConsolidationRequested",
     "Event",
     "EventType",
+    "ItemStored",
     "MemoriesConsolidated",
     "MemoryEvent",
     "MemoryForgotten",
@@ -49,6 +53,7 @@ __all__ = [
     "TurnCompleted",
     "consolidate_effect_key",
     "derive_id",
+    "item_memory_id",
     "memories_of",
     "record_effect_key",
 ]
@@ -98,6 +103,7 @@ class Applies(enum.StrEnum):
     RECORD = "record"  # write the event's memories (none for a request: only its marker)
     FORGET = "forget"  # delete and tombstone the memories the event selects
     CONSOLIDATE = "consolidate"  # replace a group with the summary, if every member is there
+    PUT = "put"  # write a store item's memory into its slot, replacing what the slot held
 
 
 class Event(Protocol):
@@ -405,12 +411,94 @@ CONSOLIDATION_REQUESTED = EventType(
 )
 
 
+def item_memory_id(tenant: str, namespace: tuple[str, ...], key: str) -> str:
+    """The memory id of a store item: one per (tenant, namespace, key), whatever its value."""
+    return derive_id("store.item", tenant, tuple(namespace), key)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemStored:
+    """A key-value store (the LangGraph store adapter) put an item: `value` (JSON) under
+    `key` in `namespace`, searchable by `text` ("" when the item is not indexed).
+
+    Becomes one knowledge memory whose id is the item's slot (`item_memory_id`): a later put
+    of the same namespace and key replaces it, and clears a forget's tombstone of the slot,
+    because a new put is a new write, not a duplicate of the forgotten one. `put_id` is decided
+    once by the writer, so a retried put applies once and a put of the same value again is
+    still a put of its own (the log keeps every version)."""
+
+    type: ClassVar[str] = "ItemStored"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    namespace: tuple[str, ...]
+    key: str
+    put_id: str
+    value: str
+    text: str
+    recorded_at: datetime
+    importance: float
+    embedding_model: str
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        _check_time(self.recorded_at)
+        object.__setattr__(self, "namespace", tuple(self.namespace))
+        if not self.namespace or not self.put_id:
+            raise InvalidInputError("a stored item needs a namespace and a put id")
+        try:
+            json.loads(self.value)
+        except ValueError:
+            raise InvalidInputError("a stored item's value must be JSON text") from None
+
+    @property
+    def id(self) -> str:
+        return derive_id("store.put", self.tenant, self.namespace, self.key, self.put_id)
+
+    @property
+    def memory_id(self) -> str:
+        return item_memory_id(self.tenant, self.namespace, self.key)
+
+
+# Where a stored item's namespace, key and value travel in its memory's metadata.
+ITEM_NAMESPACE, ITEM_KEY, ITEM_VALUE = "langgraph.namespace", "langgraph.key", "langgraph.value"
+
+
+def _item_memories(event: ItemStored) -> tuple[Memory, ...]:
+    return (
+        Memory(
+            id=event.memory_id,
+            tenant=event.tenant,
+            content=event.text,
+            memory_type=MemoryType.KNOWLEDGE,
+            # LangGraph forbids "." in labels, so the joined namespace is unambiguous; it
+            # lets `memstream forget --thread` forget a namespace.
+            thread=".".join(event.namespace),
+            timestamp=event.recorded_at,
+            importance=event.importance,
+            event_id=event.id,
+            metadata={
+                ITEM_NAMESPACE: json.dumps(list(event.namespace), ensure_ascii=False),
+                ITEM_KEY: event.key,
+                ITEM_VALUE: event.value,
+            },
+            embedding_model=event.embedding_model,
+        ),
+    )
+
+
+ITEM_STORED = EventType(
+    ItemStored, effect="store.put", applies=Applies.PUT, memories=_item_memories
+)
+
+
 MemoryEvent = (
     TurnCompleted
     | MessageRecorded
     | MemoryForgotten
     | MemoriesConsolidated
     | ConsolidationRequested
+    | ItemStored
 )
 
 
@@ -448,6 +536,7 @@ REGISTRY = Registry(
     MEMORY_FORGOTTEN,
     MEMORIES_CONSOLIDATED,
     CONSOLIDATION_REQUESTED,
+    ITEM_STORED,
 )
 
 

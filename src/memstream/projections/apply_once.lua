@@ -7,12 +7,12 @@
 -- KEYS[5]  the tenant's tombstones (memory ids forgotten: never written again)
 -- ARGV[1]  the generation these keys belong to, checked against KEYS[1] ("": not checked,
 --          a rebuild writing a generation that is not live yet)
--- ARGV[2]  event id     ARGV[3] kind: record | forget | consolidate
+-- ARGV[2]  event id     ARGV[3] kind: record | put | forget | consolidate
 -- ARGV[4]  max memories (0: unbounded)
 -- ARGV[5]  position field ("": none)   ARGV[6] offset
 -- ARGV[7]  key prefix of the tenant's memories (keys derive from memory ids)
 -- ARGV[8…] by kind:
---   record, consolidate: the number of memories to write, then for each: its id, its order
+--   record, put, consolidate: the number of memories to write, then for each: its id, its order
 --            member, its number of field/value pairs, then the pairs; consolidate then adds
 --            the replaced ids as a JSON array
 --   forget:  a JSON object {ids, thread, before_us, everything}
@@ -71,6 +71,13 @@ local function write_memories(a)
 end
 
 if kind == 'record' then
+  write_memories(8)
+elseif kind == 'put' then
+  -- A store item's memory id is its slot: the put replaces what the slot held (its order
+  -- member may differ) and clears the slot's tombstone, since a new put is a new write.
+  local id = ARGV[9]
+  remove(id)
+  redis.call('SREM', KEYS[5], id)
   write_memories(8)
 elseif kind == 'consolidate' then
   local after = 8 + 1

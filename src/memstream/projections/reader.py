@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import redis
 
 from memstream.memory.model import Memory
@@ -32,16 +34,22 @@ class ProjectionReader:
                 memory_id = memory_id_of(text(member))
                 pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
             rows = pipe.execute()
-        found = [
-            from_hash(
-                {
-                    name: value.decode()
-                    for name, value in zip(_FIELDS, row, strict=True)
-                    if value is not None
-                }
-            )
-            for row in rows
-            if row[0] is not None
-        ]
+        found = [_memory(row) for row in rows if row[0] is not None]
         matching = [m for m in found if where is None or where.matches(m)]
         return sorted(matching, key=lambda m: (m.timestamp, m.id))
+
+    def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
+        """The memories of `tenant` with these ids in the live generation (None: not stored),
+        in the order asked, in one round trip."""
+        keys = self._status.live()
+        with redis_errors(self._url, "reading memories"):
+            pipe = self._client.pipeline(transaction=False)
+            for memory_id in ids:
+                pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
+            rows = pipe.execute()
+        return [_memory(row) if row[0] is not None else None for row in rows]
+
+
+def _memory(row: Sequence[bytes | None]) -> Memory:
+    pairs = zip(_FIELDS, row, strict=True)
+    return from_hash({name: value.decode() for name, value in pairs if value is not None})

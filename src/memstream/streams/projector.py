@@ -160,7 +160,11 @@ class Projector:
         known: list[Vectors | None] = [None] * len(memories)
         if self._reuse_vectors and memories:
             known = await self._writer.known_vectors(memories)
-        missing = [row for row, vector in enumerate(known) if vector is None]
+        # Empty content (a store item put with index=False) is never searched by meaning:
+        # it keeps a zero vector and costs the embedder nothing.
+        missing = [
+            row for row, vector in enumerate(known) if vector is None and memories[row].content
+        ]
         for row, vector in enumerate(known):
             if vector is not None:
                 vectors[row] = vector
