@@ -4,15 +4,20 @@
     ├── ConfigurationError (+ ValueError)      a setting is missing or malformed
     ├── InvalidInputError (+ ValueError)       caller passed something memstream refuses
     │   ├── InvalidTenantError                 a tenant id that cannot be used safely
-    │   └── ImportFileError                    a bad line in a `memstream import` file
+    │   ├── ImportFileError                    a bad line in a `memstream import` file
+    │   └── NamespaceTenantError               a store namespace that names no single tenant
     ├── EventDecodeError (+ ValueError)        bytes on a topic that are no memstream event
+    │   ├── UnknownEventTypeError              a `type` no version of memstream wrote
     │   ├── EventVersionError                  a known event type in a version we cannot read
+    │   ├── EventIdMismatchError               an `id` its fields do not derive
+    │   ├── EventKeyMismatchError              a Kafka key that is not the event's tenant
     │   └── EmbeddingModelMismatchError        an event for another embedding model's index
     ├── InfrastructureError                    a service failed at run time (retryable)
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
     │   ├── EmbeddingProviderError
-    │   └── ModelProviderError                 a chat model's API failed
+    │   ├── ModelProviderError                 a chat model's API failed
+    │   └── ProjectionLagError                 a write was not applied within the wait asked for
     ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
     └── EffectRefusedError                     a crashed run's effect may have run and its
@@ -32,6 +37,8 @@ __all__ = [
     "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
     "EventDecodeError",
+    "EventIdMismatchError",
+    "EventKeyMismatchError",
     "EventVersionError",
     "ImportFileError",
     "InfrastructureError",
@@ -40,9 +47,12 @@ __all__ = [
     "KafkaUnavailableError",
     "MemstreamError",
     "ModelProviderError",
+    "NamespaceTenantError",
+    "ProjectionLagError",
     "RedisUnavailableError",
     "ReplayError",
     "StackError",
+    "UnknownEventTypeError",
 ]
 
 
@@ -78,8 +88,30 @@ class ImportFileError(InvalidInputError):
         )
 
 
+class NamespaceTenantError(InvalidInputError):
+    """A LangGraph store namespace (or search prefix) from which no single tenant follows."""
+
+    code = "namespace_tenant"
+
+
 class EventDecodeError(MemstreamError, ValueError):
     code = "event_decode"
+
+
+class UnknownEventTypeError(EventDecodeError):
+    code = "unknown_event_type"
+
+
+class EventIdMismatchError(EventDecodeError):
+    """The payload's `id` is not the one its fields derive (altered, or a faulty producer)."""
+
+    code = "event_id_mismatch"
+
+
+class EventKeyMismatchError(EventDecodeError):
+    """The message's Kafka key is not the event's tenant, so its order is not the tenant's."""
+
+    code = "event_key_mismatch"
 
 
 class EventVersionError(EventDecodeError):
@@ -92,7 +124,7 @@ class EventVersionError(EventDecodeError):
         self.expected = expected
         self.actual = actual
         super().__init__(
-            f"{event_type} has schema version {actual!r}; this memstream reads version "
+            f"{event_type} has schema version {actual!r}; this memstream reads versions 1 to "
             f"{expected}. Upgrade the worker before producers that write newer events."
         )
 
@@ -122,6 +154,12 @@ class EmbeddingProviderError(InfrastructureError):
 
 class ModelProviderError(InfrastructureError):
     code = "model_provider"
+
+
+class ProjectionLagError(InfrastructureError):
+    """A write reached the log but no worker applied it within the time a caller waits for."""
+
+    code = "projection_lag"
 
 
 class ReplayError(MemstreamError):

@@ -3,8 +3,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memstream import InvalidInputError
 from memstream.config import Settings
+from memstream.errors import InvalidInputError
 from memstream.memory.model import Memory, MemoryType
 from memstream.projections.fusion import Candidate, RecallTuning, fuse, reciprocal_rank_fusion
 

@@ -15,13 +15,14 @@ from memstream.cli import (
     importer,
     recall,
     replay,
+    schemas,
     stack,
     stats,
     tail,
     verify,
     worker,
 )
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
 
 __all__ = ["build_parser", "main"]
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         tail,
         demo,
         bench,
+        schemas,
     ):
         module.register(commands)
     return parser
@@ -59,8 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
-        settings = Settings.from_env()
-        return int(args.run(args, settings) or 0)
+        with Deployment.from_env() as deployment:
+            return int(args.run(args, deployment) or 0)
     except MemstreamError as exc:
         print(f"memstream: {exc}", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ from pathlib import Path
 from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import StackError
 from memstream.projections.connection import redis_client
 
@@ -326,15 +327,17 @@ def _redis_answers(url: str) -> bool:
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = commands.add_parser("up", help="start the local Kafka and Redis (and a worker)")
     up.add_argument("--worker", action="store_true", help="also start a projection worker")
-    up.set_defaults(run=lambda args, settings: LocalStack(settings).up(worker=args.worker))
+    up.set_defaults(
+        run=lambda args, deployment: LocalStack(deployment.settings).up(worker=args.worker)
+    )
     down = commands.add_parser("down", help="stop what `memstream up` started")
-    down.set_defaults(run=lambda args, settings: LocalStack(settings).down())
+    down.set_defaults(run=lambda args, deployment: LocalStack(deployment.settings).down())
     status = commands.add_parser("status", help="which local services run")
     status.set_defaults(run=_status)
 
 
-def _status(args: argparse.Namespace, settings: Settings) -> int:
-    states = LocalStack(settings).status()
+def _status(args: argparse.Namespace, deployment: Deployment) -> int:
+    states = LocalStack(deployment.settings).status()
     for name, state in states.items():
         print(f"{name}: {state}")
     return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import redis
 
 from memstream.memory.model import Memory
-from memstream.projections.connection import redis_errors
-from memstream.projections.schema import Fields, Keyspace, from_hash
+from memstream.memory.store import MemoryFilter
+from memstream.projections.connection import redis_errors, text
+from memstream.projections.schema import Fields, Keyspace, from_hash, memory_id_of
 from memstream.projections.status import ProjectionStatus
 
 __all__ = ["ProjectionReader"]
@@ -20,25 +23,33 @@ class ProjectionReader:
         self._status = ProjectionStatus(client, keyspace, url=url)
         self._url = url
 
-    def memories(self, tenant: str) -> list[Memory]:
-        """Every memory of `tenant` in the live generation, oldest first."""
+    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+        """The memories of `tenant` in the live generation (those `where` matches), oldest
+        first."""
         keys = self._status.live()
         with redis_errors(self._url, "reading memories"):
             members = self._client.zrange(keys.order(tenant), 0, -1)
             pipe = self._client.pipeline(transaction=False)
             for member in members:
-                memory_id = bytes(member).decode().rsplit(":", 1)[1]  # type: ignore[arg-type]
+                memory_id = memory_id_of(text(member))
                 pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
             rows = pipe.execute()
-        found = [
-            from_hash(
-                {
-                    name: value.decode()
-                    for name, value in zip(_FIELDS, row, strict=True)
-                    if value is not None
-                }
-            )
-            for row in rows
-            if row[0] is not None
-        ]
-        return sorted(found, key=lambda m: (m.timestamp, m.id))
+        found = [_memory(row) for row in rows if row[0] is not None]
+        matching = [m for m in found if where is None or where.matches(m)]
+        return sorted(matching, key=lambda m: (m.timestamp, m.id))
+
+    def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
+        """The memories of `tenant` with these ids in the live generation (None: not stored),
+        in the order asked, in one round trip."""
+        keys = self._status.live()
+        with redis_errors(self._url, "reading memories"):
+            pipe = self._client.pipeline(transaction=False)
+            for memory_id in ids:
+                pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
+            rows = pipe.execute()
+        return [_memory(row) if row[0] is not None else None for row in rows]
+
+
+def _memory(row: Sequence[bytes | None]) -> Memory:
+    pairs = zip(_FIELDS, row, strict=True)
+    return from_hash({name: value.decode() for name, value in pairs if value is not None})

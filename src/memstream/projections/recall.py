@@ -45,7 +45,7 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.tenancy import tenant_token, validate_tenant
 from memstream.projections.bm25 import idf, okapi
-from memstream.projections.connection import redis_errors
+from memstream.projections.connection import is_missing_index, redis_errors, text
 from memstream.projections.dedup import collapse_duplicates
 from memstream.projections.fusion import Candidate, RecallTuning, fuse
 from memstream.projections.schema import Fields, Keyspace, from_hash, when_text
@@ -383,7 +383,7 @@ class RedisRecaller:
             try:
                 return list(pipe.execute())
             except redis.ResponseError as exc:
-                if "no such index" in str(exc).lower():
+                if is_missing_index(exc):
                     return None
                 raise
 
@@ -424,7 +424,7 @@ def parse_reply(reply: object) -> list[tuple[str, Hit]]:
     """
     if isinstance(reply, dict):
         return [
-            (_text(_get(hit, "id")), _hit(dict((_get(hit, "extra_attributes") or {}).items())))
+            (text(_get(hit, "id")), _hit(dict((_get(hit, "extra_attributes") or {}).items())))
             for hit in _get(reply, "results") or []
         ]
     if not isinstance(reply, list) or not reply:
@@ -432,15 +432,15 @@ def parse_reply(reply: object) -> list[tuple[str, Hit]]:
     hits = []
     for at in range(1, len(reply) - 1, 2):
         key, flat = reply[at], reply[at + 1]
-        hits.append((_text(key), _hit({flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)})))
+        hits.append((text(key), _hit({flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)})))
     return hits
 
 
 def _hit(raw: dict[Any, Any]) -> Hit:
-    fields = {_text(name): value for name, value in raw.items()}
+    fields = {text(name): value for name, value in raw.items()}
     blob = fields.pop(Fields.EMBEDDING, b"")
     vector = np.frombuffer(blob if isinstance(blob, bytes) else b"", dtype=np.float32)
-    return Hit({name: _text(value) for name, value in fields.items()}, vector)
+    return Hit({name: text(value) for name, value in fields.items()}, vector)
 
 
 def _total(reply: object) -> int:
@@ -454,7 +454,3 @@ def _total(reply: object) -> int:
 
 def _get(reply: dict[Any, Any], name: str) -> Any:
     return reply.get(name.encode(), reply.get(name))
-
-
-def _text(value: object) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

