@@ -304,7 +304,9 @@ class RedisRecaller:
     `recall` is hybrid; its `score` is in 0..1 (`projections.fusion.fuse` defines it): it orders
     results and is not comparable across queries. `recall_vector` is the vector-only path,
     whose `score` is the cosine similarity. `tuning` holds the fusion weight, the importance and
-    recency weights and the duplicate threshold (`RecallTuning.from_settings`).
+    recency weights and the duplicate threshold (`RecallTuning.from_settings`); with
+    `deduplicate=False` no memory is dropped for restating a better-ranked one (a key-value
+    store's items are each their own, however alike their values: the LangGraph store).
     """
 
     def __init__(
@@ -315,12 +317,14 @@ class RedisRecaller:
         *,
         url: str = "",
         tuning: RecallTuning | None = None,
+        deduplicate: bool = True,
     ) -> None:
         self._client = client
         self._keys = keyspace
         self._embedder = embedder
         self._url = url
         self.tuning = tuning or RecallTuning()
+        self._deduplicate = deduplicate
 
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
         return self.search(HybridQuery(tenant, text, self._embedder.embed_query(text), k))
@@ -362,7 +366,10 @@ class RedisRecaller:
             )
             for i, memory in enumerate(memories)
         ]
-        ranked = collapse_duplicates(fuse(candidates, tuning), tuning.duplicate_similarity, query.k)
+        fused = fuse(candidates, tuning)
+        if not self._deduplicate:
+            return [RecalledMemory(memory=c.memory, score=score) for c, score in fused[: query.k]]
+        ranked = collapse_duplicates(fused, tuning.duplicate_similarity, query.k)
         return [RecalledMemory(memory=c.memory, score=score) for c, score in ranked]
 
     def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
