@@ -4,7 +4,9 @@
     ├── ConfigurationError (+ ValueError)      a setting is missing or malformed
     ├── InvalidInputError (+ ValueError)       caller passed something memstream refuses
     │   ├── InvalidTenantError                 a tenant id that cannot be used safely
-    │   └── ImportFileError                    a bad line in a `memstream import` file
+    │   ├── ImportFileError                    a bad line in a `memstream import` file
+    │   ├── LimitExceededError                 a request over one of the server's limits
+    │   └── MemoryIdRetiredError               a memory id that was deleted: never reused
     ├── EventDecodeError (+ ValueError)        bytes on a topic that are no memstream event
     │   ├── EventVersionError                  a known event type in a version we cannot read
     │   └── EmbeddingModelMismatchError        an event for another embedding model's index
@@ -12,7 +14,11 @@
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
     │   ├── EmbeddingProviderError
-    │   └── ModelProviderError                 a chat model's API failed
+    │   ├── ModelProviderError                 a chat model's API failed
+    │   └── NotProjectedError                  a write was not recallable within its wait
+    ├── NotAuthenticatedError                  no API key, or one that is unknown or revoked
+    ├── ForbiddenError                         a key that may not act for the tenant it names
+    ├── MemoryNotFoundError                    no memory of the tenant has that id
     ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
     └── EffectRefusedError                     a crashed run's effect may have run and its
@@ -33,13 +39,19 @@ __all__ = [
     "EmbeddingProviderError",
     "EventDecodeError",
     "EventVersionError",
+    "ForbiddenError",
     "ImportFileError",
     "InfrastructureError",
     "InvalidInputError",
     "InvalidTenantError",
     "KafkaUnavailableError",
+    "LimitExceededError",
+    "MemoryIdRetiredError",
+    "MemoryNotFoundError",
     "MemstreamError",
     "ModelProviderError",
+    "NotAuthenticatedError",
+    "NotProjectedError",
     "RedisUnavailableError",
     "ReplayError",
     "StackError",
@@ -148,3 +160,37 @@ class EffectRefusedError(MemstreamError):
             "run; its target cannot tell whether it did, so it is not run again. Check the "
             "target by hand, or use a transactional (idempotent) target for this effect."
         )
+
+
+class LimitExceededError(InvalidInputError):
+    """A request goes over one of the server's limits; `limit` names which one."""
+
+    code = "limit_exceeded"
+
+    def __init__(self, limit: str, message: str) -> None:
+        self.limit = limit
+        super().__init__(message)
+
+
+class MemoryIdRetiredError(InvalidInputError):
+    """The memory id was deleted (tombstoned); a new memory needs a new id."""
+
+    code = "memory_id_retired"
+
+
+class NotProjectedError(InfrastructureError):
+    """A write is durable in the log but was not recallable within the wait the caller set."""
+
+    code = "not_projected"
+
+
+class NotAuthenticatedError(MemstreamError):
+    code = "not_authenticated"
+
+
+class ForbiddenError(MemstreamError):
+    code = "forbidden"
+
+
+class MemoryNotFoundError(MemstreamError):
+    code = "memory_not_found"

@@ -13,8 +13,11 @@ from memstream.cli import (
     demo,
     forget,
     importer,
+    keys,
+    mcp,
     recall,
     replay,
+    serve,
     stack,
     stats,
     tail,
@@ -47,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         tail,
         demo,
         bench,
+        serve,
+        mcp,
+        keys,
     ):
         module.register(commands)
     return parser

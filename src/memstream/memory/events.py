@@ -7,7 +7,8 @@ Everything non-deterministic (clock readings, importance, the embedding model) i
 before the event is written and carried in it; turning an event into memories
 (`memories_of`) is a pure function.
 
-Three kinds of effect reach the log: memories recorded (`TurnRecorded`, `MessageRecorded`),
+Three kinds of effect reach the log: memories recorded (`TurnRecorded`, `MessageRecorded`,
+`MemorySaved` under a client's own id),
 memories forgotten (`MemoryForgotten`, the users' right to erasure) and groups of memories
 replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job).
 
@@ -18,7 +19,9 @@ Wire format: one UTF-8 JSON object per Kafka message, with explicit fields, `typ
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,8 +38,10 @@ __all__ = [
     "MemoriesConsolidated",
     "MemoryEvent",
     "MemoryForgotten",
+    "MemorySaved",
     "MessageRecorded",
     "TurnRecorded",
+    "check_memory_id",
     "consolidate_effect_key",
     "decode_event",
     "encode_event",
@@ -258,8 +263,80 @@ class ConsolidationRequested:
         )
 
 
+# A client-chosen memory id travels in Redis keys and in the eviction order's members (whose
+# id follows the last ':'), so it is limited to characters with no meaning there.
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_memory_id(memory_id: object) -> str:
+    """Return `memory_id` if a client may name a memory with it; raise InvalidInputError if not."""
+    if not isinstance(memory_id, str) or not _CLIENT_ID.match(memory_id):
+        raise InvalidInputError(
+            f"memory id {memory_id!r} is not usable: ids are 1-128 characters of letters, "
+            "digits, '.', '_' or '-', starting with a letter or digit (a ULID or UUID fits)"
+        )
+    return memory_id
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySaved:
+    """A client saved one memory under an id of its own choosing (the HTTP API, MCP tools).
+
+    Becomes one memory whose id is `memory_id`. The event id derives from the tenant, the
+    memory id and a digest of everything else, so sending the same record twice is one event
+    (applied once), while saving the id again with other content is a new event that replaces
+    the memory: the client's id is both its idempotency key and its handle.
+    """
+
+    type: ClassVar[str] = "MemorySaved"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    memory_id: str
+    thread: str
+    content: str
+    memory_type: MemoryType
+    role: str
+    saved_at: datetime
+    importance: float
+    embedding_model: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        check_memory_id(self.memory_id)
+        _check_metadata(self.metadata)
+        _check_time(self.saved_at)
+        object.__setattr__(self, "memory_type", MemoryType(self.memory_type))
+        if not self.content.strip():
+            raise InvalidInputError(f"memory {self.memory_id!r} has no text; say what to keep")
+
+    @property
+    def id(self) -> str:
+        revision = json.dumps(
+            [
+                self.thread,
+                self.content,
+                self.memory_type.value,
+                self.role,
+                self.saved_at.astimezone(UTC).isoformat(),
+                self.importance,
+                self.embedding_model,
+                sorted(self.metadata.items()),
+            ],
+            ensure_ascii=False,
+        )
+        digest = hashlib.sha256(revision.encode()).hexdigest()
+        return _derive_id("memory.save", self.tenant, self.memory_id, digest)
+
+
 MemoryEvent = (
-    TurnRecorded | MessageRecorded | MemoryForgotten | MemoriesConsolidated | ConsolidationRequested
+    TurnRecorded
+    | MessageRecorded
+    | MemoryForgotten
+    | MemoriesConsolidated
+    | ConsolidationRequested
+    | MemorySaved
 )
 
 _EVENT_TYPES: dict[str, type[MemoryEvent]] = {
@@ -270,6 +347,7 @@ _EVENT_TYPES: dict[str, type[MemoryEvent]] = {
         MemoryForgotten,
         MemoriesConsolidated,
         ConsolidationRequested,
+        MemorySaved,
     )
 }
 
@@ -385,7 +463,7 @@ def memories_of(event: MemoryEvent) -> tuple[Memory, ...]:
 
 
 def _written(
-    event: TurnRecorded | MessageRecorded | MemoriesConsolidated,
+    event: TurnRecorded | MessageRecorded | MemoriesConsolidated | MemorySaved,
     part: str,
     content: str,
     role: str,
@@ -437,3 +515,10 @@ def _(event: MemoryForgotten) -> tuple[Memory, ...]:
 @memories_of.register
 def _(event: ConsolidationRequested) -> tuple[Memory, ...]:
     return ()
+
+
+@memories_of.register
+def _(event: MemorySaved) -> tuple[Memory, ...]:
+    saved = _written(event, "saved", event.content, event.role, event.saved_at, event.memory_type)
+    # The client's id is the memory's id: it is how the client gets or deletes it later.
+    return (dataclasses.replace(saved, id=event.memory_id),)

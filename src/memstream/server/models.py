@@ -1,0 +1,249 @@
+"""The wire format of the HTTP API: agent-memory-server's long-term records, requests and
+responses, with its field names, so its client (`agent-memory-client`) and code written
+against it work unchanged.
+
+Requests refuse fields they do not know (`extra="forbid"`): a misspelt filter must not
+silently widen a search or a forget. Fields AMS defines but memstream does not use are
+accepted and documented as ignored (docs/server.md). Filters accept both AMS's server
+vocabulary (`eq`, `ne`, `any`, `all`) and the one its 0.14 client sends (`in_`, `not_eq`,
+`not_in`).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "MEMORY_ID_PATTERN",
+    "AckResponse",
+    "CreateMemoryRecordRequest",
+    "DateFilter",
+    "ForgetPolicy",
+    "ForgetRequest",
+    "ForgetResponse",
+    "HealthCheckResponse",
+    "MemoryPromptRequest",
+    "MemoryPromptResponse",
+    "MemoryRecord",
+    "MemoryRecordResult",
+    "MemoryRecordResults",
+    "MemoryTypeEnum",
+    "PromptMessage",
+    "PromptSession",
+    "SearchModeEnum",
+    "SearchRequest",
+    "TagFilter",
+    "TextContent",
+]
+
+_STRICT = ConfigDict(extra="forbid")
+# The same rule as memory.events.check_memory_id, stated here so the OpenAPI document shows it.
+MEMORY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryTypeEnum(enum.StrEnum):
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    MESSAGE = "message"
+
+
+class SearchModeEnum(enum.StrEnum):
+    SEMANTIC = "semantic"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+
+
+class MemoryRecord(BaseModel):
+    """A long-term memory as AMS defines it. `id` is the client's: its idempotency key."""
+
+    model_config = _STRICT
+
+    id: str = Field(
+        pattern=MEMORY_ID_PATTERN,
+        description="Client-provided id: the idempotency key and the handle",
+    )
+    text: str = Field(min_length=1)
+    session_id: str | None = None
+    user_id: str | None = None
+    namespace: str | None = None
+    last_accessed: datetime = Field(default_factory=_now, description="Ignored on input")
+    created_at: datetime = Field(default_factory=_now)
+    updated_at: datetime = Field(default_factory=_now, description="Ignored on input")
+    pinned: bool = Field(default=False, description="Pinned memories are evicted last")
+    access_count: int = Field(default=0, ge=0, description="Ignored on input")
+    topics: list[str] | None = None
+    entities: list[str] | None = None
+    memory_hash: str | None = Field(default=None, description="Ignored on input")
+    discrete_memory_extracted: Literal["t", "f"] = "t"
+    memory_type: MemoryTypeEnum = MemoryTypeEnum.SEMANTIC
+    persisted_at: datetime | None = Field(default=None, description="Server-assigned")
+    extracted_from: list[str] | None = None
+    event_date: datetime | None = None
+    extraction_strategy: str = "discrete"
+    extraction_strategy_config: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    importance: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="memstream: 0-1, lowest evicted first (default: the server's, 1 if pinned)",
+    )
+
+
+class CreateMemoryRecordRequest(BaseModel):
+    model_config = _STRICT
+
+    memories: list[MemoryRecord]
+    deduplicate: bool = Field(
+        default=True, description="Accepted; memstream never writes one id twice either way"
+    )
+
+
+class AckResponse(BaseModel):
+    status: str
+
+
+class HealthCheckResponse(BaseModel):
+    now: int
+
+
+class TagFilter(BaseModel):
+    """Equality and set filters on a string field (AMS's and its client's names)."""
+
+    model_config = _STRICT
+
+    eq: str | None = None
+    ne: str | None = None
+    any: list[str] | None = None
+    all: list[str] | None = None
+    in_: list[str] | None = None
+    not_eq: str | None = None
+    not_in: list[str] | None = None
+    none: list[str] | None = None
+
+
+class DateFilter(BaseModel):
+    model_config = _STRICT
+
+    gt: datetime | None = None
+    lt: datetime | None = None
+    gte: datetime | None = None
+    lte: datetime | None = None
+    eq: datetime | None = None
+    between: list[datetime] | None = Field(default=None, min_length=2, max_length=2)
+
+
+class SearchRequest(BaseModel):
+    model_config = _STRICT
+
+    text: str | None = None
+    search_mode: SearchModeEnum = SearchModeEnum.HYBRID
+    hybrid_alpha: float = Field(default=0.7, ge=0.0, le=1.0, description="Ignored: rank fusion")
+    text_scorer: str = Field(default="BM25", description="Ignored: BM25")
+    session_id: TagFilter | None = None
+    namespace: TagFilter | None = None
+    topics: TagFilter | None = None
+    entities: TagFilter | None = None
+    created_at: DateFilter | None = None
+    last_accessed: DateFilter | None = Field(default=None, description="As created_at")
+    user_id: TagFilter | None = None
+    distance_threshold: float | None = Field(default=None, ge=0.0, le=2.0)
+    memory_type: TagFilter | None = None
+    extraction_strategy: TagFilter | None = None
+    event_date: DateFilter | None = None
+    limit: int = Field(default=10, ge=1, le=100)
+    offset: int = Field(default=0, ge=0, le=999)
+    recency_boost: bool | None = Field(default=None, description="Ignored")
+    recency_semantic_weight: float | None = Field(default=None, description="Ignored")
+    recency_recency_weight: float | None = Field(default=None, description="Ignored")
+    recency_freshness_weight: float | None = Field(default=None, description="Ignored")
+    recency_novelty_weight: float | None = Field(default=None, description="Ignored")
+    recency_half_life_last_access_days: float | None = Field(default=None, description="Ignored")
+    recency_half_life_created_days: float | None = Field(default=None, description="Ignored")
+    server_side_recency: bool | None = Field(default=None, description="Ignored")
+
+
+class MemoryRecordResult(MemoryRecord):
+    model_config = ConfigDict(extra="ignore")
+
+    dist: float
+    score: float | None = None
+    score_type: SearchModeEnum | None = None
+
+
+class MemoryRecordResults(BaseModel):
+    memories: list[MemoryRecordResult]
+    total: int
+    next_offset: int | None = None
+
+
+class ForgetPolicy(BaseModel):
+    model_config = _STRICT
+
+    max_age_days: float | None = Field(default=None, ge=0)
+    max_inactive_days: float | None = Field(default=None, ge=0, description="As max_age_days")
+    budget: int | None = Field(default=None, ge=0, description="Keep the newest N; 0: all go")
+    memory_type_allowlist: list[MemoryTypeEnum] | None = None
+    hard_age_multiplier: float | None = Field(default=None, description="Ignored")
+
+
+class ForgetRequest(BaseModel):
+    model_config = _STRICT
+
+    policy: ForgetPolicy
+    pinned_ids: list[str] | None = None
+
+
+class ForgetResponse(BaseModel):
+    scanned: int
+    deleted: int
+    deleted_ids: list[str]
+    dry_run: bool
+
+
+class PromptSession(BaseModel):
+    model_config = _STRICT
+
+    session_id: str
+    namespace: str | None = None
+    user_id: str | None = None
+    model_name: str | None = Field(default=None, description="Ignored")
+    context_window_max: int | None = Field(default=None, ge=1, description="Ignored")
+    long_term_memory_strategy: dict[str, Any] | None = Field(default=None, description="Ignored")
+
+
+class MemoryPromptRequest(BaseModel):
+    model_config = _STRICT
+
+    query: str
+    session: PromptSession | None = None
+    long_term_search: SearchRequest | bool | None = None
+    max_recall_tokens: int = Field(
+        default=600,
+        ge=1,
+        le=32_000,
+        description="memstream: the section's budget in tokens (4 characters each)",
+    )
+
+
+class TextContent(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class PromptMessage(BaseModel):
+    role: Literal["system", "user"]
+    content: TextContent
+
+
+class MemoryPromptResponse(BaseModel):
+    messages: list[PromptMessage]
+    long_term_memories: list[MemoryRecordResult] | None = None
