@@ -18,7 +18,8 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstream import __version__
@@ -49,7 +50,7 @@ from memstream.server.models import (
     MemoryRecordResults,
     SearchRequest,
 )
-from memstream.server.service import MemoryService
+from memstream.server.service import MAX_DELETE_IDS, MemoryService
 
 __all__ = ["ErrorResponse", "create_app"]
 
@@ -92,6 +93,7 @@ def _principal(request: Request) -> Principal:
 
 
 Service = Annotated[MemoryService, Depends(_service)]
+MemoryId = Annotated[str, Field(pattern=MEMORY_ID_PATTERN)]
 Caller = Annotated[Principal, Depends(_principal)]
 Wait = Annotated[bool, Query(description="Answer only once the memories are recallable (or 504)")]
 WaitTimeout = Annotated[
@@ -206,6 +208,14 @@ def create_app(
     async def memstream_error(request: Request, exc: MemstreamError) -> JSONResponse:
         return _error(_status(exc), exc.code, str(exc), exc.retryable)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not read the body as JSON
+            return _error(
+                422, InvalidInputError.code, "the request body is not JSON (UTF-8): send JSON"
+            )
+        return _error(exc.status_code, "http", str(exc.detail))
+
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
@@ -253,7 +263,7 @@ def create_app(
     async def delete_long_term_memory(
         service: Service,
         caller: Caller,
-        memory_ids: Annotated[list[str], Query()],
+        memory_ids: Annotated[list[MemoryId], Query(min_length=1, max_length=MAX_DELETE_IDS)],
         namespace: Tenant = None,
         user_id: Tenant = None,
         wait: Wait = False,

@@ -28,6 +28,7 @@ from memstream.server.models import (
     DateFilter,
     MemoryRecord,
     MemoryTypeEnum,
+    MemoryTypeFilter,
     SearchRequest,
     TagFilter,
 )
@@ -74,7 +75,7 @@ class _Choice:
     refused: frozenset[str]
 
     @classmethod
-    def of(cls, tag: TagFilter, *, single_valued: bool, name: str) -> _Choice:
+    def of(cls, tag: TagFilter | MemoryTypeFilter, *, single_valued: bool) -> _Choice:
         allowed: set[str] | None = None
 
         def narrow(values: Iterable[str]) -> None:
@@ -86,14 +87,9 @@ class _Choice:
         for values in (tag.any, tag.in_):
             if values is not None:
                 narrow(values)
-        if tag.all is not None:
-            if single_valued and len(set(tag.all)) > 1:
-                raise InvalidInputError(
-                    f"{name}.all names {len(set(tag.all))} values, but a memory has one {name}; "
-                    "use `any` (or `in_`) for either of them"
-                )
-            if single_valued:
-                narrow(tag.all)
+        if tag.all is not None and single_valued:
+            # A memory has one value of the field: `all` of two or more matches nothing.
+            narrow(tag.all if len(set(tag.all)) == 1 else [])
         refused = {v for v in (tag.ne, tag.not_eq) if v is not None}
         refused.update(tag.not_in or ())
         refused.update(tag.none or ())
@@ -116,9 +112,9 @@ def _range(dates: Sequence[DateFilter | None]) -> tuple[datetime | None, datetim
         lows += [d for d in (date.gte, date.eq) if d is not None]
         highs += [d for d in (date.lte, date.eq) if d is not None]
         if date.gt is not None:
-            lows.append(date.gt + tick)
+            lows.append(date.gt if date.gt == datetime.max.replace(tzinfo=UTC) else date.gt + tick)
         if date.lt is not None:
-            highs.append(date.lt - tick)
+            highs.append(date.lt if date.lt == datetime.min.replace(tzinfo=UTC) else date.lt - tick)
         if date.between is not None:
             lows.append(date.between[0])
             highs.append(date.between[1])
@@ -166,20 +162,17 @@ class Scoping:
         value: str | None = getattr(record, self.tenant_field)
         return value
 
-    def tenants_filtered(self, tag: TagFilter | None) -> set[str]:
-        """The tenants a filter on the tenant field names; only equality and sets are allowed
-        there, since a search reads exactly one tenant."""
+    def tenants_filtered(self, tag: TagFilter | None) -> tuple[set[str], set[str]]:
+        """The tenants a filter on the tenant field names, and those it excludes."""
         if tag is None:
-            return set()
-        if tag.ne or tag.not_eq or tag.not_in or tag.none:
-            raise InvalidInputError(
-                f"a search reads one tenant: filter {self.tenant_field} with eq (or any/in_ "
-                "naming that tenant), not with exclusions"
-            )
+            return set(), set()
         named = {tag.eq} if tag.eq is not None else set()
         for values in (tag.any, tag.in_, tag.all):
             named.update(values or ())
-        return named
+        excluded = {v for v in (tag.ne, tag.not_eq) if v is not None}
+        excluded.update(tag.not_in or ())
+        excluded.update(tag.none or ())
+        return named, excluded
 
     def saved(self, record: MemoryRecord, tenant: str, embedding_model: str) -> MemorySaved:
         """The event that saves `record` for `tenant`."""
@@ -189,15 +182,6 @@ class Scoping:
                 f"memory {record.id!r} has {len(record.text)} characters, more than "
                 f"MEMSTREAM_MAX_RECORD_CHARS={self.max_record_chars}; split it or shorten it",
             )
-        reserved = sorted(k for k in record.metadata if k.startswith(RESERVED_PREFIX))
-        if reserved:
-            raise InvalidInputError(
-                f"metadata keys starting with {RESERVED_PREFIX!r} are reserved for memstream "
-                f"({', '.join(reserved)}); rename them"
-            )
-        for name, values in (("topics", record.topics), ("entities", record.entities)):
-            if any("," in value for value in values or ()):
-                raise InvalidInputError(f"{name} may not contain commas; give each as its own item")
         metadata = dict(record.metadata)
         other = getattr(record, self.other_field)
         extras: Mapping[str, object] = {
@@ -258,13 +242,13 @@ class Scoping:
         threads: frozenset[str] | None = None
         not_threads: frozenset[str] = frozenset()
         if request.session_id is not None:
-            session = _Choice.of(request.session_id, single_valued=True, name="session_id")
+            session = _Choice.of(request.session_id, single_valued=True)
             threads, not_threads = session.allowed, session.refused
             impossible |= threads is not None and not threads
         types: tuple[MemoryType, ...] = ()
         not_types: tuple[MemoryType, ...] = ()
         if request.memory_type is not None:
-            kind = _Choice.of(request.memory_type, single_valued=True, name="memory_type")
+            kind = _Choice.of(request.memory_type, single_valued=True)
             if kind.allowed is not None:
                 types = _memstream_types(kind.allowed)
                 impossible |= not types
@@ -282,7 +266,7 @@ class Scoping:
         checks: list[Callable[[Memory], bool]] = []
         other = getattr(request, self.other_field)
         if other is not None:
-            scope = _Choice.of(other, single_valued=True, name=self.other_field)
+            scope = _Choice.of(other, single_valued=True)
             checks.append(lambda m: scope.admits(m.metadata.get(self._other_key)))
         for name, key in (("topics", _TOPICS), ("entities", _ENTITIES)):
             tag = getattr(request, name)
@@ -293,7 +277,7 @@ class Scoping:
             checks.append(lambda m: _in_range(_event_date(m), window))
         if request.extraction_strategy is not None:
             # Every memory memstream stores was given to it whole: "discrete" in AMS's terms.
-            strategy = _Choice.of(request.extraction_strategy, single_valued=True, name="x")
+            strategy = _Choice.of(request.extraction_strategy, single_valued=True)
             impossible |= not strategy.admits("discrete")
         keep = (lambda m: all(check(m) for check in checks)) if checks else None
         return SearchPlan(where, keep, impossible)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 __all__ = [
     "MEMORY_ID_PATTERN",
@@ -32,6 +32,7 @@ __all__ = [
     "MemoryRecordResult",
     "MemoryRecordResults",
     "MemoryTypeEnum",
+    "MemoryTypeFilter",
     "PromptMessage",
     "PromptSession",
     "SearchModeEnum",
@@ -49,6 +50,41 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST = datetime(3000, 1, 1, tzinfo=UTC)
+
+
+def _in_range(at: datetime) -> datetime:
+    """A memory's time in UTC (no zone: UTC), within what its eviction order can sort."""
+    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    try:
+        utc = at.astimezone(UTC)
+    except OverflowError:
+        utc = _LATEST  # only the edges of datetime's range overflow; refused just below
+    if not _EARLIEST <= utc < _LATEST:
+        raise ValueError("must be between 1970-01-01 and 3000-01-01 (UTC)")
+    return utc
+
+
+def _utc(at: datetime) -> datetime:
+    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    try:
+        return at.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is outside the range of dates") from None
+
+
+# A topic, entity or source id: AMS keeps them comma-free (commas separate its TAG values).
+Tag = Annotated[str, Field(pattern=r"^[^,]*$")]
+# A value a filter compares with.
+Value = Annotated[str, Field(min_length=1)]
+# Client metadata keys; `ams.` keys hold the AMS fields memstream keeps (server.mapping).
+MetadataKey = Annotated[str, Field(pattern=r"^(?!ams\.)")]
+# Times a stored memory carries, and times a filter compares with.
+Instant = Annotated[datetime, AfterValidator(_in_range)]
+FilterInstant = Annotated[datetime, AfterValidator(_utc)]
+
+
 class MemoryTypeEnum(enum.StrEnum):
     EPISODIC = "episodic"
     SEMANTIC = "semantic"
@@ -64,32 +100,33 @@ class SearchModeEnum(enum.StrEnum):
 class MemoryRecord(BaseModel):
     """A long-term memory as AMS defines it. `id` is the client's: its idempotency key."""
 
-    model_config = _STRICT
+    # Python's regex engine: metadata keys are checked with a lookahead.
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
 
     id: str = Field(
         pattern=MEMORY_ID_PATTERN,
         description="Client-provided id: the idempotency key and the handle",
     )
-    text: str = Field(min_length=1)
+    text: str = Field(min_length=1, pattern=r"\S", description="Not blank")
     session_id: str | None = None
     user_id: str | None = None
     namespace: str | None = None
     last_accessed: datetime = Field(default_factory=_now, description="Ignored on input")
-    created_at: datetime = Field(default_factory=_now)
+    created_at: Instant = Field(default_factory=_now)
     updated_at: datetime = Field(default_factory=_now, description="Ignored on input")
     pinned: bool = Field(default=False, description="Pinned memories are evicted last")
     access_count: int = Field(default=0, ge=0, description="Ignored on input")
-    topics: list[str] | None = None
-    entities: list[str] | None = None
+    topics: list[Tag] | None = None
+    entities: list[Tag] | None = None
     memory_hash: str | None = Field(default=None, description="Ignored on input")
     discrete_memory_extracted: Literal["t", "f"] = "t"
     memory_type: MemoryTypeEnum = MemoryTypeEnum.SEMANTIC
     persisted_at: datetime | None = Field(default=None, description="Server-assigned")
-    extracted_from: list[str] | None = None
-    event_date: datetime | None = None
+    extracted_from: list[Tag] | None = None
+    event_date: Instant | None = None
     extraction_strategy: str = "discrete"
     extraction_strategy_config: dict[str, Any] = Field(default_factory=dict)
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[MetadataKey, str] = Field(default_factory=dict)
     importance: float | None = Field(
         default=None,
         ge=0.0,
@@ -101,7 +138,7 @@ class MemoryRecord(BaseModel):
 class CreateMemoryRecordRequest(BaseModel):
     model_config = _STRICT
 
-    memories: list[MemoryRecord]
+    memories: list[MemoryRecord] = Field(min_length=1)
     deduplicate: bool = Field(
         default=True, description="Accepted; memstream never writes one id twice either way"
     )
@@ -120,25 +157,38 @@ class TagFilter(BaseModel):
 
     model_config = _STRICT
 
-    eq: str | None = None
-    ne: str | None = None
-    any: list[str] | None = None
-    all: list[str] | None = None
-    in_: list[str] | None = None
-    not_eq: str | None = None
-    not_in: list[str] | None = None
-    none: list[str] | None = None
+    eq: Value | None = None
+    ne: Value | None = None
+    any: list[Value] | None = None
+    all: list[Value] | None = None
+    in_: list[Value] | None = None
+    not_eq: Value | None = None
+    not_in: list[Value] | None = None
+    none: list[Value] | None = None
+
+
+class MemoryTypeFilter(BaseModel):
+    model_config = _STRICT
+
+    eq: MemoryTypeEnum | None = None
+    ne: MemoryTypeEnum | None = None
+    any: list[MemoryTypeEnum] | None = None
+    all: list[MemoryTypeEnum] | None = None
+    in_: list[MemoryTypeEnum] | None = None
+    not_eq: MemoryTypeEnum | None = None
+    not_in: list[MemoryTypeEnum] | None = None
+    none: list[MemoryTypeEnum] | None = None
 
 
 class DateFilter(BaseModel):
     model_config = _STRICT
 
-    gt: datetime | None = None
-    lt: datetime | None = None
-    gte: datetime | None = None
-    lte: datetime | None = None
-    eq: datetime | None = None
-    between: list[datetime] | None = Field(default=None, min_length=2, max_length=2)
+    gt: FilterInstant | None = None
+    lt: FilterInstant | None = None
+    gte: FilterInstant | None = None
+    lte: FilterInstant | None = None
+    eq: FilterInstant | None = None
+    between: list[FilterInstant] | None = Field(default=None, min_length=2, max_length=2)
 
 
 class SearchRequest(BaseModel):
@@ -156,11 +206,11 @@ class SearchRequest(BaseModel):
     last_accessed: DateFilter | None = Field(default=None, description="As created_at")
     user_id: TagFilter | None = None
     distance_threshold: float | None = Field(default=None, ge=0.0, le=2.0)
-    memory_type: TagFilter | None = None
+    memory_type: MemoryTypeFilter | None = None
     extraction_strategy: TagFilter | None = None
     event_date: DateFilter | None = None
     limit: int = Field(default=10, ge=1, le=100)
-    offset: int = Field(default=0, ge=0, le=999)
+    offset: int = Field(default=0, ge=0, le=900, description="offset + limit stay within 1000")
     recency_boost: bool | None = Field(default=None, description="Ignored")
     recency_semantic_weight: float | None = Field(default=None, description="Ignored")
     recency_recency_weight: float | None = Field(default=None, description="Ignored")
@@ -188,8 +238,10 @@ class MemoryRecordResults(BaseModel):
 class ForgetPolicy(BaseModel):
     model_config = _STRICT
 
-    max_age_days: float | None = Field(default=None, ge=0)
-    max_inactive_days: float | None = Field(default=None, ge=0, description="As max_age_days")
+    max_age_days: float | None = Field(default=None, ge=0, le=100_000)
+    max_inactive_days: float | None = Field(
+        default=None, ge=0, le=100_000, description="As max_age_days"
+    )
     budget: int | None = Field(default=None, ge=0, description="Keep the newest N; 0: all go")
     memory_type_allowlist: list[MemoryTypeEnum] | None = None
     hard_age_multiplier: float | None = Field(default=None, description="Ignored")

@@ -51,9 +51,10 @@ from memstream.server.models import (
 )
 from memstream.streams.publisher import EventPublisher
 
-__all__ = ["Limits", "MemoryService"]
+__all__ = ["MAX_DELETE_IDS", "Limits", "MemoryService"]
 
 _WAIT_POLL_S = 0.01
+MAX_DELETE_IDS = 1000
 _PROMPT_K = 12  # as many memories as the middleware's recall (MemoryManagerConfig.recall_k)
 
 
@@ -122,9 +123,8 @@ class MemoryService:
         named = [self.scoping.tenant_named(record) for record in records]
         tenant = principal.tenant_for(named, self.scoping.tenant_field)
         events = [self.scoping.saved(r, tenant, self._embedding_model) for r in records]
-        ids = [event.memory_id for event in events]
-        if len(set(ids)) != len(ids):
-            raise InvalidInputError("the request names one memory id twice; send each id once")
+        # One id twice in a request is two saves of it, applied in order: the last one stays.
+        ids = sorted({event.memory_id for event in events})
         retired = await anyio.to_thread.run_sync(self._reader.forgotten, tenant, ids)
         if retired:
             raise MemoryIdRetiredError(
@@ -145,9 +145,10 @@ class MemoryService:
     ) -> AckResponse:
         self.limits.wait(wait)
         tenant = principal.tenant_for([named], self.scoping.tenant_field)
-        if not memory_ids:
-            raise InvalidInputError("name the memories to delete: memory_ids=ID (repeatable)")
-        self.limits.records(len(memory_ids))
+        if not 1 <= len(memory_ids) <= MAX_DELETE_IDS:
+            raise InvalidInputError(
+                f"name 1 to {MAX_DELETE_IDS} memories to delete: memory_ids=ID (repeatable)"
+            )
         for memory_id in memory_ids:
             check_memory_id(memory_id)
         present = await anyio.to_thread.run_sync(self._present, tenant, memory_ids)
@@ -241,10 +242,11 @@ class MemoryService:
 
     def _page(self, principal: Principal, request: SearchRequest) -> SearchPage:
         self.limits.query(request.text, "text")
-        named = self.scoping.tenants_filtered(getattr(request, self.scoping.tenant_field))
-        tenant = principal.tenant_for(named, self.scoping.tenant_field)
+        field = self.scoping.tenant_field
+        named, excluded = self.scoping.tenants_filtered(getattr(request, field))
+        tenant = principal.tenant_for(named, field)
         plan = self.scoping.plan(tenant, request)
-        if plan.impossible:
+        if plan.impossible or tenant in excluded:
             return SearchPage((), 0)
         return self._search.search(
             plan.where,
