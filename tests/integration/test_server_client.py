@@ -126,12 +126,16 @@ async def test_the_same_record_sent_twice_is_one_memory(
     _sentinel(http)
     assert stack.stored_memories(tenant) == 2  # the record once, and the sentinel
 
-    # The id is also the handle: saving it again with other content replaces the memory.
-    changed = record.model_copy(update={"text": "The user prefers aisle seats"})
+    # The id is also the handle: saving it again with other content (and a new time, so a
+    # new place in the eviction order) replaces the memory, and its old place goes with it.
+    changed = record.model_copy(
+        update={"text": "The user prefers aisle seats", "created_at": datetime.now(UTC)}
+    )
     await client.create_long_term_memory([changed])
     _sentinel(http)
     assert stack.stored_memories(tenant) == 3
     assert (await client.get_long_term_memory(record.id)).text == "The user prefers aisle seats"
+    assert stack.redis.zcard(stack.status.live().order(tenant)) == 3
 
 
 async def test_forget_by_session_with_dry_run_first(
