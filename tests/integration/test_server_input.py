@@ -3,6 +3,8 @@ limits, read-your-writes, 501 for AMS routes it does not serve, and the keyless 
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +13,11 @@ import httpx
 import pytest
 
 from memstream import Settings
+from memstream.cli.stack import LocalStack
 
 from .conftest import drop_namespace
-from .helpers import TestStack
-from .serving import create_key, memstream, serving
+from .helpers import TestStack, wait_until
+from .serving import create_key, free_port, memstream, serving
 
 pytestmark = pytest.mark.integration
 
@@ -180,3 +183,23 @@ def test_without_keys_loopback_only_and_wait_times_out(env: dict[str, str], tmp_
             assert slow.json()["retryable"] is True
     finally:
         drop_namespace(Settings.from_env(bare))
+
+
+def test_up_serve_starts_the_server_beside_the_stack(
+    settings: Settings, env: dict[str, str]
+) -> None:
+    stack = LocalStack(settings)
+    if stack.pid("kafka") is None or stack.pid("redis") is None:
+        pytest.skip("the stack was not started by `memstream up`, so `up --serve` cannot join it")
+    port = free_port()
+    started = memstream({**env, "MEMSTREAM_SERVER_PORT": str(port)}, "up", "--serve")
+    pid = stack.pid("server")
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "kafka: already running" in started.stdout and "server: ready" in started.stdout
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/health").status_code == 200
+        assert "server: running" in memstream(env, "status").stdout
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            wait_until(lambda: stack.pid("server") is None, "the server to stop")
