@@ -81,3 +81,32 @@ def test_bench_recall_reports_latency_against_raw(
         assert recall["sizes"]["200"][field] > 0
     assert recall["memories"] == 400 and recall["tenants"] == 10
     assert recall["embed_query_p50_ms"] > 0
+
+
+def test_bench_serve_reports_http_against_in_process_and_raw(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(
+        env,
+        "bench",
+        "serve",
+        "--serve-queries",
+        "10",
+        "--serve-writes",
+        "48",
+        "--serve-sequential",
+        "5",
+        "--serve-memories",
+        "40",
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    serve = json.loads(done.stdout)["results"]["serve"]
+    assert serve["memories"] == 40 and serve["clients"] == 16 and serve["writes"] == 48
+    for part in ("search_http", "search_in_process", "get_http", "write_wait_true"):
+        assert serve[part]["p99_ms"] >= serve[part]["p50_ms"] > 0
+    for rate in ("writes_per_s", "raw_writes_per_s", "bare_http_writes_per_s"):
+        assert serve[rate] > 0
+    assert serve["p99_ratio"] > 0 and serve["writes_ratio_to_bare_http"] > 0
