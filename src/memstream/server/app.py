@@ -182,16 +182,11 @@ def create_app(
     """The ASGI app. `service` opens the memory service for the app's lifetime. `keyless`:
     whether requests without a key act as admin while no key exists (only on loopback, or
     when told --insecure). `host` is where it listens (the MCP transport checks Host)."""
-    state: dict[str, MemoryService] = {}
-    mcp = build_mcp(lambda: state["service"], http_principal(keys, keyless=keyless))
-    mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
-    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with service() as opened, mcp.session_manager.run():
-            state["service"] = app.state.service = opened
+            app.state.service = opened
             yield
 
     app = FastAPI(
@@ -205,10 +200,10 @@ def create_app(
     app.add_middleware(_BodyLimit, limit=max_body_bytes)
     app.state.keys = keys
     app.state.keyless = keyless
-
-    @app.exception_handler(MemstreamError)
-    async def memstream_error(request: Request, exc: MemstreamError) -> JSONResponse:
-        return _error(_status(exc), exc.code, str(exc), exc.retryable)
+    mcp = build_mcp(lambda: app.state.service, http_principal(keys, keyless=keyless))
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
+    )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -58,13 +59,13 @@ MAX_DELETE_IDS = 1000
 _PROMPT_K = 12  # as many memories as the middleware's recall (MemoryManagerConfig.recall_k)
 
 
+@dataclass(frozen=True, slots=True)
 class Limits:
     """The request limits, each named in the error its breach raises."""
 
-    def __init__(self, *, max_records: int, max_query_chars: int, max_wait_s: float) -> None:
-        self.max_records = max_records
-        self.max_query_chars = max_query_chars
-        self.max_wait_s = max_wait_s
+    max_records: int = 100
+    max_query_chars: int = 2_000
+    max_wait_s: float = 30.0
 
     def records(self, count: int) -> None:
         if count > self.max_records:
