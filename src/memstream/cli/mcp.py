@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from memstream.cli.serve import missing_extra
 from memstream.config import Settings
 from memstream.memory.tenancy import validate_tenant
 from memstream.server import wiring
@@ -22,7 +23,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.server.mcp import build_mcp, stdio_principal
+    try:
+        from memstream.server.mcp import build_mcp, stdio_principal
+    except ModuleNotFoundError as exc:
+        raise missing_extra("mcp", exc) from None
 
     tenant = validate_tenant(args.tenant)
     state: dict[str, MemoryService] = {}

@@ -16,7 +16,7 @@ from memstream.config import Settings
 from memstream.errors import ConfigurationError
 from memstream.server import wiring
 
-__all__ = ["is_loopback", "register"]
+__all__ = ["is_loopback", "missing_extra", "register"]
 
 
 def is_loopback(host: str) -> bool:
@@ -40,10 +40,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.set_defaults(run=_run)
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
+def missing_extra(command: str, exc: ModuleNotFoundError) -> ConfigurationError:
+    """The error for a server command run without the `server` extra installed."""
+    return ConfigurationError(
+        f"`memstream {command}` needs the server extra ({exc.name} is not installed): "
+        "pip install 'memstream[server]'"
+    )
 
-    from memstream.server.app import create_app
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        import uvicorn
+
+        from memstream.server.app import create_app
+    except ModuleNotFoundError as exc:
+        raise missing_extra("serve", exc) from None
 
     keys = wiring.api_keys(settings)
     loopback = is_loopback(args.host)

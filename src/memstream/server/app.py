@@ -205,6 +205,10 @@ def create_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
     )
 
+    @app.exception_handler(MemstreamError)
+    async def memstream_error(request: Request, exc: MemstreamError) -> JSONResponse:
+        return _error(_status(exc), exc.code, str(exc), exc.retryable)
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:  # FastAPI could not read the body as JSON
