@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -128,6 +129,15 @@ async def test_http_tools_for_the_keys_tenant(server: str, env: dict[str, str]) 
     tenant = f"mcp-http-{uuid.uuid4().hex[:8]}"
     async with _http(server, create_key(env, "--tenant", tenant)) as session:
         await _every_tool(session, tenant)
-    async with _http(server, create_key(env, "--admin")) as admin:
-        refused = await admin.call_tool("search_long_term_memory", {"text": "dog"})
-        assert refused.is_error and "tenant key" in refused.content[0].text  # type: ignore[union-attr]
+
+
+def test_http_mcp_needs_a_tenant_key(server: str, env: dict[str, str]) -> None:
+    """Refused at the door, before any MCP session: no key, a wrong key, an admin key."""
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    admin = create_key(env, "--admin")
+    for key, status in ((None, 401), ("msk_000000000000_wrong", 401), (admin, 403)):
+        headers = {**accept, **({"Authorization": f"Bearer {key}"} if key else {})}
+        response = httpx.post(f"{server}/mcp", json=hello, headers=headers)
+        assert response.status_code == status, response.text
+        assert response.json()["code"] in {"not_authenticated", "forbidden"}

@@ -75,6 +75,10 @@ def test_bad_input_gets_its_4xx_and_nothing_is_written(
     _refused(http.post(create, json=long), 422, "MEMSTREAM_MAX_RECORD_CHARS")
     huge = {"memories": [_record(text="x" * 2_000_000)]}
     _refused(http.post(create, json=huge), 413, "MEMSTREAM_SERVER_MAX_BODY_BYTES")
+    # Streamed without a Content-Length: refused once more than the limit has arrived.
+    streamed = (chunk for chunk in [b'{"memories": [{"id": "s", "text": "', b"x" * 2_000_000])
+    chunked = http.post(create, content=streamed, headers={"content-type": "application/json"})
+    _refused(chunked, 413, "MEMSTREAM_SERVER_MAX_BODY_BYTES")
     reserved = _record(metadata={"ams.topics": "x"})
     _refused(http.post(create, json={"memories": [reserved]}), 422, "metadata")
     _refused(http.post(create, json={"memories": [_record(topics=["a,b"])]}), 422, "topics")

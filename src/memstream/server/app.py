@@ -36,7 +36,7 @@ from memstream.errors import (
     NotProjectedError,
 )
 from memstream.server.keys import ApiKeys, Principal
-from memstream.server.mcp import build_mcp, http_principal
+from memstream.server.mcp import build_mcp, http_principal, key_principal
 from memstream.server.models import (
     MEMORY_ID_PATTERN,
     AckResponse,
@@ -171,6 +171,29 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
+class _McpGate:
+    """Refuses a request to `/mcp` without a tenant key (401, or 403 for an admin key) before
+    the MCP transport opens anything; the tools then read the same key for their tenant."""
+
+    def __init__(self, app: ASGIApp, keys: ApiKeys, keyless: bool) -> None:
+        self._app = app
+        self._keys = keys
+        self._keyless = keyless
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/") == "/mcp":
+            raw = dict(scope["headers"]).get(b"authorization")
+            try:
+                key_principal(
+                    self._keys, raw.decode("latin-1") if raw else None, keyless=self._keyless
+                )
+            except MemstreamError as exc:
+                response = _error(_status(exc), exc.code, str(exc), exc.retryable)
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
 def create_app(
     service: ServiceFactory,
     keys: ApiKeys,
@@ -198,6 +221,7 @@ def create_app(
         responses=_ERRORS,
     )
     app.add_middleware(_BodyLimit, limit=max_body_bytes)
+    app.add_middleware(_McpGate, keys=keys, keyless=keyless)
     app.state.keys = keys
     app.state.keyless = keyless
     mcp = build_mcp(lambda: app.state.service, http_principal(keys, keyless=keyless))

@@ -38,7 +38,13 @@ from memstream.server.models import (
 )
 from memstream.server.service import MemoryService
 
-__all__ = ["LenientMemoryRecord", "build_mcp", "http_principal", "stdio_principal"]
+__all__ = [
+    "LenientMemoryRecord",
+    "build_mcp",
+    "http_principal",
+    "key_principal",
+    "stdio_principal",
+]
 
 PrincipalOf = Callable[[Context], Principal]
 
@@ -55,16 +61,22 @@ def stdio_principal(tenant: str) -> PrincipalOf:
     return lambda _: fixed
 
 
+def key_principal(keys: ApiKeys, authorization: str | None, *, keyless: bool) -> Principal:
+    """The tenant principal of an MCP request over HTTP: its key's tenant. An admin key, or
+    none on a keyless server, is refused: a tool call cannot say which tenant it means."""
+    found = keys.authenticate(authorization, keyless=keyless)
+    if found.admin:
+        raise ForbiddenError(
+            "MCP tools act for the tenant of the API key, and this key (or the keyless "
+            "server) has none; connect with a tenant key (`memstream keys create --tenant T`)"
+        )
+    return found
+
+
 def http_principal(keys: ApiKeys, *, keyless: bool) -> PrincipalOf:
     def principal(context: Context) -> Principal:
         headers = context.headers or {}
-        found = keys.authenticate(headers.get("authorization"), keyless=keyless)
-        if found.admin:
-            raise ForbiddenError(
-                "MCP tools act for the tenant of the API key, and this key (or the keyless "
-                "server) has none; connect with a tenant key (`memstream keys create --tenant T`)"
-            )
-        return found
+        return key_principal(keys, headers.get("authorization"), keyless=keyless)
 
     return principal
 
