@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 TOOLS = {
     "create_long_term_memories",
+    "edit_long_term_memory",
     "search_long_term_memory",
     "get_long_term_memory",
     "delete_long_term_memories",
@@ -97,6 +98,17 @@ async def _every_tool(session: ClientSession, tenant: str) -> None:
 
     got = await _call(session, "get_long_term_memory", memory_id=memory_id)
     assert got["text"] == "The user's dog is called Pixel" and got["session_id"] == "walks"
+
+    edited = await _call(
+        session, "edit_long_term_memory", memory_id=memory_id, text="The user's dog is Pixel II"
+    )
+    assert edited["text"] == "The user's dog is Pixel II" and edited["session_id"] == "walks"
+
+    async def edit_applied() -> bool:
+        got = await _call(session, "get_long_term_memory", memory_id=memory_id)
+        return bool(got["text"] == "The user's dog is Pixel II")
+
+    await _eventually(edit_applied, "the edit to be applied")
 
     prompt = await _call(session, "memory_prompt", query="where does the user live?")
     system = prompt["messages"][0]["content"]["text"]

@@ -138,6 +138,35 @@ async def test_the_same_record_sent_twice_is_one_memory(
     assert stack.redis.zcard(stack.status.live().order(tenant)) == 3
 
 
+async def test_edit_changes_some_fields_and_keeps_the_rest(
+    client: MemoryAPIClient, http: httpx.Client, stack: TestStack, tenant: str
+) -> None:
+    record = ClientMemoryRecord(
+        text="The user's flight leaves at 9", session_id="trip", topics=["travel"]
+    )
+    await client.create_long_term_memory([record])
+    wait_until(lambda: _count(http) == 1, "the memory to be recallable")
+    edited = await client.edit_long_term_memory(
+        record.id, {"text": "The user's flight leaves at 11", "pinned": True}
+    )
+    assert edited.text == "The user's flight leaves at 11"
+    assert edited.session_id == "trip" and edited.topics == ["travel"]
+
+    def changed() -> bool:
+        got = http.get(f"/v1/long-term-memory/{record.id}").json()
+        return bool(got["text"] == "The user's flight leaves at 11")
+
+    wait_until(changed, "the edit to be applied")
+    # The client model drops `pinned` and `importance`: read the raw answer.
+    fetched = (await client._client.get(f"/v1/long-term-memory/{record.id}")).json()
+    assert fetched["pinned"] and fetched["importance"] == 1.0
+    assert fetched["topics"] == ["travel"] and fetched["session_id"] == "trip"
+    assert stack.stored_memories(tenant) == 1
+    assert stack.redis.zcard(stack.status.live().order(tenant)) == 1  # one place, the new one
+    with pytest.raises(MemoryNotFoundError):
+        await client.edit_long_term_memory("no-such-memory", {"text": "x"})
+
+
 async def test_forget_by_session_with_dry_run_first(
     client: MemoryAPIClient, http: httpx.Client
 ) -> None:

@@ -158,7 +158,7 @@ def test_ams_routes_not_served_answer_501(http: httpx.Client) -> None:
         ("GET", "/v1/working-memory/"),
         ("PUT", "/v1/working-memory/session-1"),
         ("POST", "/v1/summary-views"),
-        ("PATCH", "/v1/long-term-memory/some-id"),
+        ("POST", "/v1/long-term-memory/compact"),
     ]:
         _refused(http.request(method, path, json={}), 501, "does not serve")
     schema = http.get("/openapi.json").json()

@@ -41,6 +41,7 @@ from memstream.server.models import (
     MEMORY_ID_PATTERN,
     AckResponse,
     CreateMemoryRecordRequest,
+    EditMemoryRecordRequest,
     ForgetRequest,
     ForgetResponse,
     HealthCheckResponse,
@@ -284,6 +285,23 @@ def create_app(
         named = namespace if service.scoping.tenant_field == "namespace" else user_id
         return service.get(caller, memory_id, named=named)
 
+    @app.patch("/v1/long-term-memory/{memory_id}", response_model=MemoryRecord)
+    async def update_long_term_memory(
+        memory_id: Annotated[str, Path(pattern=MEMORY_ID_PATTERN)],
+        body: EditMemoryRecordRequest,
+        service: Service,
+        caller: Caller,
+        namespace: Tenant = None,
+        user_id: Tenant = None,
+        wait: Wait = False,
+        wait_timeout: WaitTimeout = 10.0,
+    ) -> MemoryRecord:
+        """Change some fields of a memory: the whole new memory is saved under its id."""
+        named = namespace if service.scoping.tenant_field == "namespace" else user_id
+        return await service.edit(
+            caller, memory_id, body, named=named, wait=wait_timeout if wait else None
+        )
+
     @app.delete("/v1/long-term-memory", response_model=AckResponse)
     async def delete_long_term_memory(
         service: Service,
@@ -355,7 +373,6 @@ _NOT_SERVED = (
     ("GET", "/v1/working-memory/{session_id}"),
     ("PUT", "/v1/working-memory/{session_id}"),
     ("DELETE", "/v1/working-memory/{session_id}"),
-    ("PATCH", "/v1/long-term-memory/{memory_id}"),
     ("POST", "/v1/long-term-memory/compact"),
     ("GET", "/v1/summary-views"),
     ("POST", "/v1/summary-views"),

@@ -174,8 +174,16 @@ class Scoping:
         excluded.update(tag.none or ())
         return named, excluded
 
-    def saved(self, record: MemoryRecord, tenant: str, embedding_model: str) -> MemorySaved:
-        """The event that saves `record` for `tenant`."""
+    def saved(
+        self,
+        record: MemoryRecord,
+        tenant: str,
+        embedding_model: str,
+        *,
+        edited: Memory | None = None,
+    ) -> MemorySaved:
+        """The event that saves `record` for `tenant`; when it edits a stored memory, that
+        memory's role and memstream type stay unless the edit changed the AMS type."""
         if len(record.text) > self.max_record_chars:
             raise LimitExceededError(
                 "max_record_chars",
@@ -200,13 +208,16 @@ class Scoping:
         importance = record.importance
         if importance is None:
             importance = 1.0 if record.pinned else self.default_importance
+        memory_type = _TO_MEMSTREAM[record.memory_type]
+        if edited is not None and _TO_AMS[edited.memory_type] == record.memory_type:
+            memory_type = edited.memory_type
         return MemorySaved(
             tenant=tenant,
             memory_id=record.id,
             thread=record.session_id or "",
             content=record.text,
-            memory_type=_TO_MEMSTREAM[record.memory_type],
-            role="",
+            memory_type=memory_type,
+            role=edited.role if edited is not None else "",
             saved_at=_aware(record.created_at),
             importance=importance,
             embedding_model=embedding_model,

@@ -28,9 +28,11 @@ from memstream.server.models import (
     MEMORY_ID_PATTERN,
     AckResponse,
     DateFilter,
+    EditMemoryRecordRequest,
     MemoryPromptRequest,
     MemoryRecord,
     MemoryRecordResults,
+    MemoryTypeEnum,
     PromptSession,
     SearchModeEnum,
     SearchRequest,
@@ -161,6 +163,38 @@ def build_mcp(
         """One long-term memory by its id."""
         return await call(  # type: ignore[no-any-return]
             ctx, lambda s, p: anyio.to_thread.run_sync(lambda: s.get(p, memory_id, named=None))
+        )
+
+    @server.tool()
+    async def edit_long_term_memory(
+        memory_id: str,
+        ctx: Context,
+        text: str | None = None,
+        topics: list[str] | None = None,
+        entities: list[str] | None = None,
+        memory_type: MemoryTypeEnum | None = None,
+        session_id: str | None = None,
+        event_date: str | None = None,
+        pinned: bool | None = None,
+    ) -> MemoryRecord:
+        """Change some fields of a long-term memory; the rest stays as it is."""
+        given = {
+            "text": text,
+            "topics": topics,
+            "entities": entities,
+            "memory_type": memory_type,
+            "session_id": session_id,
+            "event_date": event_date,
+            "pinned": pinned,
+        }
+        try:
+            changes = EditMemoryRecordRequest.model_validate(
+                {name: value for name, value in given.items() if value is not None}
+            )
+        except ValueError as exc:
+            raise ToolError(f"[invalid_input, not retryable] {exc}") from None
+        return await call(  # type: ignore[no-any-return]
+            ctx, lambda s, p: s.edit(p, memory_id, changes, named=None, wait=None)
         )
 
     @server.tool()

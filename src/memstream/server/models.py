@@ -22,6 +22,7 @@ __all__ = [
     "AckResponse",
     "CreateMemoryRecordRequest",
     "DateFilter",
+    "EditMemoryRecordRequest",
     "ForgetPolicy",
     "ForgetRequest",
     "ForgetResponse",
@@ -142,6 +143,23 @@ class CreateMemoryRecordRequest(BaseModel):
     deduplicate: bool = Field(
         default=True, description="Accepted; memstream never writes one id twice either way"
     )
+
+
+class EditMemoryRecordRequest(BaseModel):
+    """AMS's edit: the fields to change; the rest of the memory stays as it is."""
+
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
+
+    text: str | None = Field(default=None, min_length=1, pattern=r"\S")
+    topics: list[Tag] | None = None
+    entities: list[Tag] | None = None
+    memory_type: MemoryTypeEnum | None = None
+    namespace: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    event_date: Instant | None = None
+    pinned: bool | None = None
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class AckResponse(BaseModel):

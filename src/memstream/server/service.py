@@ -37,6 +37,7 @@ from memstream.server.keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import (
     AckResponse,
+    EditMemoryRecordRequest,
     ForgetRequest,
     ForgetResponse,
     MemoryPromptRequest,
@@ -136,6 +137,34 @@ class MemoryService:
             )
         await self._write(events, wait)
         return AckResponse(status="ok")
+
+    async def edit(
+        self,
+        principal: Principal,
+        memory_id: str,
+        changes: EditMemoryRecordRequest,
+        *,
+        named: str | None,
+        wait: float | None,
+    ) -> MemoryRecord:
+        """Change some fields of a stored memory: one MemorySaved of the whole new memory
+        under the same id (its time stays; a pinned memory's importance follows `pinned`)."""
+        self.limits.wait(wait)
+        field = self.scoping.tenant_field
+        updates = changes.model_dump(exclude_unset=True)
+        tenant = principal.tenant_for([named, updates.pop(field, None)], field)
+        check_memory_id(memory_id)
+        memory = await anyio.to_thread.run_sync(self._reader.memory, tenant, memory_id)
+        if memory is None:
+            raise MemoryNotFoundError(f"no memory with id {memory_id!r} in this tenant")
+        current = self.scoping.record(memory)
+        if "pinned" in updates and "importance" not in updates:
+            current.pop("importance")
+        record = MemoryRecord.model_validate({**current, **updates})
+        await self._write(
+            [self.scoping.saved(record, tenant, self._embedding_model, edited=memory)], wait
+        )
+        return record
 
     async def delete(
         self,
