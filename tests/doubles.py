@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from memstream.agent import AgentMiddleware, Proceed, RunContext, Turn
-from memstream.memory.monitoring import Skipped
+from memstream.memory.monitoring import MonitoringEvent, Skipped
 
 
 class Crash(Exception):
@@ -31,7 +31,8 @@ class CollectingMonitor:
     def __init__(self) -> None:
         self.events: list[Skipped] = []
 
-    def announce(self, event: Skipped) -> None:
+    def announce(self, event: MonitoringEvent) -> None:
+        assert isinstance(event, Skipped), event  # the agent side announces nothing else
         self.events.append(event)
 
 

@@ -15,14 +15,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstream.errors import ConfigurationError
+from memstream.memory.bounds import DEFAULT_MAX_MEMORIES
+from memstream.memory.model import DEFAULT_IMPORTANCE, DEFAULT_MAX_RECORD_CHARS
 
 __all__ = ["Settings"]
 
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 
 
-def _setting(env: str, default: Any, doc: str, parse: Callable[[str], Any] = str) -> Any:
-    return field(default=default, metadata={"env": env, "doc": doc, "parse": parse})
+def _setting(
+    env: str,
+    default: Any,
+    doc: str,
+    parse: Callable[[str], Any] = str,
+    show: Callable[[Any], str] = str,
+) -> Any:
+    """One setting; `show` writes a value back as its variable's text (`parse`'s inverse)."""
+    return field(default=default, metadata={"env": env, "doc": doc, "parse": parse, "show": show})
 
 
 def _positive_int(raw: str) -> int:
@@ -51,6 +60,16 @@ def _unit_float(raw: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise ValueError("must be between 0 and 1")
     return value
+
+
+def _label_positions(raw: str) -> tuple[int, ...]:
+    try:
+        positions = tuple(int(part) for part in raw.split(","))
+    except ValueError:
+        raise ValueError("must be label positions such as '1' or '0,1'") from None
+    if min(positions) < 0 or len(set(positions)) != len(positions):
+        raise ValueError("label positions must be distinct and 0 or more")
+    return positions
 
 
 def _namespace(raw: str) -> str:
@@ -98,14 +117,14 @@ class Settings:
     )
     max_memories_per_tenant: int = _setting(
         "MEMSTREAM_MAX_MEMORIES",
-        10_000,
+        DEFAULT_MAX_MEMORIES,
         "Bound on each tenant's memories; every write evicts the lowest-importance, oldest "
         "ones beyond it. 0 means unbounded.",
         _non_negative_int,
     )
     default_importance: float = _setting(
         "MEMSTREAM_DEFAULT_IMPORTANCE",
-        0.5,
+        DEFAULT_IMPORTANCE,
         "Importance of a memory nobody scored (0 to 1); eviction removes low importance first.",
         _unit_float,
     )
@@ -119,7 +138,7 @@ class Settings:
     )
     max_record_chars: int = _setting(
         "MEMSTREAM_MAX_RECORD_CHARS",
-        8_000,
+        DEFAULT_MAX_RECORD_CHARS,
         "The most characters (code points) one memory may hold.",
         _positive_int,
     )
@@ -201,6 +220,16 @@ class Settings:
         "The longest a write with ?wait=true waits to be recallable before answering 504.",
         _positive_float,
     )
+    langgraph_tenant_labels: tuple[int, ...] = _setting(
+        "MEMSTREAM_LANGGRAPH_TENANT_LABELS",
+        (0, 1),
+        "Which labels of a LangGraph store namespace name its tenant (0-based, comma-separated; "
+        "joined with '.'). The default, the first two, keeps users apart under both common "
+        "conventions, ('memories', user) as LangMem writes and (user, 'memories'); '1' makes "
+        "LangMem's ('memories', '{langgraph_user_id}') the user's own tenant.",
+        _label_positions,
+        lambda positions: ",".join(map(str, positions)),
+    )
     kafka_port: int = _setting(
         "MEMSTREAM_KAFKA_PORT", 9092, "Port of the local stack's broker.", _positive_int
     )
@@ -235,6 +264,14 @@ class Settings:
                     f"{f.metadata['env']}={raw!r} is not valid: {exc}. {f.metadata['doc']}"
                 ) from None
         return cls(**values)
+
+    def environ(self) -> dict[str, str]:
+        """These settings as MEMSTREAM_* variables, for a process that must share them (a
+        worker started by a test or a bench)."""
+        return {
+            f.metadata["env"]: f.metadata["show"](getattr(self, f.name))
+            for f in dataclasses.fields(self)
+        }
 
     @property
     def bootstrap_servers(self) -> str:

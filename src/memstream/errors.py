@@ -6,16 +6,20 @@
     │   ├── InvalidTenantError                 a tenant id that cannot be used safely
     │   ├── ImportFileError                    a bad line in a `memstream import` file
     │   ├── LimitExceededError                 a request over one of the server's limits
-    │   └── MemoryIdRetiredError               a memory id that was deleted: never reused
+    │   ├── MemoryIdRetiredError               a memory id that was deleted: never reused
+    │   └── NamespaceTenantError               a store namespace that names no single tenant
     ├── EventDecodeError (+ ValueError)        bytes on a topic that are no memstream event
+    │   ├── UnknownEventTypeError              a `type` no version of memstream wrote
     │   ├── EventVersionError                  a known event type in a version we cannot read
+    │   ├── EventIdMismatchError               an `id` its fields do not derive
+    │   ├── EventKeyMismatchError              a Kafka key that is not the event's tenant
     │   └── EmbeddingModelMismatchError        an event for another embedding model's index
     ├── InfrastructureError                    a service failed at run time (retryable)
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
     │   ├── EmbeddingProviderError
     │   ├── ModelProviderError                 a chat model's API failed
-    │   └── NotProjectedError                  a write was not recallable within its wait
+    │   └── ProjectionLagError                 a write was not applied within the wait asked for
     ├── NotAuthenticatedError                  no API key, or one that is unknown or revoked
     ├── ForbiddenError                         a key that may not act for the tenant it names
     ├── MemoryNotFoundError                    no memory of the tenant has that id
@@ -38,6 +42,8 @@ __all__ = [
     "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
     "EventDecodeError",
+    "EventIdMismatchError",
+    "EventKeyMismatchError",
     "EventVersionError",
     "ForbiddenError",
     "ImportFileError",
@@ -50,11 +56,13 @@ __all__ = [
     "MemoryNotFoundError",
     "MemstreamError",
     "ModelProviderError",
+    "NamespaceTenantError",
     "NotAuthenticatedError",
-    "NotProjectedError",
+    "ProjectionLagError",
     "RedisUnavailableError",
     "ReplayError",
     "StackError",
+    "UnknownEventTypeError",
 ]
 
 
@@ -90,8 +98,30 @@ class ImportFileError(InvalidInputError):
         )
 
 
+class NamespaceTenantError(InvalidInputError):
+    """A LangGraph store namespace (or search prefix) from which no single tenant follows."""
+
+    code = "namespace_tenant"
+
+
 class EventDecodeError(MemstreamError, ValueError):
     code = "event_decode"
+
+
+class UnknownEventTypeError(EventDecodeError):
+    code = "unknown_event_type"
+
+
+class EventIdMismatchError(EventDecodeError):
+    """The payload's `id` is not the one its fields derive (altered, or a faulty producer)."""
+
+    code = "event_id_mismatch"
+
+
+class EventKeyMismatchError(EventDecodeError):
+    """The message's Kafka key is not the event's tenant, so its order is not the tenant's."""
+
+    code = "event_key_mismatch"
 
 
 class EventVersionError(EventDecodeError):
@@ -104,7 +134,7 @@ class EventVersionError(EventDecodeError):
         self.expected = expected
         self.actual = actual
         super().__init__(
-            f"{event_type} has schema version {actual!r}; this memstream reads version "
+            f"{event_type} has schema version {actual!r}; this memstream reads versions 1 to "
             f"{expected}. Upgrade the worker before producers that write newer events."
         )
 
@@ -134,6 +164,12 @@ class EmbeddingProviderError(InfrastructureError):
 
 class ModelProviderError(InfrastructureError):
     code = "model_provider"
+
+
+class ProjectionLagError(InfrastructureError):
+    """A write reached the log but no worker applied it within the time a caller waits for."""
+
+    code = "projection_lag"
 
 
 class ReplayError(MemstreamError):
@@ -176,12 +212,6 @@ class MemoryIdRetiredError(InvalidInputError):
     """The memory id was deleted (tombstoned); a new memory needs a new id."""
 
     code = "memory_id_retired"
-
-
-class NotProjectedError(InfrastructureError):
-    """A write is durable in the log but was not recallable within the wait the caller set."""
-
-    code = "not_projected"
 
 
 class NotAuthenticatedError(MemstreamError):

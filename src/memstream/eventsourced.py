@@ -17,19 +17,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from memstream.config import Settings
 from memstream.errors import ConfigurationError, KafkaUnavailableError
-from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemoryEvent, encode_event, memories_of
+from memstream.memory.codec import encode_event
+from memstream.memory.events import MemoryEvent, memories_of
 from memstream.memory.model import Memory, RecalledMemory
-from memstream.memory.monitoring import LoggingMonitor, Skipped, encode_monitoring
+from memstream.memory.monitoring import (
+    LoggingMonitor,
+    MonitoringEvent,
+    encode_monitoring,
+    monitoring_key,
+)
+from memstream.memory.ports import MemoryReader, Recaller
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
-from memstream.memory.tenancy import validate_tenant
-from memstream.projections.connection import redis_client
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.recall import RedisRecaller
-from memstream.projections.schema import Keyspace
-from memstream.providers import embedder_from_settings
+from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.sender import BackgroundPublisher
 from memstream.streams.topics import Topics
 
@@ -49,9 +49,9 @@ class EventSourcedMemoryStore:
         tenant: str,
         *,
         send: EventSink,
-        reader: ProjectionReader,
+        reader: MemoryReader,
         embedding_model: str,
-        recaller: RedisRecaller | None = None,
+        recaller: Recaller | None = None,
     ) -> None:
         self._tenant = validate_tenant(tenant)
         self._send = send
@@ -73,7 +73,7 @@ class EventSourcedMemoryStore:
         return self._recaller.recall(self._tenant, query, k=k)
 
     def memories(self, where: MemoryFilter | None = None) -> list[Memory]:
-        return [m for m in self._reader.memories(self._tenant) if where is None or where.matches(m)]
+        return self._reader.memories(self._tenant, where)
 
     def write(
         self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None
@@ -91,45 +91,44 @@ class KafkaMonitor:
         self._topic = topics.monitoring
         self._log = LoggingMonitor()
 
-    def announce(self, event: Skipped) -> None:
+    def announce(self, event: MonitoringEvent) -> None:
         self._log.announce(event)
         # A full buffer means Kafka is down; the log line above is then the only trace.
         with contextlib.suppress(KafkaUnavailableError):
-            self._publisher.submit(
-                self._topic, event.tenant.encode("utf-8"), encode_monitoring(event)
-            )
+            self._publisher.submit(self._topic, monitoring_key(event), encode_monitoring(event))
 
 
 class EventSourcedStores:
-    """The tenant -> store resolver over one deployment's Kafka and Redis."""
+    """The tenant -> store resolver over one deployment's Kafka and Redis (build it with
+    `Deployment.stores()`)."""
 
     def __init__(
         self,
-        settings: Settings,
+        publisher: BackgroundPublisher,
+        topics: Topics,
         *,
-        embedder: Embedder | None = None,
-        publisher: BackgroundPublisher | None = None,
+        reader: MemoryReader,
+        recaller: Recaller,
+        embedding_model: str,
     ) -> None:
-        self._topics = Topics(settings.namespace, settings.partitions)
-        keyspace = Keyspace(settings.namespace)
-        client = redis_client(settings.redis)
-        self._embedder = embedder or embedder_from_settings(settings)
-        self.publisher = publisher or BackgroundPublisher(settings.bootstrap_servers)
-        self._recaller = RedisRecaller(client, keyspace, self._embedder, url=settings.redis)
-        self._reader = ProjectionReader(client, keyspace, url=settings.redis)
-        self.monitor = KafkaMonitor(self.publisher, self._topics)
+        self.publisher = publisher
+        self._topics = topics
+        self._reader = reader
+        self._recaller = recaller
+        self._embedding_model = embedding_model
+        self.monitor = KafkaMonitor(publisher, topics)
 
     def __call__(self, tenant: str) -> EventSourcedMemoryStore:
         return EventSourcedMemoryStore(
             tenant,
             send=self._send,
             reader=self._reader,
-            embedding_model=self._embedder.model_id,
+            embedding_model=self._embedding_model,
             recaller=self._recaller,
         )
 
     def _send(self, event: MemoryEvent, on_durable: Callable[[], None] | None) -> None:
-        key = event.tenant.encode("utf-8")
+        key = tenant_key(event.tenant)
         self.publisher.submit(self._topics.memory, key, encode_event(event), on_durable)
 
     def close(self, timeout: float = 10.0) -> None:

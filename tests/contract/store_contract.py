@@ -1,14 +1,20 @@
 """The MemoryStore contract, written once: each store implementation subclasses StoreContract
-with `create_store` (and `settle`, for stores whose writes land later)."""
+with `create_store` (and `settle`, for stores whose writes land later).
+
+It is the specification of applying events — forget by id, thread, time and all; tombstones;
+a consolidation skipped whole when a member is gone; the eviction order — so the Python
+(in-process) and the Lua (Redis projection) semantics cannot drift apart."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream import InvalidInputError, TurnRecorded
+from memstream import MemoriesConsolidated, MemoryForgotten, TurnCompleted
+from memstream.errors import InvalidInputError
 from memstream.memory.model import MemoryType
 from memstream.memory.store import MemoryFilter, MemoryStore
 
@@ -18,16 +24,30 @@ T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 class StoreContract:
     __test__ = False
 
+    # Each tenant's bound in the stores `create_store` makes.
+    bound = 40
+
     def create_store(self, tenant: str) -> MemoryStore:
         raise NotImplementedError
 
+    def settle_until(self, store: MemoryStore, condition: Callable[[], bool], what: str) -> None:
+        """Return once `condition` holds (a store that applies in place: at once)."""
+        assert condition(), what
+
     def settle(self, store: MemoryStore, expected: int) -> None:
-        """Return once `store` holds `expected` memories (stores that apply in place do)."""
+        """Return once `store` holds `expected` memories."""
+        self.settle_until(store, lambda: len(store.memories()) == expected, f"{expected} memories")
 
     def turn(
-        self, store: MemoryStore, n: int, query: str, answer: str, thread: str = "t1"
-    ) -> TurnRecorded:
-        return TurnRecorded(
+        self,
+        store: MemoryStore,
+        n: int,
+        query: str,
+        answer: str,
+        thread: str = "t1",
+        importance: float = 0.5,
+    ) -> TurnCompleted:
+        return TurnCompleted(
             tenant=store.tenant,
             thread=thread,
             run="run-1",
@@ -35,7 +55,7 @@ class StoreContract:
             query=query,
             answer=answer,
             recorded_at=T0 + timedelta(hours=n),
-            importance=0.5,
+            importance=importance,
             embedding_model=store.embedding_model,
         )
 
@@ -94,3 +114,102 @@ class StoreContract:
         self.settle(theirs, 2)
         assert mine.memories() == []
         assert mine.search("secret", k=5) == []
+
+    def forget(self, store: MemoryStore, **selection: object) -> MemoryForgotten:
+        at = T0 + timedelta(days=30)
+        return MemoryForgotten(store.tenant, uuid.uuid4().hex, at, **selection)  # type: ignore[arg-type]
+
+    def contents(self, store: MemoryStore) -> set[str]:
+        return {m.content for m in store.memories()}
+
+    def test_forget_by_id_deletes_and_tombstones_it_for_good(self) -> None:
+        store = self.create_store(self.tenant())
+        event = self.turn(store, 1, "My locker code is 4411.", "Noted.")
+        store.write(event)
+        self.settle(store, 2)
+        (question,) = [m.id for m in store.memories() if m.role == "user"]
+        store.write(self.forget(store, memory_ids=(question,)))
+        self.settle(store, 1)
+        store.write(event)  # a redelivery, a re-import, a replay: it stays forgotten
+        store.write(self.turn(store, 2, "after the forget", "ok"))
+        self.settle(store, 3)
+        assert self.contents(store) == {"Noted.", "after the forget", "ok"}
+
+    @pytest.mark.parametrize(
+        ("selection", "kept"),
+        [
+            ({"thread": "a"}, {"b early", "b early answer", "b late", "b late answer"}),
+            (
+                {"before": T0 + timedelta(hours=20)},
+                {"a late", "a late answer", "b late", "b late answer"},
+            ),
+            (
+                {"thread": "a", "before": T0 + timedelta(hours=20)},
+                {"a late", "a late answer", "b early", "b early answer", "b late",
+                 "b late answer"},
+            ),
+            ({"everything": True}, set()),
+        ],
+    )  # fmt: skip
+    def test_forget_by_thread_time_both_or_everything(
+        self, selection: dict[str, object], kept: set[str]
+    ) -> None:
+        store = self.create_store(self.tenant())
+        for n, (thread, when) in enumerate([("a", 1), ("b", 1), ("a", 3), ("b", 3)]):
+            label = f"{thread} {'early' if when == 1 else 'late'}"
+            store.write(self.turn(store, when * 10 + n, label, f"{label} answer", thread=thread))
+        self.settle(store, 8)
+        store.write(self.forget(store, **selection))
+        self.settle(store, len(kept))
+        assert self.contents(store) == kept
+
+    def test_a_consolidation_replaces_its_group_with_the_summary(self) -> None:
+        store = self.create_store(self.tenant())
+        store.write(self.turn(store, 1, "We deploy on Tuesdays.", "Got it."))
+        store.write(self.turn(store, 2, "Keep the other one.", "Sure."))
+        self.settle(store, 4)
+        group = tuple(m.id for m in store.memories() if m.timestamp == T0 + timedelta(hours=1))
+        store.write(self.summary(store, group, "Deploys happen on Tuesdays."))
+        self.settle(store, 3)
+        assert self.contents(store) == {
+            "Deploys happen on Tuesdays.",
+            "Keep the other one.",
+            "Sure.",
+        }
+
+    def test_a_consolidation_whose_member_was_forgotten_is_skipped_whole(self) -> None:
+        store = self.create_store(self.tenant())
+        store.write(self.turn(store, 1, "The vault opens at nine.", "Right."))
+        self.settle(store, 2)
+        group = tuple(m.id for m in store.memories())
+        store.write(self.forget(store, memory_ids=group[:1]))
+        store.write(self.summary(store, group, "never written"))
+        store.write(self.turn(store, 2, "a later turn", "ok"))
+        self.settle(store, 3)
+        assert "never written" not in self.contents(store)
+        assert len(self.contents(store) & {"The vault opens at nine.", "Right."}) == 1
+
+    def summary(
+        self, store: MemoryStore, group: tuple[str, ...], text: str
+    ) -> MemoriesConsolidated:
+        return MemoriesConsolidated(
+            store.tenant, group, text, MemoryType.CONVERSATION, "t1", T0 + timedelta(hours=1),
+            0.5, store.embedding_model,
+        )  # fmt: skip
+
+    def test_every_write_evicts_the_least_important_then_the_oldest_beyond_the_bound(
+        self,
+    ) -> None:
+        store = self.create_store(self.tenant())
+        turns = self.bound // 2
+        for n in range(turns):
+            store.write(self.turn(store, n, f"q{n}", f"a{n}"))
+        self.settle(store, self.bound)
+        # Newest, yet least important: the first to go.
+        store.write(self.turn(store, 100, "trivia", "trivia answer", importance=0.1))
+        store.write(self.turn(store, 101, "vital", "vital answer", importance=0.9))
+        # Two writes of two memories each over the bound: four evicted, the trivia first,
+        # then the oldest of equal importance.
+        self.settle_until(store, lambda: "vital" in self.contents(store), "the last write")
+        expected = {f"{side}{n}" for n in range(1, turns) for side in "qa"}
+        assert self.contents(store) == expected | {"vital", "vital answer"}

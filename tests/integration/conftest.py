@@ -7,23 +7,20 @@ In CI (CI=true) an unreachable stack is a failure; elsewhere the tests are skipp
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream import Settings
+from memstream.deployment import Deployment
 from memstream.projections.connection import redis_client
 from memstream.streams.topics import Topics, ensure_topics
 
-from .helpers import TestStack
+from .helpers import TestStack, running_worker
 from .serving import serving
 
 pytestmark = pytest.mark.integration
@@ -69,7 +66,7 @@ def settings(env: dict[str, str]) -> Iterator[Settings]:
             pytest.fail(message)
         pytest.skip(message)
     yield settings
-    drop_namespace(settings)
+    Deployment(settings).drop()
 
 
 @pytest.fixture(scope="session")
@@ -78,23 +75,8 @@ def worker(
 ) -> Iterator[Path]:
     """A `memstream worker` process on the session's namespace; yields its log file."""
     log = tmp_path_factory.mktemp("worker") / "worker.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        TestStack(settings).wait_until_projecting(process, log)
+    with running_worker(env, log):
         yield log
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture
@@ -112,26 +94,3 @@ def server(
     """A `memstream serve` process on the session's namespace; yields its base URL."""
     with serving(env, tmp_path_factory.mktemp("server") / "server.log") as url:
         yield url
-
-
-def drop_namespace(settings: Settings) -> None:
-    client = redis_client(settings.redis)
-    for raw in client.execute_command("FT._LIST"):
-        name = raw.decode() if isinstance(raw, bytes) else raw
-        if name.startswith((f"{settings.namespace}:", f"{settings.namespace}-")):
-            with contextlib.suppress(redis.ResponseError):  # dropped by a test meanwhile
-                client.ft(name).dropindex(delete_documents=False)
-    for pattern in (f"{settings.namespace}:*", f"{settings.namespace}-*"):
-        for key in client.scan_iter(match=pattern, count=1000):
-            client.delete(key)
-
-    async def delete_topics() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
-        await admin.start()
-        try:
-            topics = Topics(settings.namespace)
-            await admin.delete_topics([spec.name for spec in topics.specs()])
-        finally:
-            await admin.close()
-
-    asyncio.run(delete_topics())

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -12,7 +14,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from memstream import MemoryEvent, Settings, TurnRecorded
+from memstream import MemoryEvent, Settings, TurnCompleted
+from memstream.deployment import Deployment
 from memstream.projections.connection import redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -22,6 +25,26 @@ from memstream.streams.publisher import EventPublisher
 from memstream.streams.topics import Topics
 
 DEADLINE_S = 60.0
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A `memstream worker` process on `env`'s namespace, logging to `log`."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def running_worker(
+    env: dict[str, str], log: Path
+) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    """A worker that is projecting when the block starts, and stopped when it ends."""
+    stack = TestStack(Settings.from_env(env))
+    probe = stack.turn("__probe__", "is the worker up?", "yes")
+    return Deployment(stack.settings).worker_process(log, probe)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
@@ -47,8 +70,8 @@ class TestStack:
 
     def turn(
         self, tenant: str, query: str, answer: str, *, thread: str = "t1", turn: int = 0
-    ) -> TurnRecorded:
-        return TurnRecorded(
+    ) -> TurnCompleted:
+        return TurnCompleted(
             tenant=tenant,
             thread=thread,
             run=f"run-{uuid.uuid4().hex[:8]}",
@@ -91,6 +114,10 @@ class TestStack:
         set)."""
         prefix = self.status.live().tenant_memory_prefix(tenant)
         return sum(1 for _ in self.redis.scan_iter(match=f"{prefix}*"))
+
+    def wait_until_projecting(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        probe = self.turn("__probe__", "is the worker up?", "yes")
+        Deployment(self.settings).wait_projecting(process, log, probe)
 
     def read_topic(
         self, topic: str, until: Callable[[list[ConsumerRecord]], bool]
@@ -137,17 +164,6 @@ class TestStack:
         offsets = asyncio.run(read())
         assert len(offsets) == self.settings.partitions, offsets
         return offsets
-
-    def wait_until_projecting(self, process: subprocess.Popen[bytes], log: Path) -> None:
-        probe = self.turn("__probe__", "is the worker up?", "yes")
-        self.publish([probe])
-        deadline = time.monotonic() + DEADLINE_S
-        while self.status.unapplied([probe]):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(
-                    f"the worker did not start projecting:\n{log.read_text()[-3000:]}"
-                )
-            time.sleep(0.1)
 
 
 _EMBEDDERS: dict[str, object] = {}

@@ -83,6 +83,20 @@ def test_bench_recall_reports_latency_against_raw(
     assert recall["embed_query_p50_ms"] > 0
 
 
+def test_bench_store_reports_each_operation_against_raw(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(env, "bench", "store", "--store-items", "40", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    store = json.loads(done.stdout)["results"]["store"]
+    assert store["items"] == 40
+    for operation in ("put", "get", "search"):
+        for field in ("p50_ms", "p99_ms", "raw_p50_ms", "raw_p99_ms"):
+            assert store[operation][field] > 0
+    measures = {c["measure"] for c in store["comparisons"]}
+    assert measures == {f"{op} {q}" for op in ("put", "get", "search") for q in ("p50", "p99")}
+
+
 def test_bench_serve_reports_http_against_in_process_and_raw(
     settings: object, env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -16,9 +14,9 @@ import pytest
 
 from memstream import MessageRecorded, Settings
 from memstream.cli.stack import LocalStack
+from memstream.deployment import Deployment
 
-from .conftest import drop_namespace
-from .helpers import TestStack, wait_until
+from .helpers import TestStack, start_worker, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -36,17 +34,7 @@ def crash_env(env: dict[str, str], settings: Settings) -> Iterator[dict[str, str
         "MEMSTREAM_WORKER_SESSION_TIMEOUT": "6",  # the broker's minimum: a quick takeover
     }
     yield crash
-    drop_namespace(Settings.from_env(crash))
-
-
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    Deployment(Settings.from_env(crash)).drop()
 
 
 def test_sigkill_mid_stream_loses_and_doubles_nothing(

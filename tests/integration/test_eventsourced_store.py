@@ -1,11 +1,12 @@
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from memstream.eventsourced import EventSourcedStores
+from memstream.deployment import Deployment
 from memstream.memory.store import MemoryStore
 
 from ..contract.store_contract import StoreContract
+from .conftest import MAX_MEMORIES
 from .helpers import TestStack, wait_until
 
 pytestmark = pytest.mark.integration
@@ -17,13 +18,15 @@ class TestEventSourcedStore(StoreContract):
     @pytest.fixture(autouse=True)
     def _stores(self, stack: TestStack) -> Iterator[None]:
         self.stack = stack
-        self.stores = EventSourcedStores(stack.settings)
-        yield
-        self.stores.close()
+        with Deployment(stack.settings) as deployment:
+            self.stores = deployment.stores()
+            yield
 
     def create_store(self, tenant: str) -> MemoryStore:
         return self.stores(tenant)
 
-    def settle(self, store: MemoryStore, expected: int) -> None:
+    bound = MAX_MEMORIES  # the session worker's
+
+    def settle_until(self, store: MemoryStore, condition: Callable[[], bool], what: str) -> None:
         assert self.stores.publisher.flush(30)
-        wait_until(lambda: len(store.memories()) == expected, f"{expected} memories projected")
+        wait_until(condition, f"{what} projected")

@@ -9,21 +9,22 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memstream import Settings, TurnRecorded, memories_of
+from memstream import Settings, TurnCompleted, memories_of
 from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import MemoryType
+from memstream.memory.ports import AppliedOutcome, Embedded
 from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import AppliedOutcome, Embedded, ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 
 pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def turn(tenant: str, n: int, *, thread: str = "t", minutes: int = 0) -> TurnRecorded:
+def turn(tenant: str, n: int, *, thread: str = "t", minutes: int = 0) -> TurnCompleted:
     at = T0 + timedelta(minutes=minutes)
-    return TurnRecorded(tenant, thread, "r", n, f"q{n}", f"a{n}", at, 0.5, "m@1")
+    return TurnCompleted(tenant, thread, "r", n, f"q{n}", f"a{n}", at, 0.5, "m@1")
 
 
 def forget(tenant: str, **selector: object) -> MemoryForgotten:
@@ -47,7 +48,7 @@ class Writer:
         async def run() -> list[AppliedOutcome]:
             client = async_redis_client(self.url)
             try:
-                writer = ProjectionWriter(client, self.keys, max_memories=self.max_memories)
+                writer = RedisProjectionWriter(client, self.keys, max_memories=self.max_memories)
                 await writer.ensure_live_index("m@1", 4)
                 items = []
                 for event in events:

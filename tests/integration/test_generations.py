@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memstream import Settings, TurnRecorded, memories_of
+from memstream import Settings, TurnCompleted, memories_of
+from memstream.memory.ports import Embedded, Position, SwapResult
 from memstream.projections.connection import async_redis_client, redis_client
-from memstream.projections.generations import Generations, SwapResult
+from memstream.projections.generations import RedisGenerations
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import Embedded, Position, ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +22,7 @@ AT = datetime(2026, 2, 1, tzinfo=UTC)
 
 
 def item(tenant: str, n: int, offset: int) -> Embedded:
-    event = TurnRecorded(tenant, "t", "r", n, f"q{n}", f"a{n}", AT, 0.5, "m@1")
+    event = TurnCompleted(tenant, "t", "r", n, f"q{n}", f"a{n}", AT, 0.5, "m@1")
     vectors = np.ones((2, 4), dtype=np.float32)
     return Embedded(event, memories_of(event), vectors, Position("log", 0, offset))
 
@@ -35,8 +36,8 @@ def test_swap_waits_for_the_rebuild_to_catch_up_then_moves_generation_and_alias(
     async def run() -> None:
         client = async_redis_client(settings.redis)
         try:
-            writer = ProjectionWriter(client, keys, max_memories=0)
-            generations = Generations(client, keys)
+            writer = RedisProjectionWriter(client, keys, max_memories=0)
+            generations = RedisGenerations(client, keys)
             await writer.ensure_live_index("m@1", 4)
             await writer.apply([item("a", 1, 0), item("a", 2, 1)])  # live: generation 1
             rebuilt = await generations.allocate()
@@ -78,7 +79,7 @@ def test_a_write_checked_against_a_retired_generation_is_refused_and_redone(
     async def run() -> None:
         client = async_redis_client(settings.redis)
         try:
-            writer = ProjectionWriter(client, keys, max_memories=0)
+            writer = RedisProjectionWriter(client, keys, max_memories=0)
             generations = _SwapsOnFirstRead(client, keys, sync)
             writer._generations = generations  # the swap lands between the read and the write
             (outcome,) = await writer.apply([item("b", 1, 0)])
@@ -91,7 +92,7 @@ def test_a_write_checked_against_a_retired_generation_is_refused_and_redone(
     asyncio.run(run())
 
 
-class _SwapsOnFirstRead(Generations):
+class _SwapsOnFirstRead(RedisGenerations):
     def __init__(self, client, keys: Keyspace, sync) -> None:  # type: ignore[no-untyped-def]
         super().__init__(client, keys)
         self._sync, self._keys_ = sync, keys

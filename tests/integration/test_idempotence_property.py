@@ -13,13 +13,14 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from memstream import Settings, TurnRecorded, memories_of
+from memstream import Settings, TurnCompleted, memories_of
 from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import MemoryType
+from memstream.memory.ports import Embedded
 from memstream.projections.compare import ProjectionComparer
 from memstream.projections.connection import async_redis_client
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import Embedded, ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 
 pytestmark = pytest.mark.integration
 
@@ -27,15 +28,15 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 TENANT = "prop"
 
 
-def _turn(n: int) -> TurnRecorded:
+def _turn(n: int) -> TurnCompleted:
     at = T0 + timedelta(minutes=n % 4)
-    return TurnRecorded(TENANT, f"th{n % 2}", "r", n, f"q{n}", f"a{n}", at, (n % 3) / 3, "m@1")
+    return TurnCompleted(TENANT, f"th{n % 2}", "r", n, f"q{n}", f"a{n}", at, (n % 3) / 3, "m@1")
 
 
 TURNS = [_turn(n) for n in range(6)]
 
 
-def _ids(*turns: TurnRecorded) -> tuple[str, ...]:
+def _ids(*turns: TurnCompleted) -> tuple[str, ...]:
     return tuple(m.id for t in turns for m in memories_of(t))
 
 
@@ -63,7 +64,7 @@ def _project(url: str, keys: Keyspace, events: list[MemoryEvent]) -> None:
     async def run() -> None:
         client = async_redis_client(url)
         try:
-            writer = ProjectionWriter(client, keys, max_memories=6)
+            writer = RedisProjectionWriter(client, keys, max_memories=6)
             for event in events:  # one at a time: redeliveries come in separate batches
                 memories = memories_of(event)
                 vectors = np.ones((len(memories), 4), dtype=np.float32)

@@ -17,6 +17,7 @@ from memstream.agent import (
     ScriptedModel,
 )
 from memstream.agent.guardrails import Rule
+from memstream.deployment import Deployment
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.monitoring import Skipped
@@ -30,9 +31,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def stores(stack: TestStack) -> Iterator[EventSourcedStores]:
-    resolver = EventSourcedStores(stack.settings)
-    yield resolver
-    resolver.close()
+    with Deployment(stack.settings) as deployment:
+        yield deployment.stores()
 
 
 def memory(stores: EventSourcedStores, **kw: object) -> SemanticMemoryMiddleware:
@@ -160,7 +160,7 @@ def test_an_event_sent_but_not_journaled_is_sent_again_and_applied_once(
 def test_redis_down_during_recall_still_answers_and_announces_skipped(stack: TestStack) -> None:
     acme = tenant()
     down = dataclasses.replace(stack.settings, redis_url="redis://127.0.0.1:1/0")
-    stores = EventSourcedStores(down)
+    stores = Deployment(down).stores()
     try:
         agent = Agent(ScriptedModel(["answered anyway"]), middleware=[memory(stores)])
         result = agent.run("anything to recall?", RunConfig("t1", acme), run_id=f"run-{acme}")
@@ -182,7 +182,7 @@ def test_while_kafka_is_down_turns_wait_in_a_bounded_buffer_then_are_skipped(
 ) -> None:
     down = dataclasses.replace(settings, kafka_bootstrap="127.0.0.1:1")
     publisher = BackgroundPublisher(down.bootstrap_servers, capacity=2)
-    stores = EventSourcedStores(down, publisher=publisher)
+    stores = Deployment(down).stores(publisher=publisher)
     monitor = CollectingMonitor()
     try:
         agent = Agent(

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from memstream.streams.monitoring import DeadLettered
+from memstream.memory.monitoring import DeadLettered
 
 from .helpers import TestStack
 

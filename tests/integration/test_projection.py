@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memstream import Settings, TurnRecorded, memories_of
+from memstream import Settings, TurnCompleted, memories_of
+from memstream.memory.ports import AppliedOutcome, Embedded, Position
 from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +21,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def embedded(tenant: str, turn: int, importance: float, minutes: int, offset: int = -1) -> Embedded:
-    event = TurnRecorded(
+    event = TurnCompleted(
         tenant,
         "t",
         "r",
@@ -39,7 +40,7 @@ def apply(settings: Settings, items: list[Embedded], max_memories: int = 0) -> l
     async def run() -> list[AppliedOutcome]:
         client = async_redis_client(settings.redis)
         try:
-            writer = ProjectionWriter(
+            writer = RedisProjectionWriter(
                 client, Keyspace(f"{settings.namespace}-w"), max_memories=max_memories
             )
             await writer.ensure_live_index("m@1", 4)

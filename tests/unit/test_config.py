@@ -1,6 +1,7 @@
 import pytest
 
-from memstream import ConfigurationError, Settings
+from memstream import Settings
+from memstream.errors import ConfigurationError
 
 
 def test_defaults_point_at_the_local_stack() -> None:

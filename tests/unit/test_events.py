@@ -4,22 +4,24 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from memstream import (
+    MemoryType,
+    MessageRecorded,
+    TurnCompleted,
+    decode_event,
+    encode_event,
+    memories_of,
+)
+from memstream.errors import (
     EventDecodeError,
     EventVersionError,
     InvalidInputError,
     InvalidTenantError,
-    MemoryType,
-    MessageRecorded,
-    TurnRecorded,
-    decode_event,
-    encode_event,
-    memories_of,
 )
 
 AT = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
 
 
-def turn(**changes: object) -> TurnRecorded:
+def turn(**changes: object) -> TurnCompleted:
     fields: dict[str, object] = dict(
         tenant="acme",
         thread="t1",
@@ -33,7 +35,7 @@ def turn(**changes: object) -> TurnRecorded:
         metadata={"source": "test"},
     )
     fields.update(changes)
-    return TurnRecorded(**fields)  # type: ignore[arg-type]
+    return TurnCompleted(**fields)  # type: ignore[arg-type]
 
 
 def test_turn_round_trips_through_the_wire_format() -> None:
@@ -48,8 +50,8 @@ def test_message_round_trips_through_the_wire_format() -> None:
 
 def test_the_wire_format_is_explicit_json_with_type_version_and_id() -> None:
     body = json.loads(encode_event(turn()))
-    assert body["type"] == "TurnRecorded"
-    assert body["version"] == 1
+    assert body["type"] == "TurnCompleted"
+    assert body["version"] == 2
     assert body["id"] == turn().id
     assert body["recorded_at"] == "2026-11-02T09:30:00+00:00"
 
@@ -124,18 +126,18 @@ def _tampered(**changes: object) -> bytes:
 
 def test_a_newer_version_names_both_versions() -> None:
     with pytest.raises(EventVersionError) as caught:
-        decode_event(_tampered(version=2))
-    assert (caught.value.expected, caught.value.actual) == (1, 2)
-    assert "version 2" in str(caught.value) and "version 1" in str(caught.value)
+        decode_event(_tampered(version=3))
+    assert (caught.value.expected, caught.value.actual) == (2, 3)
+    assert "version 3" in str(caught.value) and "versions 1 to 2" in str(caught.value)
 
 
 @pytest.mark.parametrize(
     ("changes", "says"),
     [
-        ({"turn": "3"}, "TurnRecorded.turn has the wrong type"),
-        ({"importance": True}, "TurnRecorded.importance has the wrong type"),
-        ({"recorded_at": "yesterday"}, "TurnRecorded is invalid"),
-        ({"tenant": ""}, "TurnRecorded is invalid"),
+        ({"turn": "3"}, "TurnCompleted.turn has the wrong type"),
+        ({"importance": True}, "TurnCompleted.importance has the wrong type"),
+        ({"recorded_at": "yesterday"}, "TurnCompleted.recorded_at is invalid"),
+        ({"tenant": ""}, "TurnCompleted is invalid"),
         ({"id": "0000"}, "carries id '0000'"),
         ({"query": "changed after the id was made"}, None),
     ],

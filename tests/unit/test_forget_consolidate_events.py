@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream import InvalidInputError, decode_event, encode_event, memories_of
+from memstream import decode_event, encode_event, memories_of
+from memstream.errors import InvalidInputError
 from memstream.memory.events import MemoriesConsolidated, MemoryForgotten
 from memstream.memory.model import MemoryType
 

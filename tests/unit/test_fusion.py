@@ -1,6 +1,6 @@
 import pytest
 
-from memstream import InvalidInputError
+from memstream.errors import InvalidInputError
 from memstream.projections.fusion import reciprocal_rank_fusion
 
 

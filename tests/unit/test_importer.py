@@ -3,8 +3,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream import ImportFileError, MessageRecorded, TurnRecorded
+from memstream import MessageRecorded, TurnCompleted
 from memstream.cli.importer import parse_import_lines
+from memstream.errors import ImportFileError
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -24,7 +25,7 @@ def test_turns_and_messages_become_events() -> None:
     turn, message = parse(
         {**TURN, "ts": "2026-11-02T09:30:00+02:00", "metadata": {"k": "v"}}, MESSAGE
     )
-    assert isinstance(turn, TurnRecorded) and isinstance(message, MessageRecorded)
+    assert isinstance(turn, TurnCompleted) and isinstance(message, MessageRecorded)
     assert turn.recorded_at == datetime(2026, 11, 2, 7, 30, tzinfo=UTC)
     assert turn.metadata == {"k": "v"}
     assert message.recorded_at == NOW and message.speaker == "Ana"

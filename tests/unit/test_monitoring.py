@@ -7,14 +7,9 @@ from datetime import UTC, datetime
 
 from memstream.memory.events import MemoriesConsolidated, MemoryForgotten
 from memstream.memory.model import MemoryType
-from memstream.projections.writer import AppliedOutcome
-from memstream.streams.monitoring import (
-    Consolidated,
-    Evicted,
-    Forgotten,
-    encode_monitoring,
-    notices_of,
-)
+from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, encode_monitoring
+from memstream.memory.ports import AppliedOutcome
+from memstream.streams.projector import notices_of
 from memstream.streams.replay import Progress
 
 AT = datetime(2026, 5, 1, tzinfo=UTC)

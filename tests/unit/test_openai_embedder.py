@@ -6,7 +6,7 @@ import httpx
 import numpy as np
 import pytest
 
-from memstream import ConfigurationError, EmbeddingProviderError
+from memstream.errors import ConfigurationError, EmbeddingProviderError
 from memstream.providers.openai_compatible import OpenAICompatibleEmbedder
 
 

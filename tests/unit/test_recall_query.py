@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from memstream import InvalidInputError, InvalidTenantError
+from memstream.errors import InvalidInputError, InvalidTenantError
 from memstream.memory.tenancy import tenant_token
 from memstream.projections.recall import (
     MAX_QUERY_TERMS,

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream import InvalidInputError, MemoryType
+from memstream import MemoryType
+from memstream.errors import InvalidInputError
 from memstream.projections.search import SearchFilter
 
 

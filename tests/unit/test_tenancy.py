@@ -2,7 +2,8 @@ import re
 
 import pytest
 
-from memstream import InvalidTenantError, validate_tenant
+from memstream import validate_tenant
+from memstream.errors import InvalidTenantError
 from memstream.memory.tenancy import MAX_TENANT_CHARS, tenant_from_token, tenant_token
 
 ODD_BUT_VALID = ["a|b", "{x}", "*", "-", "@", "a b", "ünïcødé", "租户", "a,b", " a", "Acme"]

@@ -6,15 +6,6 @@ It knows nothing of memory: memory plugs in as one middleware (memstream.hooks).
 from memstream.agent.context import Clock, RunConfig, RunContext, SystemClock
 from memstream.agent.guardrails import Guardrails, Rule
 from memstream.agent.journal import InMemoryJournal, Journal, RedisJournal, RunRecord
-from memstream.agent.messages import (
-    Message,
-    ModelRequest,
-    ModelResponse,
-    PromptSection,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
 from memstream.agent.middleware import (
     AgentMiddleware,
     Ask,
@@ -29,10 +20,20 @@ from memstream.agent.middleware import (
     ToolOutcome,
     Turn,
 )
-from memstream.agent.models import ModelClient, OfflineEchoModel, ScriptedModel
+from memstream.agent.models import OfflineEchoModel, ScriptedModel
 from memstream.agent.runtime import Agent, RunResult
 from memstream.agent.threads import InMemoryThreadStore, ThreadState, ThreadStore
 from memstream.agent.tools import Tool
+from memstream.llm import (
+    Message,
+    ModelClient,
+    ModelRequest,
+    ModelResponse,
+    PromptSection,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 
 __all__ = [
     "Agent",

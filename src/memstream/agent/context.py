@@ -15,8 +15,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 from memstream.agent.journal import EffectRecord, EffectTicket, Journal, begin_effect, run_effect
-from memstream.agent.messages import ModelRequest, ModelResponse, Usage
-from memstream.agent.models import ModelClient
+from memstream.llm import ModelClient, ModelRequest, ModelResponse, Usage
 
 __all__ = ["Clock", "RunConfig", "RunContext", "SystemClock"]
 

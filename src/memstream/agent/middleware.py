@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memstream.agent.messages import ModelRequest, ModelResponse, PromptSection, ToolCall
 from memstream.errors import ConfigurationError
+from memstream.llm import ModelRequest, ModelResponse, PromptSection, ToolCall
 
 if TYPE_CHECKING:
     from memstream.agent.context import RunContext

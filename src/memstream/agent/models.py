@@ -1,29 +1,20 @@
-"""The model-call seam: one narrow protocol, plus the deterministic models that ship with it.
+"""The deterministic models that ship with the runtime (the seam itself, `ModelClient`, is in
+memstream.llm).
 
-`ModelClient.complete` is the only thing the runtime asks of a model. `ScriptedModel` replays
-a script (for tests: it also keeps every request it was sent); `OfflineEchoModel` answers
-without any model at all, deterministically, from the request it gets (for the offline demo).
-The OpenAI-compatible HTTP client lives in `openai_chat`.
+`ScriptedModel` replays a script (for tests: it also keeps every request it was sent);
+`OfflineEchoModel` answers without any model at all, deterministically, from the request it
+gets (for the offline demo). The OpenAI-compatible HTTP client is a provider
+(memstream.providers.openai_chat).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
-from memstream.agent.messages import Message, ModelRequest, ModelResponse, Usage
 from memstream.errors import InvalidInputError
+from memstream.llm import Message, ModelRequest, ModelResponse, Usage, estimate_tokens
 
-__all__ = ["ModelClient", "OfflineEchoModel", "ScriptedModel", "estimate_tokens"]
-
-
-class ModelClient(Protocol):
-    def complete(self, request: ModelRequest) -> ModelResponse: ...
-
-
-def estimate_tokens(text: str) -> int:
-    """A provider-free token estimate (about four characters a token, as the seed budgets)."""
-    return (len(text) + 3) // 4
+__all__ = ["OfflineEchoModel", "ScriptedModel"]
 
 
 def _usage(request: ModelRequest, answer: str) -> Usage:

@@ -31,16 +31,6 @@ from typing import Any, Literal
 
 from memstream.agent.context import Clock, RunConfig, RunContext, SystemClock
 from memstream.agent.journal import InMemoryJournal, Journal, RunRecord
-from memstream.agent.messages import (
-    Message,
-    ModelRequest,
-    ModelResponse,
-    PromptSection,
-    ToolCall,
-    Usage,
-    response_from_json,
-    response_to_json,
-)
 from memstream.agent.middleware import (
     AgentMiddleware,
     Ask,
@@ -57,10 +47,20 @@ from memstream.agent.middleware import (
     Turn,
     check_middleware,
 )
-from memstream.agent.models import ModelClient
 from memstream.agent.threads import InMemoryThreadStore, ThreadSnapshot, ThreadState, ThreadStore
 from memstream.agent.tools import Tool, schema_errors
 from memstream.errors import ConfigurationError, InvalidInputError
+from memstream.llm import (
+    Message,
+    ModelClient,
+    ModelRequest,
+    ModelResponse,
+    PromptSection,
+    ToolCall,
+    Usage,
+    response_from_json,
+    response_to_json,
+)
 
 __all__ = ["Agent", "RunResult", "order_stack"]
 

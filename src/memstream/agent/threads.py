@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from memstream.agent.messages import Message, ToolCall, Usage
+from memstream.llm import Message, ToolCall, Usage
 
 __all__ = ["InMemoryThreadStore", "ThreadSnapshot", "ThreadState", "ThreadStore"]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memstream.agent.messages import ToolSpec
+from memstream.llm import ToolSpec
 
 __all__ = ["Tool", "schema_errors"]
 

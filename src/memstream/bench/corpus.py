@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memstream.memory.events import TurnRecorded
+from memstream.memory.events import TurnCompleted
 
 __all__ = ["DEFAULT_LOCOMO", "conversation_texts", "turns"]
 
@@ -44,13 +44,13 @@ def conversation_texts(data: Path = DEFAULT_LOCOMO, limit: int = 10_000) -> list
 
 def turns(
     count: int, model_id: str, *, tenants: int = 20, texts: list[str] | None = None
-) -> list[TurnRecorded]:
+) -> list[TurnCompleted]:
     """`count` turns spread round-robin over `tenants`, each a fresh run (so all are new)."""
     pool = texts or conversation_texts()
     run = uuid.uuid4().hex[:8]
     now = datetime.now(UTC)
     return [
-        TurnRecorded(
+        TurnCompleted(
             tenant=f"tenant-{i % tenants}",
             thread=f"thread-{i % 7}",
             run=run,

@@ -28,7 +28,7 @@ from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemoryEvent, TurnRecorded, memories_of
+from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of
 from memstream.streams.publisher import EventPublisher
 
 __all__ = ["run_freshness"]
@@ -37,7 +37,7 @@ Visible = Callable[[Sequence[MemoryEvent]], Awaitable[list[bool]]]
 
 
 async def _light(
-    publisher: EventPublisher, events: Sequence[TurnRecorded], visible: Visible, gap_s: float
+    publisher: EventPublisher, events: Sequence[TurnCompleted], visible: Visible, gap_s: float
 ) -> list[float]:
     latencies = []
     for event in events:
@@ -52,7 +52,7 @@ async def _light(
 
 
 async def _high(
-    publisher: EventPublisher, events: Sequence[TurnRecorded], visible: Visible, rate: float
+    publisher: EventPublisher, events: Sequence[TurnCompleted], visible: Visible, rate: float
 ) -> list[float]:
     sent: dict[int, float] = {}
     seen: dict[int, float] = {}
@@ -106,7 +106,7 @@ def run_freshness(
                     pipe.hexists(keys.applied(event.tenant), event.id)
                 return [bool(flag) for flag in await pipe.execute()]
 
-        def batch(n: int) -> list[TurnRecorded]:
+        def batch(n: int) -> list[TurnCompleted]:
             return turns(n, embedder.model_id, tenants=50)
 
         async def phase(visible: Visible) -> tuple[list[float], list[float]]:

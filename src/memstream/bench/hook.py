@@ -3,7 +3,7 @@
 Both agents run the same scripted model (no network, no LLM), turn after turn, interleaved so
 that noise hits both alike; each turn is a new thread of one of a few tenants. memstream's
 agent has a SemanticMemoryMiddleware recording every turn (after_agent) on the event-sourced
-store: the turn's TurnRecorded is built, journaled (in-process journal) and handed to the
+store: the turn's TurnCompleted is built, journaled (in-process journal) and handed to the
 background publisher, which sends it to the bench's Kafka topic while the next turn runs.
 Raw: the agent without the middleware. The figure is the difference of the two latency
 distributions' p50 and p99 (the target is on p99).
@@ -18,7 +18,6 @@ from memstream.bench.harness import BenchNamespace
 from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
-from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.embeddings import Embedder
 
@@ -31,36 +30,33 @@ _TENANTS = 10
 def run_hook(settings: Settings, embedder: Embedder, *, turns: int = 2000) -> BenchResult:
     started = time.monotonic()
     progress = Progress("hook")
-    with BenchNamespace(settings, "hook") as ns:
-        stores = EventSourcedStores(ns.settings, embedder=embedder)
-        try:
-            memory = SemanticMemoryMiddleware(
-                stores=stores, client=ScriptedModel([]), record=RecordConfig()
-            )
-            plain = Agent(ScriptedModel(["An answer of a few words."] * (turns + 50)))
-            with_memory = Agent(
-                ScriptedModel(["An answer of a few words."] * (turns + 50)), middleware=[memory]
-            )
-            for warm in range(50):  # imports, producer start, first allocations
-                config = RunConfig(f"warm-{warm}", f"tenant-{warm % _TENANTS}")
-                plain.run("warming up", config)
-                with_memory.run("warming up", config)
-            ours, raw = [], []
-            for i in range(turns):
-                config = RunConfig(f"thread-{i}", f"tenant-{i % _TENANTS}")
-                question = f"Please remember that my locker number is {i}."
-                t0 = time.perf_counter()
-                plain.run(question, config)
-                t1 = time.perf_counter()
-                with_memory.run(question, config)
-                t2 = time.perf_counter()
-                raw.append(t1 - t0)
-                ours.append(t2 - t1)
-                progress.tick("turns", i + 1, turns)
-            progress.say("waiting for the publisher to drain")
-            drained = stores.publisher.flush(60)
-        finally:
-            stores.close()
+    with BenchNamespace(settings, "hook", embedder) as ns:
+        stores = ns.deployment.stores()
+        memory = SemanticMemoryMiddleware(
+            stores=stores, client=ScriptedModel([]), record=RecordConfig()
+        )
+        plain = Agent(ScriptedModel(["An answer of a few words."] * (turns + 50)))
+        with_memory = Agent(
+            ScriptedModel(["An answer of a few words."] * (turns + 50)), middleware=[memory]
+        )
+        for warm in range(50):  # imports, producer start, first allocations
+            config = RunConfig(f"warm-{warm}", f"tenant-{warm % _TENANTS}")
+            plain.run("warming up", config)
+            with_memory.run("warming up", config)
+        ours, raw = [], []
+        for i in range(turns):
+            config = RunConfig(f"thread-{i}", f"tenant-{i % _TENANTS}")
+            question = f"Please remember that my locker number is {i}."
+            t0 = time.perf_counter()
+            plain.run(question, config)
+            t1 = time.perf_counter()
+            with_memory.run(question, config)
+            t2 = time.perf_counter()
+            raw.append(t1 - t0)
+            ours.append(t2 - t1)
+            progress.tick("turns", i + 1, turns)
+        progress.say("waiting for the publisher to drain")
+        drained = stores.publisher.flush(60)
     mine, base = Latency.of_seconds(ours), Latency.of_seconds(raw)
     added_p50 = round(mine.p50_ms - base.p50_ms, 4)
     added_p99 = round(mine.p99_ms - base.p99_ms, 4)

@@ -23,8 +23,9 @@ import redis.asyncio
 from aiokafka import AIOKafkaConsumer
 from redisvl.index import AsyncSearchIndex
 
+from memstream.memory.codec import decode_event
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import decode_event, memories_of
+from memstream.memory.events import memories_of
 from memstream.memory.model import Memory
 from memstream.projections.schema import Keyspace, memory_index_schema, to_hash
 from memstream.streams.worker import BATCH_SIZE

@@ -33,11 +33,12 @@ from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
+from memstream.memory.ports import Embedded
 from memstream.memory.tenancy import tenant_token
 from memstream.projections.connection import async_redis_client
 from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
 from memstream.projections.schema import Fields
-from memstream.projections.writer import Embedded, ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 
 __all__ = ["run_recall"]
 
@@ -54,7 +55,7 @@ def _seed(
     at = datetime.now(UTC)
 
     async def write() -> None:
-        writer = ProjectionWriter(
+        writer = RedisProjectionWriter(
             async_redis_client(ns.settings.redis), ns.keys, max_memories=0, url=ns.settings.redis
         )
         await writer.ensure_live_index(_MODEL, dims)

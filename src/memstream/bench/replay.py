@@ -28,13 +28,14 @@ from memstream.bench.raw import RawRun, raw_consume
 from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Progress, ratio
 from memstream.config import Settings
-from memstream.errors import EventDecodeError, InvalidInputError
+from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import memories_of
 from memstream.projections.connection import async_redis_client
 from memstream.projections.schema import Keyspace
-from memstream.projections.writer import ProjectionWriter
+from memstream.projections.writer import RedisProjectionWriter
 from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.replay import CountedDeadLetters
 from memstream.streams.worker import BATCH_SIZE
 
 __all__ = ["PrecomputedEmbedder", "run_replay"]
@@ -66,14 +67,6 @@ class PrecomputedEmbedder:
         return vector
 
 
-class _CountedDeadLetters:
-    def __init__(self) -> None:
-        self.count = 0
-
-    async def send(self, message: RawMessage, error: EventDecodeError) -> None:
-        self.count += 1
-
-
 async def _rebuild(
     settings: Settings,
     topic: str,
@@ -82,13 +75,18 @@ async def _rebuild(
     expected: int,
     progress: Progress,
 ) -> RawRun:
-    writer = ProjectionWriter(
+    writer = RedisProjectionWriter(
         async_redis_client(settings.redis),
         Keyspace(target),
         max_memories=settings.max_memories_per_tenant,
         url=settings.redis,
     )
-    projector = Projector(embedder, writer, _CountedDeadLetters())
+    projector = Projector(
+        embedder,
+        writer,
+        CountedDeadLetters(),
+        default_importance=settings.default_importance,
+    )
     await projector.start()
     consumer = AIOKafkaConsumer(
         topic,
@@ -108,9 +106,7 @@ async def _rebuild(
             records = [r for rs in batches.values() for r in rs]
             if not records:
                 continue
-            await projector.project(
-                [RawMessage(r.topic, r.partition, r.offset, r.key, r.value) for r in records]
-            )
+            await projector.project([RawMessage.of(r) for r in records])
             count += len(records)
             progress.tick(f"replayed into {target}", count, expected)
         return RawRun(count, time.perf_counter() - first)

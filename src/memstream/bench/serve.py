@@ -41,13 +41,11 @@ from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.errors import MemstreamError
+from memstream.memory.codec import encode_event
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemorySaved, encode_event, memories_of
+from memstream.memory.events import MemorySaved, memories_of
 from memstream.memory.model import MemoryType
-from memstream.projections.connection import redis_client
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.recall import RedisRecaller
-from memstream.server.keys import ApiKeys
+from memstream.memory.tenancy import tenant_key
 
 __all__ = ["run_serve"]
 
@@ -69,15 +67,15 @@ def run_serve(
 ) -> BenchResult:
     started = time.monotonic()
     progress = Progress("serve")
-    with BenchNamespace(settings, "serve") as ns:
+    with BenchNamespace(settings, "serve", embedder) as ns:
         corpus = turns(max(memories // 2, 1), embedder.model_id, tenants=1)  # tenant-0's
         progress.say("starting a worker")
         ns.start_worker(corpus[0])
         progress.say(f"projecting {2 * len(corpus)} memories of one tenant")
         ns.publish(corpus)
         ns.wait_applied(corpus, 600, lambda d, t: progress.tick("tenant caught up", d, t))
-        key, _ = ApiKeys(ns.redis, ns.settings.namespace).create(_TENANT)
-        recaller = RedisRecaller(redis_client(ns.settings.redis), ns.keys, embedder)
+        key, _ = ns.deployment.api_keys().create(_TENANT)
+        recaller = ns.deployment.recaller()
         texts = conversation_texts()
         serve = ("memstream", "serve", "--port", "{port}")
         with (
@@ -105,7 +103,7 @@ def run_serve(
                 progress.tick("searches", i + 1, queries + 20)
 
             progress.say(f"{queries} reads by id over HTTP and in-process, interleaved")
-            reader = ProjectionReader(redis_client(ns.settings.redis), ns.keys)
+            reader = ns.deployment.reader()
             ids = [m.id for t in corpus for m in memories_of(t)]
             get_http, get_local = [], []
             for i in range(queries + 20):
@@ -113,7 +111,7 @@ def run_serve(
                 t0 = time.perf_counter()
                 response = http.get(f"/v1/long-term-memory/{memory_id}")
                 t1 = time.perf_counter()
-                reader.memory(_TENANT, memory_id)
+                reader.memories_by_id(_TENANT, [memory_id])
                 t2 = time.perf_counter()
                 response.raise_for_status()
                 if i >= 20:
@@ -329,7 +327,7 @@ async def _raw_writes(
             while queue:
                 event = _saved(embedder, queue.pop())
                 t0 = time.perf_counter()
-                await producer.send_and_wait(topic, encode_event(event), key=_TENANT.encode())
+                await producer.send_and_wait(topic, encode_event(event), key=tenant_key(_TENANT))
                 latencies.append(time.perf_counter() - t0)
 
         t0 = time.perf_counter()

@@ -1,15 +1,16 @@
 """`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
 
-Subcommands: hook, recall, freshness, throughput, replay, locomo, serve, and all (every one of them
-with its defaults). Each bench runs in a
-fresh namespace on the configured stack, with a worker process of its own where it needs one,
-and drops everything it created when it ends. Progress goes to stderr; `--json` prints the
+Subcommands: hook, recall, freshness, throughput, replay, locomo, store, serve, and all (every
+one of them with its defaults). Each bench runs in a fresh namespace on the configured stack,
+with a worker process of its own where it needs one, and drops everything it created when it
+ends. Progress goes to stderr; `--json` prints the
 report's JSON on stdout. What each figure means: docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from pathlib import Path
 from memstream.bench.corpus import DEFAULT_LOCOMO
 from memstream.bench.report import BenchResult, RunReport, default_results_dir
 from memstream.config import Settings
+from memstream.deployment import Deployment
+from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Embedder
 from memstream.projections.fusion import RRF_K
 from memstream.projections.recall import CANDIDATES
@@ -92,6 +95,16 @@ def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
 _BENCHES: dict[str, tuple[Bench, str, Callable[[argparse.ArgumentParser], None]]] = {}
 
 
+def _store(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.store import run_store
+
+    return run_store(settings, embedder, items=args.store_items)
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store-items", type=int, default=300)
+
+
 def _hook_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hook-turns", type=int, default=2000)
 
@@ -148,6 +161,7 @@ _BENCHES.update(
         "throughput": (_throughput, "turns/s one worker projects vs raw", _throughput_options),
         "replay": (_replay, "events/s of a rebuild vs raw consume", _replay_options),
         "locomo": (_locomo, "LoCoMo evidence recall@k vs BM25 and vector", _locomo_options),
+        "store": (_store, "LangGraph store put/get/search vs raw Kafka and Redis", _store_options),
         "serve": (
             _serve,
             "HTTP search vs in-process recall; writes/s of 16 clients vs raw Kafka",
@@ -175,11 +189,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     every.set_defaults(run=_run, benches=list(_BENCHES))
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.providers import embedder_from_settings
-
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigurationError(
+            "memstream bench draws its report with matplotlib, which is an optional extra: "
+            "pip install 'memstream[bench]' (make test and make demo install it)"
+        )
+    settings = deployment.settings
     started = datetime.now(UTC)
-    embedder = embedder_from_settings(settings)
+    embedder = deployment.embedder
     results = []
     for name in args.benches:
         print(f"[bench] {name}", file=sys.stderr, flush=True)

@@ -12,13 +12,9 @@ import argparse
 import sys
 
 from memstream.agent import Agent, OfflineEchoModel, RedisJournal, RunConfig
-from memstream.agent.models import ModelClient
-from memstream.agent.openai_chat import OpenAICompatibleChat
-from memstream.config import Settings
-from memstream.eventsourced import EventSourcedStores
-from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
+from memstream.deployment import Deployment
+from memstream.llm import ModelClient
 from memstream.memory.tenancy import validate_tenant
-from memstream.projections.connection import redis_client
 
 __all__ = ["register"]
 
@@ -30,30 +26,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     chat.set_defaults(run=_run)
 
 
-def _model(settings: Settings) -> tuple[ModelClient, str]:
-    if settings.chat_base_url:
-        client = OpenAICompatibleChat(
-            settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
-        )
+def _model(deployment: Deployment) -> tuple[ModelClient, str]:
+    client = deployment.chat_model()
+    settings = deployment.settings
+    if client is not None:
         return client, f"{settings.chat_model} at {settings.chat_base_url}"
     return OfflineEchoModel(), "the offline echo model (set MEMSTREAM_CHAT_BASE_URL for an LLM)"
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     tenant = validate_tenant(args.tenant)
-    model, described = _model(settings)
-    stores = EventSourcedStores(settings)
-    memory = SemanticMemoryMiddleware(
-        stores=stores,
-        client=model,
-        recall=RecallConfig(),
-        record=RecordConfig(max_record_chars=settings.max_record_chars),
-        monitor=stores.monitor,
-    )
+    model, described = _model(deployment)
     agent = Agent(
         model,
-        middleware=[memory],
-        journal=RedisJournal(redis_client(settings.redis), settings.namespace),
+        middleware=[deployment.memory_middleware(model)],
+        journal=RedisJournal(deployment.redis, deployment.settings.namespace),
     )
     interactive = sys.stdin.isatty()
     print(f"memstream chat: tenant {tenant!r}, thread {args.thread!r}, {described}.")
@@ -76,5 +63,5 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 flush=True,
             )
     finally:
-        stores.close()
+        deployment.close()
     return 0

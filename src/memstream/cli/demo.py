@@ -12,11 +12,9 @@ import argparse
 from importlib.resources import as_file, files
 
 from memstream.agent import Agent, OfflineEchoModel, RunConfig
-from memstream.cli import wiring
 from memstream.cli.importer import import_file
-from memstream.config import Settings
-from memstream.eventsourced import EventSourcedStores
-from memstream.hooks import RecallConfig, SemanticMemoryMiddleware
+from memstream.deployment import Deployment
+from memstream.hooks import RecallConfig
 
 __all__ = ["register"]
 
@@ -31,11 +29,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     demo.set_defaults(run=_run)
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     with as_file(files("memstream.cli").joinpath("demo.jsonl")) as sample:
-        events = import_file(settings, sample, wait_s=120.0)
+        events = import_file(deployment, sample, wait_s=120.0)
     print(f"Imported {len(events)} events for tenants 'acme' and 'globex' (threads differ).\n")
-    recaller = wiring.recaller(settings)
+    recaller = deployment.recaller()
     for question in QUESTIONS:
         for tenant in ("acme", "globex"):
             print(f"[{tenant}] {question}")
@@ -43,23 +41,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 memory = hit.memory
                 print(f"   {hit.score:5.2f}  ({memory.thread}, {memory.role}) {memory.content}")
         print()
-    _agent_turns(settings)
+    _agent_turns(deployment)
     return 0
 
 
-def _agent_turns(settings: Settings) -> None:
-    stores = EventSourcedStores(settings)
-    try:
-        model = OfflineEchoModel()
-        memory = SemanticMemoryMiddleware(
-            stores=stores, client=model, recall=RecallConfig(max_recall_tokens=120)
-        )
-        agent = Agent(model, middleware=[memory])
-        for tenant in ("acme", "globex"):
-            question = "Remind me: what database do we run?"
-            print(f"[{tenant}] agent turn in a new thread: {question!r}")
-            result = agent.run(question, RunConfig(thread_id="demo-new-thread", tenant_id=tenant))
-            print("   " + result.answer.replace("\n", "\n   "))
-            print()
-    finally:
-        stores.close()
+def _agent_turns(deployment: Deployment) -> None:
+    model = OfflineEchoModel()
+    memory = deployment.memory_middleware(model, recall=RecallConfig(max_recall_tokens=120))
+    agent = Agent(model, middleware=[memory])
+    for tenant in ("acme", "globex"):
+        question = "Remind me: what database do we run?"
+        print(f"[{tenant}] agent turn in a new thread: {question!r}")
+        result = agent.run(question, RunConfig(thread_id="demo-new-thread", tenant_id=tenant))
+        print("   " + result.answer.replace("\n", "\n   "))
+        print()

@@ -12,13 +12,10 @@ import asyncio
 import sys
 from datetime import UTC, datetime
 
-from memstream.cli import wiring
 from memstream.cli.importer import wait_applied
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
 from memstream.memory.events import MemoryForgotten
-from memstream.streams.publisher import EventPublisher
-from memstream.streams.topics import ensure_topics
 
 __all__ = ["register"]
 
@@ -43,10 +40,9 @@ def _instant(raw: str) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
-async def _publish(settings: Settings, args: argparse.Namespace) -> MemoryForgotten:
-    topics = wiring.topics(settings)
-    await ensure_topics(settings.bootstrap_servers, topics)
-    async with EventPublisher(settings.bootstrap_servers, topics) as publisher:
+async def _publish(deployment: Deployment, args: argparse.Namespace) -> MemoryForgotten:
+    await deployment.ensure_topics()
+    async with deployment.event_publisher() as publisher:
         return await publisher.forget(
             args.tenant,
             memory_ids=args.ids,
@@ -56,12 +52,12 @@ async def _publish(settings: Settings, args: argparse.Namespace) -> MemoryForgot
         )
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     if args.all and (args.ids or args.thread or args.before):
         raise InvalidInputError("--all forgets everything; leave out --id, --thread and --before")
-    event = asyncio.run(_publish(settings, args))
+    event = asyncio.run(_publish(deployment, args))
     if args.wait:
-        wait_applied(settings, [event], args.timeout)
+        wait_applied(deployment, [event], args.timeout)
     done = "applied" if args.wait else "in the log"
     print(f"forget request {event.id} for tenant {args.tenant!r}: {done}", file=sys.stderr)
     return 0

@@ -19,19 +19,14 @@ import asyncio
 import hashlib
 import json
 import sys
-import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.cli import wiring
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import ImportFileError, InvalidInputError, MemstreamError
-from memstream.memory.events import MemoryEvent, MessageRecorded, TurnRecorded
-from memstream.providers import embedding_model_id
-from memstream.streams.publisher import EventPublisher
-from memstream.streams.topics import ensure_topics
+from memstream.memory.events import MemoryEvent, MessageRecorded, TurnCompleted
 
 __all__ = ["parse_import_lines", "register", "wait_applied"]
 
@@ -119,7 +114,7 @@ def _event(
     said = [texts.get("query"), texts.get("answer"), texts.get("content"), speaker, row.get("ts")]
     digest = hashlib.sha256(json.dumps(said, ensure_ascii=False).encode()).hexdigest()[:32]
     if is_turn:
-        return TurnRecorded(
+        return TurnCompleted(
             run=f"import:{digest}", turn=0, query=texts["query"], answer=texts["answer"], **common
         )
     return MessageRecorded(
@@ -139,49 +134,42 @@ def _timestamp(raw: object, now: datetime) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
-async def _publish(settings: Settings, events: list[MemoryEvent]) -> None:
-    topics = wiring.topics(settings)
-    await ensure_topics(settings.bootstrap_servers, topics)
-    async with EventPublisher(settings.bootstrap_servers, topics) as publisher:
+async def _publish(deployment: Deployment, events: list[MemoryEvent]) -> None:
+    await deployment.ensure_topics()
+    async with deployment.event_publisher() as publisher:
         for start in range(0, len(events), _PUBLISH_BATCH):
             await publisher.publish(events[start : start + _PUBLISH_BATCH])
 
 
-def import_file(settings: Settings, path: Path, *, wait_s: float | None) -> list[MemoryEvent]:
+def import_file(deployment: Deployment, path: Path, *, wait_s: float | None) -> list[MemoryEvent]:
     """Check, send and (with `wait_s`) wait until every event of `path` is recallable."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"cannot read {path}: {exc}") from None
+    settings = deployment.settings
     events = parse_import_lines(
         lines,
-        embedding_model=embedding_model_id(settings),
+        embedding_model=deployment.embedding_model,
         max_chars=settings.max_record_chars,
         default_importance=settings.default_importance,
         now=datetime.now(UTC),
     )
-    asyncio.run(_publish(settings, events))
+    asyncio.run(_publish(deployment, events))
     if wait_s is not None:
-        wait_applied(settings, events, wait_s)
+        wait_applied(deployment, events, wait_s)
     return events
 
 
-def wait_applied(settings: Settings, events: Sequence[MemoryEvent], wait_s: float) -> None:
+def wait_applied(deployment: Deployment, events: Sequence[MemoryEvent], wait_s: float) -> None:
     """Return once the live projection has applied every one of `events`."""
-    status = wiring.projection_status(settings)
-    deadline = time.monotonic() + wait_s
-    pending = events
-    while pending:
-        pending = status.unapplied(pending)
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            raise MemstreamError(
-                f"{len(pending)} of {len(events)} events were not projected within "
-                f"{wait_s:.0f}s; is a worker running (`memstream up --worker` or "
-                "`memstream worker`)? The events are safely in the log and will be applied."
-            )
-        time.sleep(0.1)
+    pending = deployment.status().wait_applied(events, wait_s)
+    if pending:
+        raise MemstreamError(
+            f"the events of {len(pending)} tenants were not projected within {wait_s:.0f}s; "
+            "is a worker running (`memstream up --worker` or `memstream worker`)? The events "
+            "are safely in the log and will be applied."
+        )
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -192,8 +180,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     command.set_defaults(run=_run)
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
-    events = import_file(settings, args.file, wait_s=args.timeout if args.wait else None)
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
+    events = import_file(deployment, args.file, wait_s=args.timeout if args.wait else None)
     tenants = len({event.tenant for event in events})
     done = "recallable" if args.wait else "in the log"
     print(f"imported {len(events)} events for {tenants} tenants; {done}", file=sys.stderr)

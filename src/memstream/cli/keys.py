@@ -9,9 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
-from memstream.server import wiring
 
 __all__ = ["register"]
 
@@ -30,26 +29,26 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     listing.set_defaults(run=_list)
 
 
-def _create(args: argparse.Namespace, settings: Settings) -> int:
+def _create(args: argparse.Namespace, deployment: Deployment) -> int:
     if bool(args.tenant) == bool(args.admin):
         raise InvalidInputError("say whom the key is for: --tenant T, or --admin for all tenants")
-    key, made = wiring.api_keys(settings).create(None if args.admin else args.tenant)
+    key, made = deployment.api_keys().create(None if args.admin else args.tenant)
     print(key)
     scope = "every tenant (admin)" if made.admin else f"tenant {made.tenant!r}"
     print(f"key {made.key_id} created for {scope}; it is not shown again", file=sys.stderr)
     return 0
 
 
-def _revoke(args: argparse.Namespace, settings: Settings) -> int:
-    if wiring.api_keys(settings).revoke(args.key):
+def _revoke(args: argparse.Namespace, deployment: Deployment) -> int:
+    if deployment.api_keys().revoke(args.key):
         print("key revoked", file=sys.stderr)
         return 0
     print("no such key (nothing revoked)", file=sys.stderr)
     return 1
 
 
-def _list(args: argparse.Namespace, settings: Settings) -> int:
-    for key in wiring.api_keys(settings).all():
+def _list(args: argparse.Namespace, deployment: Deployment) -> int:
+    for key in deployment.api_keys().all():
         scope = "admin" if key.admin else f"tenant={key.tenant}"
         print(f"{key.key_id}\t{scope}\t{key.created_at.isoformat()}")
     return 0

@@ -17,6 +17,7 @@ from memstream.cli import (
     mcp,
     recall,
     replay,
+    schemas,
     serve,
     stack,
     stats,
@@ -24,7 +25,7 @@ from memstream.cli import (
     verify,
     worker,
 )
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
 
 __all__ = ["build_parser", "main"]
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         tail,
         demo,
         bench,
+        schemas,
         serve,
         mcp,
         keys,
@@ -65,8 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
-        settings = Settings.from_env()
-        return int(args.run(args, settings) or 0)
+        with Deployment.from_env() as deployment:
+            return int(args.run(args, deployment) or 0)
     except MemstreamError as exc:
         print(f"memstream: {exc}", file=sys.stderr)
         return 2

@@ -8,9 +8,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from memstream.cli.serve import missing_extra
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.memory.tenancy import validate_tenant
-from memstream.server import wiring
 from memstream.server.service import MemoryService
 
 __all__ = ["register"]
@@ -22,7 +21,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     mcp.set_defaults(run=_run)
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
         from memstream.server.mcp import build_mcp, stdio_principal
     except ModuleNotFoundError as exc:
@@ -33,7 +32,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
-        async with wiring.memory_service(settings) as service:
+        async with deployment.memory_service() as service:
             state["service"] = service
             yield
 

@@ -6,8 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from memstream.cli import wiring
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.memory.model import RecalledMemory
 
 __all__ = ["hit_as_json", "register"]
@@ -38,8 +37,8 @@ def hit_as_json(hit: RecalledMemory) -> dict[str, Any]:
     }
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
-    hits = wiring.recaller(settings).recall(args.tenant, args.query, k=args.k)
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
+    hits = deployment.recaller().recall(args.tenant, args.query, k=args.k)
     if args.json:
         print(json.dumps([hit_as_json(hit) for hit in hits], ensure_ascii=False, indent=2))
         return 0

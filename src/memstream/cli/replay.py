@@ -11,12 +11,11 @@ import argparse
 import asyncio
 import sys
 
-from memstream.cli import wiring
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.memory.tenancy import validate_tenant
 from memstream.streams.replay import Progress, Rebuilt
 
-__all__ = ["progress_bar", "register"]
+__all__ = ["add_allow_dead_letters", "progress_bar", "register"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +24,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     replay.add_argument(
         "--reembed", action="store_true", help="embed everything again (default: reuse vectors)"
     )
+    add_allow_dead_letters(replay)
     replay.set_defaults(run=_run)
+
+
+def add_allow_dead_letters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-dead-letters",
+        action="store_true",
+        help="go on when some messages of the log cannot be read (default: exit 1, no swap)",
+    )
 
 
 def progress_bar(progress: Progress) -> None:
@@ -45,18 +53,24 @@ def progress_bar(progress: Progress) -> None:
 
 def report(rebuilt: Rebuilt) -> str:
     rate = rebuilt.messages / rebuilt.elapsed_s if rebuilt.elapsed_s > 0 else 0.0
+    unread = ", ".join(f"{n} {reason}" for reason, n in sorted(rebuilt.dead_letters.items()))
     return (
         f"read {rebuilt.messages} events ({rebuilt.applied} applied"
-        f"{' for tenant ' + repr(rebuilt.tenant) if rebuilt.tenant is not None else ''}) in "
+        f"{' for tenant ' + repr(rebuilt.tenant) if rebuilt.tenant is not None else ''}"
+        f"{'; dead letters allowed: ' + unread if unread else ''}) in "
         f"{rebuilt.elapsed_s:.1f}s, {rate:.0f} events/s"
     )
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     async def rebuild() -> Rebuilt:
-        async with wiring.replayer(settings) as replayer:
+        async with deployment.replayer() as replayer:
             return await replayer.rebuild(
-                args.tenant, swap=True, reembed=args.reembed, progress=progress_bar
+                args.tenant,
+                swap=True,
+                reembed=args.reembed,
+                allow_dead_letters=args.allow_dead_letters,
+                progress=progress_bar,
             )
 
     rebuilt = asyncio.run(rebuild())

@@ -10,11 +10,9 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import sys
-from functools import partial
 
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError
-from memstream.server import wiring
 
 __all__ = ["is_loopback", "missing_extra", "register"]
 
@@ -48,7 +46,7 @@ def missing_extra(command: str, exc: ModuleNotFoundError) -> ConfigurationError:
     )
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
         import uvicorn
 
@@ -56,7 +54,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     except ModuleNotFoundError as exc:
         raise missing_extra("serve", exc) from None
 
-    keys = wiring.api_keys(settings)
+    settings = deployment.settings
+    keys = deployment.api_keys()
     loopback = is_loopback(args.host)
     if not keys.any():
         if not loopback and not args.insecure:
@@ -71,7 +70,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
     app = create_app(
-        partial(wiring.memory_service, settings),
+        deployment.memory_service,
         keys,
         max_body_bytes=settings.server_max_body_bytes,
         keyless=loopback or args.insecure,

@@ -28,6 +28,7 @@ import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import StackError
 from memstream.projections.connection import redis_client
 
@@ -351,16 +352,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--serve", action="store_true", help="also start `memstream serve` (MEMSTREAM_SERVER_PORT)"
     )
     up.set_defaults(
-        run=lambda args, settings: LocalStack(settings).up(worker=args.worker, serve=args.serve)
+        run=lambda args, deployment: LocalStack(deployment.settings).up(
+            worker=args.worker, serve=args.serve
+        )
     )
     down = commands.add_parser("down", help="stop what `memstream up` started")
-    down.set_defaults(run=lambda args, settings: LocalStack(settings).down())
+    down.set_defaults(run=lambda args, deployment: LocalStack(deployment.settings).down())
     status = commands.add_parser("status", help="which local services run")
     status.set_defaults(run=_status)
 
 
-def _status(args: argparse.Namespace, settings: Settings) -> int:
-    states = LocalStack(settings).status()
+def _status(args: argparse.Namespace, deployment: Deployment) -> int:
+    states = LocalStack(deployment.settings).status()
     for name, state in states.items():
         print(f"{name}: {state}")
     return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1

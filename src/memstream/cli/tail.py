@@ -11,8 +11,7 @@ import time
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from memstream.cli import wiring
-from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import KafkaUnavailableError
 
 __all__ = ["register"]
@@ -31,8 +30,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     tail.set_defaults(run=_run)
 
 
-async def _tail(settings: Settings, args: argparse.Namespace) -> int:
-    topic = wiring.topics(settings).monitoring
+async def _tail(deployment: Deployment, args: argparse.Namespace) -> int:
+    settings = deployment.settings
+    topic = deployment.topics.monitoring
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=settings.bootstrap_servers,
@@ -63,5 +63,5 @@ async def _tail(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if args.max == 0 else 1
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
-    return asyncio.run(_tail(settings, args))
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
+    return asyncio.run(_tail(deployment, args))

@@ -3,7 +3,8 @@
 The rebuild reads the log up to its end into a scratch generation that is never swapped in;
 verify then waits (within --timeout) for the live projection to have applied every event the
 rebuild applied, compares them tenant by tenant (see projections.compare), prints every
-difference and drops the scratch generation. Exit status 1 when anything differs. A tenant
+difference and drops the scratch generation. Exit status 1 when anything differs, or when
+the log holds messages the rebuild cannot read (unless --allow-dead-letters). A tenant
 whose partition took new events after the rebuild read the log's end (live traffic) is not
 compared, and is named as such.
 """
@@ -18,14 +19,11 @@ from dataclasses import dataclass
 
 from aiokafka.partitioner import DefaultPartitioner
 
-from memstream.cli import wiring
-from memstream.cli.replay import progress_bar, report
-from memstream.config import Settings
+from memstream.cli.replay import add_allow_dead_letters, progress_bar, report
+from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.projections.compare import Difference, ProjectionComparer
-from memstream.projections.generations import Generations
-from memstream.projections.schema import Keyspace
 from memstream.streams.replay import Rebuilt
 from memstream.streams.topics import topic_partitions
 
@@ -38,29 +36,35 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     verify = commands.add_parser("verify", help="compare a rebuild from the log with the live")
     verify.add_argument("--tenant", type=validate_tenant, help="verify this tenant only")
     verify.add_argument("--timeout", type=float, default=60.0, help="wait for the live worker")
+    add_allow_dead_letters(verify)
     verify.set_defaults(run=_run)
 
 
 async def _verify(
-    settings: Settings, args: argparse.Namespace
+    deployment: Deployment, args: argparse.Namespace
 ) -> tuple[list[Difference], list[str]]:
     """The differences, and the tenants that could not be compared."""
-    keys = Keyspace(settings.namespace)
-    client = wiring.async_redis(settings)
-    generations = Generations(client, keys, url=settings.redis)
-    comparer = ProjectionComparer(client, url=settings.redis)
-    async with wiring.replayer(settings) as replayer:
-        rebuilt = await replayer.rebuild(args.tenant, swap=False, progress=progress_bar)
+    keys = deployment.keys
+    client = deployment.async_redis()
+    generations = deployment.generations(client)
+    comparer = ProjectionComparer(client, url=deployment.settings.redis)
+    async with deployment.replayer() as replayer:
+        rebuilt = await replayer.rebuild(
+            args.tenant,
+            swap=False,
+            allow_dead_letters=args.allow_dead_letters,
+            progress=progress_bar,
+        )
     print(f"\nverify: {report(rebuilt)}", file=sys.stderr)
     try:
-        live = keys.at(await _wait_live(settings, rebuilt, args.timeout))
+        live = keys.at(await _wait_live(deployment, rebuilt, args.timeout))
         scratch = keys.at(rebuilt.generation)
         tenants = (
             {args.tenant}
             if args.tenant is not None
             else await comparer.tenants(live) | await comparer.tenants(scratch)
         )
-        moved = await _moved_partitions(settings, rebuilt)
+        moved = await _moved_partitions(deployment, rebuilt)
         differences, skipped = [], []
         for tenant in sorted(tenants):
             if _partition_of(tenant, moved.partitions) in moved.fields:
@@ -73,9 +77,9 @@ async def _verify(
         await client.aclose()
 
 
-async def _wait_live(settings: Settings, rebuilt: Rebuilt, wait_s: float) -> int:
+async def _wait_live(deployment: Deployment, rebuilt: Rebuilt, wait_s: float) -> int:
     """The live generation, once it has applied every event the rebuild applied."""
-    status = wiring.projection_status(settings)
+    status = deployment.status()
     deadline = time.monotonic() + wait_s
     while True:
         positions = await asyncio.to_thread(status.positions)
@@ -99,12 +103,12 @@ class _Moved:
     partitions: int
 
 
-async def _moved_partitions(settings: Settings, rebuilt: Rebuilt) -> _Moved:
+async def _moved_partitions(deployment: Deployment, rebuilt: Rebuilt) -> _Moved:
     # A tenant whose partition moved on may differ only because live traffic arrived while
     # verify ran: comparing it would report drift that is not there.
-    topic = wiring.topics(settings).memory
-    partitions = await topic_partitions(settings.bootstrap_servers, topic)
-    positions = await asyncio.to_thread(wiring.projection_status(settings).positions)
+    topic = deployment.topics.memory
+    partitions = await topic_partitions(deployment.settings.bootstrap_servers, topic)
+    positions = await asyncio.to_thread(deployment.status().positions)
     moved = {
         tp.partition
         for tp in partitions
@@ -117,11 +121,11 @@ async def _moved_partitions(settings: Settings, rebuilt: Rebuilt) -> _Moved:
 def _partition_of(tenant: str, partitions: int) -> int:
     """The tenant's partition, as every memstream producer picks it (the Java client's)."""
     every = list(range(partitions))
-    return int(_MURMUR2(tenant.encode("utf-8"), every, every))
+    return int(_MURMUR2(tenant_key(tenant), every, every))
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
-    differences, skipped = asyncio.run(_verify(settings, args))
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
+    differences, skipped = asyncio.run(_verify(deployment, args))
     if skipped:
         named = ", ".join(map(repr, skipped[:10])) + (" ..." if len(skipped) > 10 else "")
         print(

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from memstream.config import Settings
-from memstream.providers import embedder_from_settings
-from memstream.streams.worker import run_worker
+from memstream.deployment import Deployment
 
 __all__ = ["register"]
 
@@ -17,6 +15,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     worker.set_defaults(run=_run)
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
-    run_worker(settings, embedder_from_settings(settings), loglevel=args.loglevel)
+def _run(args: argparse.Namespace, deployment: Deployment) -> int:
+    deployment.run_worker(loglevel=args.loglevel)
     return 0

@@ -1,12 +1,8 @@
 """SemanticMemoryMiddleware: tenant store resolution, recall before a turn, record after it."""
 
-from memstream.hooks.middleware import (
-    ConsolidateConfig,
-    RecallConfig,
-    RecordConfig,
-    SemanticMemoryMiddleware,
-)
-from memstream.hooks.tenants import StoreResolver, TenantCells
+from memstream.hooks.middleware import ConsolidateConfig, SemanticMemoryMiddleware
+from memstream.hooks.tenants import StoreResolver
+from memstream.hooks.turns import RecallConfig, RecordConfig
 
 __all__ = [
     "ConsolidateConfig",
@@ -14,5 +10,4 @@ __all__ = [
     "RecordConfig",
     "SemanticMemoryMiddleware",
     "StoreResolver",
-    "TenantCells",
 ]

@@ -24,40 +24,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar, Literal, TypeVar
+from typing import ClassVar, TypeVar
 
 from memstream.agent.context import Clock, RunContext, SystemClock
-from memstream.agent.messages import PromptSection
 from memstream.agent.middleware import AgentMiddleware, Block, Proceed, Turn
-from memstream.agent.models import ModelClient
-from memstream.errors import InfrastructureError, MemstreamError
+from memstream.errors import ConfigurationError, InfrastructureError, MemstreamError
 from memstream.hooks.tenants import StoreResolver, TenantCell, TenantCells
+from memstream.hooks.turns import (
+    RecallConfig,
+    RecordConfig,
+    Stage,
+    recall_context,
+    record_turn,
+    skipped,
+)
 from memstream.hooks.view import EffectView
+from memstream.llm import ModelClient, PromptSection
 from memstream.memory.events import ConsolidationRequested
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, cut
-from memstream.memory.monitoring import LoggingMonitor, Monitor, Skipped
+from memstream.memory.monitoring import LoggingMonitor, Monitor
 from memstream.memory.store import MemoryStore
 
-__all__ = [
-    "ConsolidateConfig",
-    "ManagerFactory",
-    "RecallConfig",
-    "RecordConfig",
-    "SemanticMemoryMiddleware",
-]
+__all__ = ["ConsolidateConfig", "ManagerFactory", "SemanticMemoryMiddleware"]
 
 T = TypeVar("T")
 ManagerFactory = Callable[[MemoryStore, ModelClient], LLMMemoryManager]
-
-
-@dataclass(frozen=True, slots=True)
-class RecallConfig:
-    max_recall_tokens: int = 600
-
-
-@dataclass(frozen=True, slots=True)
-class RecordConfig:
-    max_record_chars: int = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +82,12 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         id: str = "semantic-memory",
         runs_before: frozenset[str] = frozenset(),
     ) -> None:
+        if recall is None and record is None and consolidate is None:
+            raise ConfigurationError(
+                "this memory middleware has neither recall nor record, so it would do nothing; "
+                "give recall=RecallConfig() to show memories to the model, "
+                "record=RecordConfig() to remember turns, or both"
+            )
         self.id = id
         self.runs_before = runs_before
         self.writes = frozenset({self.RecalledKey})
@@ -132,19 +129,18 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             )
         if self._recall is None:
             return Proceed()
-        limit = self._recall.max_recall_tokens * 4
         try:
-            recalled = self._manager_for(cell, context).get_relevant_context(input, limit)
+            recalled = recall_context(self._manager_for(cell, context), input, self._recall)
         except InfrastructureError as exc:
             self._skipped(context, "recall", exc)
             return Proceed(update={self.RecalledKey: ""})
-        return Proceed(update={self.RecalledKey: cut(recalled, limit)})
+        return Proceed(update={self.RecalledKey: recalled})
 
     def prompt_section(self, context: RunContext) -> PromptSection | None:
         recalled = context.state.get(self.RecalledKey)
         if not recalled or self._recall is None:
             return None
-        return PromptSection(self.SECTION, cut(recalled, self._recall.max_recall_tokens * 4))
+        return PromptSection(self.SECTION, cut(recalled, self._recall.max_chars))
 
     def after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
         tenant = context.config.tenant_id
@@ -155,16 +151,16 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             if cell.store is None:
                 return Proceed()
             manager = self._manager_for(cell, context)
-            event = manager.record_turn(
+            record_turn(
+                manager,
+                self._record,
                 thread=context.config.thread_id,
                 run=context.run_id,
                 turn=context.turn_index,
                 query=turn.input,
                 answer=turn.answer,
                 at=self._clock.now(),
-                max_chars=self._record.max_record_chars,
             )
-            manager.store.write(event)
         except MemstreamError as exc:
             self._skipped(context, "record", exc)
             return Proceed()
@@ -199,20 +195,14 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         view = EffectView(cell.store, cell, context)
         return self._manager(view, context.accounted(self._client))
 
-    def _skipped(
-        self,
-        context: RunContext,
-        stage: Literal["recall", "record", "consolidate"],
-        exc: MemstreamError,
-    ) -> None:
+    def _skipped(self, context: RunContext, stage: Stage, exc: MemstreamError) -> None:
         self._monitor.announce(
-            Skipped(
+            skipped(
                 tenant=context.config.tenant_id or "",
                 thread=context.config.thread_id,
                 run_id=context.run_id,
                 stage=stage,
-                code=exc.code,
-                reason=str(exc),
+                error=exc,
                 at=self._clock.now(),
             )
         )

@@ -18,33 +18,16 @@ from typing import Any
 from memstream.agent.context import RunContext
 from memstream.agent.journal import EffectRecord
 from memstream.hooks.tenants import TenantCell
-from memstream.memory.events import (
-    ConsolidationRequested,
-    MemoriesConsolidated,
-    MemoryEvent,
-    MemoryForgotten,
-    MessageRecorded,
-    TurnRecorded,
-    memories_of,
-)
+from memstream.memory.events import REGISTRY, MemoryEvent, memories_of
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.store import MemoryFilter, MemoryStore, WriteOutcome
 
 __all__ = ["EffectView", "effect_name"]
 
 
-_EFFECTS: dict[type, str] = {
-    TurnRecorded: "memory.record",
-    MessageRecorded: "memory.record",
-    MemoriesConsolidated: "memory.consolidate",
-    ConsolidationRequested: "memory.consolidation-request",
-    MemoryForgotten: "memory.forget",
-}
-
-
 def effect_name(event: MemoryEvent) -> str:
-    """The journal name of the effect that writes `event`."""
-    return _EFFECTS[type(event)]
+    """The journal name of the effect that writes `event` (its registry row says)."""
+    return REGISTRY.of(event).effect
 
 
 class EffectView:

@@ -13,14 +13,16 @@ from dataclasses import dataclass
 
 from memstream.memory.model import Memory
 
-__all__ = ["Bounds", "eviction_key", "over_bounds"]
+__all__ = ["DEFAULT_MAX_MEMORIES", "Bounds", "eviction_key", "over_bounds"]
+
+DEFAULT_MAX_MEMORIES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
     """The most a tenant's store keeps: a count of memories (0: unbounded)."""
 
-    max_memories: int = 10_000
+    max_memories: int = DEFAULT_MAX_MEMORIES
 
 
 def eviction_key(memory: Memory) -> tuple[int, int, str]:

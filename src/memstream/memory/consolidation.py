@@ -1,4 +1,7 @@
-"""Consolidation, the pure part: which old memories form a group, and what its summary carries.
+"""Consolidation as a planner: old memories and a model in, MemoriesConsolidated events out.
+
+`plan_consolidation` decides; whoever calls it writes the events (the memory manager through
+its store, the worker's consolidation job to the log). It reads nothing and writes nothing.
 
 Groups follow the reference manager: conversations by conversation (thread), entities by
 `entity_id`, user facts by `user_id`, knowledge by `source` (metadata keys); tasks and custom
@@ -14,14 +17,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from memstream.agent.messages import Message, ModelRequest, ModelResponse, Usage
+from memstream.llm import Message, ModelClient, ModelRequest, ModelResponse, Usage
 from memstream.memory.events import MemoriesConsolidated
 from memstream.memory.model import Memory, MemoryType
 
 __all__ = [
     "MAX_GROUP",
     "SUMMARY_SYSTEM_PROMPT",
+    "ExtractiveSummarizer",
     "consolidation_groups",
+    "plan_consolidation",
     "summary_event",
     "summary_prompt",
 ]
@@ -90,6 +95,27 @@ def summary_event(
         embedding_model=embedding_model,
         metadata=metadata,
     )
+
+
+def plan_consolidation(
+    memories: Iterable[Memory], client: ModelClient, *, min_count: int, embedding_model: str
+) -> list[MemoriesConsolidated]:
+    """One summary event per group of `memories` (those old enough, chosen by the caller).
+
+    One model call per group; a group whose summary comes back empty is left as it is. Each
+    event replaces its group's sorted ids, its effect key, so a group is summarised and
+    replaced at most once however often this runs: a store applies a summary only if every
+    member still exists.
+    """
+    planned = []
+    for group in consolidation_groups(memories, min_count):
+        reply = client.complete(
+            ModelRequest(SUMMARY_SYSTEM_PROMPT, (Message("user", summary_prompt(group)),))
+        )
+        summary = reply.message.content.strip()
+        if summary:
+            planned.append(summary_event(group, summary, embedding_model))
+    return planned
 
 
 class ExtractiveSummarizer:

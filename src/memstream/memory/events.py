@@ -1,4 +1,4 @@
-"""Memory events: what the log says happened to a tenant's memory, and their wire format.
+"""Memory events: what the log says happened to a tenant's memory, one registry row per type.
 
 Every event is a frozen dataclass with a past-tense name, a schema `version`, and a
 deterministic `id` derived from its effect key, so a producer retry, a redelivery or a replay
@@ -7,18 +7,24 @@ Everything non-deterministic (clock readings, importance, the embedding model) i
 before the event is written and carried in it; turning an event into memories
 (`memories_of`) is a pure function.
 
-Three kinds of effect reach the log: memories recorded (`TurnRecorded`, `MessageRecorded`,
-`MemorySaved` under a client's own id),
-memories forgotten (`MemoryForgotten`, the users' right to erasure) and groups of memories
-replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job).
+Four kinds of effect reach the log: memories recorded (`TurnCompleted`, `MessageRecorded`,
+`MemorySaved` under a client's own id, `ItemStored` by the LangGraph store),
+memories forgotten (`MemoryForgotten`, the users' right to erasure), groups of memories
+replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job), and
+requests for that (`ConsolidationRequested`).
 
-Wire format: one UTF-8 JSON object per Kafka message, with explicit fields, `type` and
-`version`. No pickles. Each field is decoded by the parser of its annotated type.
+The log is kept forever, so every type has one `EventType` row in `REGISTRY`, right below its
+class: its wire name and older names, its version, the upcasters that lift each older version
+of its payload to the current one, the effect that writes it, how the projection applies it
+and the memories it writes. The codec (`memory.codec`), the hooks' effect journal, the
+projection's writer and the JSON Schemas all read that row: adding an event type is a class
+and a row here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import re
@@ -26,43 +32,53 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache, singledispatch
-from typing import Any, ClassVar
+from functools import lru_cache
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from memstream.errors import EventDecodeError, EventVersionError, InvalidInputError
+from memstream.errors import InvalidInputError
 from memstream.memory.model import Memory, MemoryType
 from memstream.memory.tenancy import validate_tenant
 
 __all__ = [
+    "ITEM_KEY",
+    "ITEM_NAMESPACE",
+    "ITEM_VALUE",
+    "REGISTRY",
+    "Applies",
     "ConsolidationRequested",
+    "Event",
+    "EventType",
+    "ItemStored",
     "MemoriesConsolidated",
     "MemoryEvent",
     "MemoryForgotten",
     "MemorySaved",
     "MessageRecorded",
-    "TurnRecorded",
+    "Registry",
+    "TurnCompleted",
     "check_memory_id",
     "consolidate_effect_key",
-    "decode_event",
-    "encode_event",
+    "derive_id",
+    "item_memory_id",
     "memories_of",
     "record_effect_key",
 ]
 
 # Fixed forever: changing it changes every id and breaks apply-once across a replay.
-_ID_NAMESPACE = uuid.UUID("6f1b3f1e-8d7c-5b8e-9a61-4d2f0c3b7a10")
+ID_NAMESPACE = uuid.UUID("6f1b3f1e-8d7c-5b8e-9a61-4d2f0c3b7a10")
 
 
 @lru_cache(maxsize=8192)
-def _derive_id(*parts: object) -> str:
+def derive_id(*parts: object) -> str:
+    """uuid5 in ID_NAMESPACE of the JSON array of `parts` (docs/events.md, with test vectors)."""
     # JSON keeps the parts apart unambiguously ("a|b","c" vs "a","b|c"). Cached: an event's
     # id and its memories' ids are asked for many times on the hot path of a turn.
-    return str(uuid.uuid5(_ID_NAMESPACE, json.dumps(parts, ensure_ascii=False)))
+    return str(uuid.uuid5(ID_NAMESPACE, json.dumps(parts, ensure_ascii=False)))
 
 
 @lru_cache(maxsize=8192)
 def record_effect_key(tenant: str, thread: str, run: str, turn: int) -> str:
-    """The effect key of `memory.record` for one turn: the natural key of a TurnRecorded."""
+    """The effect key of `memory.record` for one turn: the natural key of a TurnCompleted."""
     return json.dumps(["memory.record", tenant, thread, run, turn], ensure_ascii=False)
 
 
@@ -87,16 +103,103 @@ def _check_time(at: datetime) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class TurnRecorded:
-    """One agent turn was recorded: the user's query and the assistant's answer.
+class Applies(enum.StrEnum):
+    """How the projection applies an event (the kinds apply_once.lua knows)."""
 
-    Becomes two conversation memories of the thread. The id is the effect key
-    (tenant, thread, run, turn).
+    RECORD = "record"  # write the event's memories (none for a request: only its marker)
+    FORGET = "forget"  # delete and tombstone the memories the event selects
+    CONSOLIDATE = "consolidate"  # replace a group with the summary, if every member is there
+    PUT = "put"  # write a store item's memory into its slot, replacing what the slot held
+
+
+class Event(Protocol):
+    """What every memory event has: a wire name and version, an id and a tenant."""
+
+    type: ClassVar[str]
+    version: ClassVar[int]
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tenant(self) -> str: ...
+
+
+E = TypeVar("E", bound=Event)
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class EventType(Generic[E]):
+    """One event type's row: everything that reads or writes that type asks here.
+
+    `aliases` maps each older wire name to the last version written under it (a payload that
+    names no version is of that one). `upcasters[n]` lifts a payload of version n + 1 to
+    n + 2, so a payload of any version is lifted step by step to the class's version.
     """
 
-    type: ClassVar[str] = "TurnRecorded"
-    version: ClassVar[int] = 1
+    event: type[E]
+    effect: str
+    applies: Applies
+    memories: Callable[[E], tuple[Memory, ...]]
+    aliases: Mapping[str, int] = field(default_factory=dict)
+    upcasters: tuple[Upcaster, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.upcasters) != self.version - 1:
+            raise TypeError(
+                f"{self.name} is version {self.version}: it needs {self.version - 1} upcasters "
+                f"(one from each older version), has {len(self.upcasters)}"
+            )
+
+    @property
+    def name(self) -> str:
+        return self.event.type
+
+    @property
+    def version(self) -> int:
+        return self.event.version
+
+
+def _written(
+    event: TurnCompleted | MessageRecorded | MemoriesConsolidated | MemorySaved,
+    part: str,
+    content: str,
+    role: str,
+    at: datetime,
+    memory_type: MemoryType = MemoryType.CONVERSATION,
+) -> Memory:
+    """One memory an event writes; `part` names it within the event (its id's last part)."""
+    return Memory(
+        id=derive_id(event.id, part),
+        tenant=event.tenant,
+        content=content,
+        memory_type=memory_type,
+        thread=event.thread,
+        timestamp=at,
+        importance=event.importance,
+        event_id=event.id,
+        role=role,
+        metadata=event.metadata,
+        embedding_model=event.embedding_model,
+    )
+
+
+def _nothing(event: object) -> tuple[Memory, ...]:
+    return ()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    """One agent turn completed: the user's query and the assistant's answer.
+
+    Becomes two conversation memories of the thread. The id is the effect key
+    (tenant, thread, run, turn). Version 1 went on the wire as `TurnRecorded`, with the same
+    fields and the same id.
+    """
+
+    type: ClassVar[str] = "TurnCompleted"
+    version: ClassVar[int] = 2
 
     tenant: str
     thread: str
@@ -116,7 +219,29 @@ class TurnRecorded:
 
     @property
     def id(self) -> str:
-        return _derive_id(record_effect_key(self.tenant, self.thread, self.run, self.turn))
+        return derive_id(record_effect_key(self.tenant, self.thread, self.run, self.turn))
+
+
+def _turn_memories(event: TurnCompleted) -> tuple[Memory, ...]:
+    return (
+        _written(event, "user", event.query, "user", event.recorded_at),
+        _written(event, "assistant", event.answer, "assistant", event.recorded_at),
+    )
+
+
+def _upcast_turn_v1_v2(body: dict[str, Any]) -> dict[str, Any]:
+    # v2 is the rename to the design's name: the fields, and so the id, are v1's.
+    return body
+
+
+TURN_COMPLETED = EventType(
+    TurnCompleted,
+    effect="memory.record",
+    applies=Applies.RECORD,
+    memories=_turn_memories,
+    aliases={"TurnRecorded": 1},
+    upcasters=(_upcast_turn_v1_v2,),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +273,15 @@ class MessageRecorded:
 
     @property
     def id(self) -> str:
-        return _derive_id("memory.message", self.tenant, self.thread, self.source_id)
+        return derive_id("memory.message", self.tenant, self.thread, self.source_id)
+
+
+MESSAGE_RECORDED = EventType(
+    MessageRecorded,
+    effect="memory.record",
+    applies=Applies.RECORD,
+    memories=lambda e: (_written(e, "message", e.content, e.speaker, e.recorded_at),),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +323,12 @@ class MemoryForgotten:
 
     @property
     def id(self) -> str:
-        return _derive_id("memory.forget", self.tenant, self.request_id)
+        return derive_id("memory.forget", self.tenant, self.request_id)
+
+
+MEMORY_FORGOTTEN = EventType(
+    MemoryForgotten, effect="memory.forget", applies=Applies.FORGET, memories=_nothing
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +366,15 @@ class MemoriesConsolidated:
 
     @property
     def id(self) -> str:
-        return _derive_id(consolidate_effect_key(self.tenant, self.memory_ids))
+        return derive_id(consolidate_effect_key(self.tenant, self.memory_ids))
+
+
+MEMORIES_CONSOLIDATED = EventType(
+    MemoriesConsolidated,
+    effect="memory.consolidate",
+    applies=Applies.CONSOLIDATE,
+    memories=lambda e: (_written(e, "summary", e.summary, "summary", e.timestamp, e.memory_type),),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,9 +404,98 @@ class ConsolidationRequested:
 
     @property
     def id(self) -> str:
-        return _derive_id(
+        return derive_id(
             "memory.consolidation-request", self.tenant, self.thread, self.run, self.turn
         )
+
+
+CONSOLIDATION_REQUESTED = EventType(
+    ConsolidationRequested,
+    effect="memory.consolidation-request",
+    applies=Applies.RECORD,
+    memories=_nothing,
+)
+
+
+def item_memory_id(tenant: str, namespace: tuple[str, ...], key: str) -> str:
+    """The memory id of a store item: one per (tenant, namespace, key), whatever its value."""
+    return derive_id("store.item", tenant, tuple(namespace), key)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemStored:
+    """A key-value store (the LangGraph store adapter) put an item: `value` (JSON) under
+    `key` in `namespace`, searchable by `text` ("" when the item is not indexed).
+
+    Becomes one knowledge memory whose id is the item's slot (`item_memory_id`): a later put
+    of the same namespace and key replaces it, and clears a forget's tombstone of the slot,
+    because a new put is a new write, not a duplicate of the forgotten one. `put_id` is decided
+    once by the writer, so a retried put applies once and a put of the same value again is
+    still a put of its own (the log keeps every version)."""
+
+    type: ClassVar[str] = "ItemStored"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    namespace: tuple[str, ...]
+    key: str
+    put_id: str
+    value: str
+    text: str
+    recorded_at: datetime
+    importance: float
+    embedding_model: str
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        _check_time(self.recorded_at)
+        object.__setattr__(self, "namespace", tuple(self.namespace))
+        if not self.namespace or not self.put_id:
+            raise InvalidInputError("a stored item needs a namespace and a put id")
+        try:
+            json.loads(self.value)
+        except ValueError:
+            raise InvalidInputError("a stored item's value must be JSON text") from None
+
+    @property
+    def id(self) -> str:
+        return derive_id("store.put", self.tenant, self.namespace, self.key, self.put_id)
+
+    @property
+    def memory_id(self) -> str:
+        return item_memory_id(self.tenant, self.namespace, self.key)
+
+
+# Where a stored item's namespace, key and value travel in its memory's metadata.
+ITEM_NAMESPACE, ITEM_KEY, ITEM_VALUE = "langgraph.namespace", "langgraph.key", "langgraph.value"
+
+
+def _item_memories(event: ItemStored) -> tuple[Memory, ...]:
+    return (
+        Memory(
+            id=event.memory_id,
+            tenant=event.tenant,
+            content=event.text,
+            memory_type=MemoryType.KNOWLEDGE,
+            # LangGraph forbids "." in labels, so the joined namespace is unambiguous; it
+            # lets `memstream forget --thread` forget a namespace.
+            thread=".".join(event.namespace),
+            timestamp=event.recorded_at,
+            importance=event.importance,
+            event_id=event.id,
+            metadata={
+                ITEM_NAMESPACE: json.dumps(list(event.namespace), ensure_ascii=False),
+                ITEM_KEY: event.key,
+                ITEM_VALUE: event.value,
+            },
+            embedding_model=event.embedding_model,
+        ),
+    )
+
+
+ITEM_STORED = EventType(
+    ItemStored, effect="store.put", applies=Applies.PUT, memories=_item_memories
+)
 
 
 # A client-chosen memory id travels in Redis keys and in the eviction order's members (whose
@@ -327,198 +562,71 @@ class MemorySaved:
             ensure_ascii=False,
         )
         digest = hashlib.sha256(revision.encode()).hexdigest()
-        return _derive_id("memory.save", self.tenant, self.memory_id, digest)
+        return derive_id("memory.save", self.tenant, self.memory_id, digest)
+
+
+def _saved_memories(event: MemorySaved) -> tuple[Memory, ...]:
+    saved = _written(event, "saved", event.content, event.role, event.saved_at, event.memory_type)
+    # The client's id is the memory's id: it is how the client gets or deletes it later.
+    return (dataclasses.replace(saved, id=event.memory_id),)
+
+
+MEMORY_SAVED = EventType(
+    MemorySaved, effect="memory.save", applies=Applies.RECORD, memories=_saved_memories
+)
 
 
 MemoryEvent = (
-    TurnRecorded
+    TurnCompleted
     | MessageRecorded
     | MemoryForgotten
     | MemoriesConsolidated
     | ConsolidationRequested
+    | ItemStored
     | MemorySaved
 )
 
-_EVENT_TYPES: dict[str, type[MemoryEvent]] = {
-    cls.type: cls
-    for cls in (
-        TurnRecorded,
-        MessageRecorded,
-        MemoryForgotten,
-        MemoriesConsolidated,
-        ConsolidationRequested,
-        MemorySaved,
-    )
-}
+
+class Registry:
+    """Every event type, found by class or by any wire name it was ever written under."""
+
+    def __init__(self, *rows: EventType[Any]) -> None:
+        self.rows = rows
+        self._by_class = {row.event: row for row in rows}
+        self._by_name: dict[str, tuple[EventType[Any], int]] = {}
+        for row in rows:
+            for name, version in [*row.aliases.items(), (row.name, row.version)]:
+                if name in self._by_name:
+                    raise TypeError(f"two event types (or versions) are written as {name!r}")
+                self._by_name[name] = (row, version)
+
+    def of(self, event: MemoryEvent) -> EventType[Any]:
+        try:
+            return self._by_class[type(event)]
+        except KeyError:
+            raise TypeError(f"{type(event).__name__} is not a registered event type") from None
+
+    def named(self, name: str) -> tuple[EventType[Any], int] | None:
+        """The row written as `name`, and the version a payload of that name has by default."""
+        return self._by_name.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
 
 
-def _event_fields(event: MemoryEvent) -> dict[str, Any]:
-    body: dict[str, Any] = {"type": event.type, "version": event.version, "id": event.id}
-    for f in dataclasses.fields(event):
-        name, value = f.name, getattr(event, f.name)
-        if isinstance(value, datetime):
-            value = value.astimezone(UTC).isoformat()
-        elif isinstance(value, Mapping):
-            value = dict(value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        body[name] = value
-    return body
+REGISTRY = Registry(
+    TURN_COMPLETED,
+    MESSAGE_RECORDED,
+    MEMORY_FORGOTTEN,
+    MEMORIES_CONSOLIDATED,
+    CONSOLIDATION_REQUESTED,
+    ITEM_STORED,
+    MEMORY_SAVED,
+)
 
 
-def encode_event(event: MemoryEvent) -> bytes:
-    return json.dumps(_event_fields(event), ensure_ascii=False, separators=(",", ":")).encode()
-
-
-class _WrongType(Exception):
-    pass
-
-
-def _typed(*types: type) -> Callable[[object], object]:
-    def parse(value: object) -> object:
-        if not isinstance(value, types) or isinstance(value, bool) != (bool in types):
-            raise _WrongType
-        return value
-
-    return parse
-
-
-def _time(value: object) -> datetime:
-    if not isinstance(value, str):
-        raise _WrongType
-    return datetime.fromisoformat(value)  # ValueError: an invalid event, said below
-
-
-def _ids(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _WrongType
-    return tuple(value)
-
-
-def _optional(parse: Callable[[object], object]) -> Callable[[object], object]:
-    return lambda value: None if value is None else parse(value)
-
-
-# Each field is parsed by its annotation (a string: this module defers annotations).
-_PARSERS: dict[str, Callable[[object], object]] = {
-    "str": _typed(str),
-    "int": _typed(int),
-    "float": _typed(int, float),
-    "bool": _typed(bool),
-    "datetime": _time,
-    "Mapping[str, str]": _typed(dict),
-    "tuple[str, ...]": _ids,
-    "MemoryType": _typed(str),
-    "str | None": _optional(_typed(str)),
-    "datetime | None": _optional(_time),
-}
-
-
-def decode_event(raw: bytes) -> MemoryEvent:
-    """Parse one message of the memory topic; EventDecodeError says exactly what is wrong."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EventDecodeError(f"not a JSON event: {exc}") from None
-    if not isinstance(body, dict):
-        raise EventDecodeError(f"an event must be a JSON object, got {type(body).__name__}")
-    kind = body.get("type")
-    cls = _EVENT_TYPES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise EventDecodeError(f"unknown event type {kind!r}; known: {sorted(_EVENT_TYPES)}")
-    if body.get("version") != cls.version:
-        raise EventVersionError(cls.type, cls.version, body.get("version"))
-    values: dict[str, Any] = {}
-    try:
-        for f in dataclasses.fields(cls):
-            if f.name not in body:
-                raise EventDecodeError(f"{kind} lacks field {f.name!r}")
-            try:
-                values[f.name] = _PARSERS[str(f.type)](body[f.name])
-            except _WrongType:
-                raise EventDecodeError(
-                    f"{kind}.{f.name} has the wrong type: {body[f.name]!r}"
-                ) from None
-        event = cls(**values)
-    except (ValueError, InvalidInputError) as exc:
-        if isinstance(exc, EventDecodeError):
-            raise
-        raise EventDecodeError(f"{kind} is invalid: {exc}") from None
-    if body.get("id") != event.id:
-        raise EventDecodeError(
-            f"{kind} carries id {body.get('id')!r} but its fields give {event.id!r}; "
-            "the event was altered or written by a faulty producer"
-        )
-    return event
-
-
-def _memory_id(event_id: str, part: str) -> str:
-    return _derive_id(event_id, part)
-
-
-@singledispatch
 def memories_of(event: MemoryEvent) -> tuple[Memory, ...]:
     """The memories an event writes, without embeddings. Pure: same event, same memories."""
-    raise TypeError(f"no memories are defined for {type(event).__name__}")
-
-
-def _written(
-    event: TurnRecorded | MessageRecorded | MemoriesConsolidated | MemorySaved,
-    part: str,
-    content: str,
-    role: str,
-    at: datetime,
-    memory_type: MemoryType = MemoryType.CONVERSATION,
-) -> Memory:
-    """One memory an event writes; `part` names it within the event (its id's last part)."""
-    return Memory(
-        id=_memory_id(event.id, part),
-        tenant=event.tenant,
-        content=content,
-        memory_type=memory_type,
-        thread=event.thread,
-        timestamp=at,
-        importance=event.importance,
-        event_id=event.id,
-        role=role,
-        metadata=event.metadata,
-        embedding_model=event.embedding_model,
-    )
-
-
-@memories_of.register
-def _(event: TurnRecorded) -> tuple[Memory, ...]:
-    return (
-        _written(event, "user", event.query, "user", event.recorded_at),
-        _written(event, "assistant", event.answer, "assistant", event.recorded_at),
-    )
-
-
-@memories_of.register
-def _(event: MessageRecorded) -> tuple[Memory, ...]:
-    return (_written(event, "message", event.content, event.speaker, event.recorded_at),)
-
-
-@memories_of.register
-def _(event: MemoriesConsolidated) -> tuple[Memory, ...]:
-    summary = _written(
-        event, "summary", event.summary, "summary", event.timestamp, event.memory_type
-    )
-    return (summary,)
-
-
-@memories_of.register
-def _(event: MemoryForgotten) -> tuple[Memory, ...]:
-    return ()
-
-
-@memories_of.register
-def _(event: ConsolidationRequested) -> tuple[Memory, ...]:
-    return ()
-
-
-@memories_of.register
-def _(event: MemorySaved) -> tuple[Memory, ...]:
-    saved = _written(event, "saved", event.content, event.role, event.saved_at, event.memory_type)
-    # The client's id is the memory's id: it is how the client gets or deletes it later.
-    return (dataclasses.replace(saved, id=event.memory_id),)
+    written: tuple[Memory, ...] = REGISTRY.of(event).memories(event)
+    return written

@@ -21,16 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from memstream.agent.messages import Message, ModelRequest
-from memstream.agent.models import ModelClient
-from memstream.memory.consolidation import (
-    SUMMARY_SYSTEM_PROMPT,
-    consolidation_groups,
-    summary_event,
-    summary_prompt,
-)
-from memstream.memory.events import MemoriesConsolidated, TurnRecorded
-from memstream.memory.model import MemoryType, RecalledMemory
+from memstream.llm import Message, ModelClient, ModelRequest
+from memstream.memory.consolidation import plan_consolidation
+from memstream.memory.events import MemoriesConsolidated, TurnCompleted
+from memstream.memory.model import DEFAULT_IMPORTANCE, MemoryType, RecalledMemory
 from memstream.memory.store import MemoryFilter, MemoryStore
 
 __all__ = [
@@ -115,7 +109,7 @@ class ModelImportance:
 class MemoryManagerConfig:
     recall_k: int = 12
     importance: str = "heuristic"  # or "model"
-    default_importance: float = 0.5
+    default_importance: float = DEFAULT_IMPORTANCE
 
 
 class LLMMemoryManager:
@@ -150,10 +144,10 @@ class LLMMemoryManager:
         answer: str,
         at: datetime,
         max_chars: int,
-    ) -> TurnRecorded:
+    ) -> TurnCompleted:
         """The event recording one turn: each side cut to `max_chars`, importance decided now."""
         query, answer = cut(query, max_chars), cut(answer, max_chars)
-        return TurnRecorded(
+        return TurnCompleted(
             tenant=self.store.tenant,
             thread=thread,
             run=run,
@@ -168,27 +162,17 @@ class LLMMemoryManager:
     def consolidate_memories(
         self, cutoff: datetime, *, min_count: int = 3
     ) -> list[MemoriesConsolidated]:
-        """Replace each group of memories recorded before `cutoff` by one model-written summary.
-
-        One model call and one write per group; the write is the group's effect
-        (`memory.consolidate`, keyed by the group's sorted ids), so a group is summarised and
-        replaced at most once however often this runs. A store applies a summary only if every
-        member still exists.
-        """
-        written = []
-        for group in consolidation_groups(
-            self.store.memories(MemoryFilter(before=cutoff)), min_count
-        ):
-            reply = self.client.complete(
-                ModelRequest(SUMMARY_SYSTEM_PROMPT, (Message("user", summary_prompt(group)),))
-            )
-            summary = reply.message.content.strip()
-            if not summary:
-                continue  # nothing to replace the group with: keep it as it is
-            event = summary_event(group, summary, self.store.embedding_model)
+        """Replace each group of memories recorded before `cutoff` by one model-written summary
+        (`plan_consolidation`), each write the group's effect (`memory.consolidate`)."""
+        planned = plan_consolidation(
+            self.store.memories(MemoryFilter(before=cutoff)),
+            self.client,
+            min_count=min_count,
+            embedding_model=self.store.embedding_model,
+        )
+        for event in planned:
             self.store.write(event)
-            written.append(event)
-        return written
+        return planned
 
 
 def relevant_context(hits: Sequence[RecalledMemory], max_chars: int) -> str:

@@ -7,7 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-__all__ = ["Memory", "MemoryType", "RecalledMemory"]
+__all__ = [
+    "DEFAULT_IMPORTANCE",
+    "DEFAULT_MAX_RECORD_CHARS",
+    "Memory",
+    "MemoryType",
+    "RecalledMemory",
+]
+
+# The defaults of the knobs the domain has; Settings and every config refer to these.
+DEFAULT_IMPORTANCE = 0.5  # of a memory nobody scored
+DEFAULT_MAX_RECORD_CHARS = 8_000  # the most characters (code points) one memory holds
 
 
 class MemoryType(enum.StrEnum):

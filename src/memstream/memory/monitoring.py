@@ -1,9 +1,15 @@
-"""Monitoring: events that tell operators what memory skipped or did, and the port they go to.
+"""Monitoring: what operators (and `memstream tail`) see of what memory did or skipped, and
+the one port it goes out through.
 
 Memory's failures after an answer never reach the user (the answer stands); they are
-announced here instead. Events are versioned JSON like memory events; nothing is rebuilt from
-them. The Kafka adapter (streams) publishes them on the monitoring topic; `LoggingMonitor`
-only logs.
+announced here instead (`Skipped`). So is what the worker did beyond writing memories: a
+message it could not read (`DeadLettered`), memories evicted by a bound, forgotten or
+consolidated, and model calls made outside a turn (`ModelUsage`). Like memory events these
+are frozen, versioned and written as explicit JSON, keyed by tenant on the monitoring topic;
+unlike them they are informational: nothing is rebuilt from them.
+
+`Monitor` is the port: `announce` never blocks and never raises, so monitoring cannot fail a
+turn or stop a stream. The Kafka adapters publish; `LoggingMonitor` only logs.
 """
 
 from __future__ import annotations
@@ -15,21 +21,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Protocol
 
+from memstream.memory.tenancy import tenant_key
+
 __all__ = [
+    "Consolidated",
+    "DeadLettered",
+    "Evicted",
+    "Forgotten",
     "LoggingMonitor",
     "ModelUsage",
     "Monitor",
     "MonitoringEvent",
     "Skipped",
+    "TenantNotice",
     "encode_monitoring",
+    "monitoring_key",
 ]
 
 log = logging.getLogger("memstream.monitoring")
-
-
-class MonitoringEvent(Protocol):
-    type: ClassVar[str]
-    version: ClassVar[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,21 +74,94 @@ class ModelUsage:
     at: datetime
 
 
-def encode_monitoring(event: Any) -> bytes:
-    """Any monitoring event (a frozen dataclass with `type` and `version`) as JSON."""
+@dataclass(frozen=True, slots=True)
+class DeadLettered:
+    """A message of the memory topic could not be projected and went to the dead-letter topic."""
+
+    type: ClassVar[str] = "DeadLettered"
+    version: ClassVar[int] = 1
+
+    source_topic: str
+    partition: int
+    offset: int
+    code: str
+    reason: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    """Applying an event pushed a tenant past its bound: these memories were evicted."""
+
+    type: ClassVar[str] = "Evicted"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    event_id: str
+    memory_ids: tuple[str, ...]
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """A MemoryForgotten was applied: these stored memories were deleted and tombstoned."""
+
+    type: ClassVar[str] = "Forgotten"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    event_id: str
+    memory_ids: tuple[str, ...]
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidated:
+    """A MemoriesConsolidated was applied (`applied`), or skipped whole because `missing`
+    members were gone."""
+
+    type: ClassVar[str] = "Consolidated"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    event_id: str
+    replaced: tuple[str, ...]
+    summary_ids: tuple[str, ...]
+    applied: bool
+    missing: tuple[str, ...]
+    at: datetime
+
+
+TenantNotice = Evicted | Forgotten | Consolidated
+MonitoringEvent = Skipped | ModelUsage | DeadLettered | TenantNotice
+
+
+def encode_monitoring(event: MonitoringEvent) -> bytes:
+    """A monitoring event as one JSON object: `type`, `version`, then its fields."""
     body: dict[str, Any] = {"type": event.type, "version": event.version}
     for f in dataclasses.fields(event):
         value = getattr(event, f.name)
-        body[f.name] = value.astimezone(UTC).isoformat() if isinstance(value, datetime) else value
+        if isinstance(value, datetime):
+            value = value.astimezone(UTC).isoformat()
+        elif isinstance(value, tuple):
+            value = list(value)
+        body[f.name] = value
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def monitoring_key(event: MonitoringEvent) -> bytes | None:
+    """The Kafka key of a notice: its tenant's key (per-tenant order); a dead letter's tenant
+    is unknown, so it has none."""
+    return None if isinstance(event, DeadLettered) else tenant_key(event.tenant)
+
+
 class Monitor(Protocol):
-    def announce(self, event: Skipped) -> None:
-        """Publish without blocking and without raising: monitoring must not fail a turn."""
+    def announce(self, event: MonitoringEvent) -> None:
+        """Publish `event` without blocking and without raising: monitoring must not fail a
+        turn or stop a stream."""
         ...
 
 
 class LoggingMonitor:
-    def announce(self, event: Skipped) -> None:
+    def announce(self, event: MonitoringEvent) -> None:
         log.warning("%s", encode_monitoring(event).decode())

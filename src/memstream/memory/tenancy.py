@@ -13,7 +13,7 @@ import unicodedata
 
 from memstream.errors import InvalidTenantError
 
-__all__ = ["MAX_TENANT_CHARS", "tenant_from_token", "tenant_token", "validate_tenant"]
+__all__ = ["MAX_TENANT_CHARS", "tenant_from_token", "tenant_key", "tenant_token", "validate_tenant"]
 
 MAX_TENANT_CHARS = 256
 
@@ -48,3 +48,9 @@ def tenant_token(tenant: str) -> str:
 
 def tenant_from_token(token: str) -> str:
     return bytes.fromhex(token).decode("utf-8")
+
+
+def tenant_key(tenant: str) -> bytes:
+    """The Kafka key of a tenant's events and notices: its id's UTF-8 bytes. One key a tenant
+    is what keeps its events in order, on one partition, whoever produces them."""
+    return tenant.encode("utf-8")

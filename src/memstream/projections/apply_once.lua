@@ -7,12 +7,12 @@
 -- KEYS[5]  the tenant's tombstones (memory ids forgotten: never written again)
 -- ARGV[1]  the generation these keys belong to, checked against KEYS[1] ("": not checked,
 --          a rebuild writing a generation that is not live yet)
--- ARGV[2]  event id     ARGV[3] kind: record | forget | consolidate
+-- ARGV[2]  event id     ARGV[3] kind: record | put | forget | consolidate
 -- ARGV[4]  max memories (0: unbounded)
 -- ARGV[5]  position field ("": none)   ARGV[6] offset
 -- ARGV[7]  key prefix of the tenant's memories (keys derive from memory ids)
 -- ARGV[8…] by kind:
---   record, consolidate: the number of memories to write, then for each: its id, its order
+--   record, put, consolidate: the number of memories to write, then for each: its id, its order
 --            member, its number of field/value pairs, then the pairs; consolidate then adds
 --            the replaced ids as a JSON array
 --   forget:  a JSON object {ids, thread, before_us, everything}
@@ -34,6 +34,11 @@ end
 local kind, prefix = ARGV[3], ARGV[7]
 local written, removed = {}, {}
 local outcome = {}
+
+-- The memory id inside an order member: after its last ':' (schema.memory_id_of says the same).
+local function id_of(member)
+  return string.match(member, '([^:]+)$')
+end
 
 local function remove(id)
   local member = redis.call('HGET', prefix .. id, 'order_member')
@@ -72,6 +77,13 @@ local function write_memories(a)
 end
 
 if kind == 'record' then
+  write_memories(8)
+elseif kind == 'put' then
+  -- A store item's memory id is its slot: the put replaces what the slot held (its order
+  -- member may differ) and clears the slot's tombstone, since a new put is a new write.
+  local id = ARGV[9]
+  remove(id)
+  redis.call('SREM', KEYS[5], id)
   write_memories(8)
 elseif kind == 'consolidate' then
   local after = 8 + 1
@@ -114,7 +126,7 @@ elseif kind == 'forget' then
     end
   else
     for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-      local id = string.match(member, '([^:]+)$')
+      local id = id_of(member)
       local match = true
       if not selector.everything then
         if selector.before_us ~= cjson.null then
@@ -154,7 +166,7 @@ if bound > 0 then
   if excess > 0 then
     local victims = redis.call('ZRANGE', KEYS[3], 0, excess - 1)
     for _, member in ipairs(victims) do
-      local id = string.match(member, '([^:]+)$')
+      local id = id_of(member)
       redis.call('DEL', prefix .. id)
       evicted[#evicted + 1] = id
     end

@@ -16,8 +16,8 @@ import redis.asyncio
 
 from memstream.memory.model import Memory
 from memstream.memory.tenancy import tenant_from_token
-from memstream.projections.connection import redis_errors
-from memstream.projections.schema import Fields, Keyspace, from_hash
+from memstream.projections.connection import redis_errors, text
+from memstream.projections.schema import Fields, Keyspace, from_hash, memory_id_of
 
 __all__ = ["Difference", "ProjectionComparer"]
 
@@ -45,7 +45,7 @@ class ProjectionComparer:
             for kind in ("order", "forgotten"):
                 pattern = f"{keys.generation_prefix}{kind}:*"
                 async for key in self._client.scan_iter(match=pattern, count=1000):
-                    found.add(tenant_from_token(_text(key).rsplit(":", 1)[1]))
+                    found.add(tenant_from_token(text(key).rsplit(":", 1)[1]))
         return found
 
     async def compare(self, live: Keyspace, rebuilt: Keyspace, tenant: str) -> list[Difference]:
@@ -73,7 +73,7 @@ class ProjectionComparer:
             rebuilt_dead = await self._client.smembers(rebuilt.forgotten(tenant))
         for dead, only_in in ((live_dead - rebuilt_dead, "live"), (rebuilt_dead - live_dead, "")):
             if dead:
-                ids = ", ".join(sorted(_text(d) for d in dead))
+                ids = ", ".join(sorted(text(d) for d in dead))
                 where = "the live projection" if only_in else "the rebuild"
                 differences.append(Difference(tenant, "", f"only in {where}: {ids}"))
         return differences
@@ -84,15 +84,11 @@ class ProjectionComparer:
             members = cast(list[bytes], await self._client.zrange(keys.order(tenant), 0, -1))
             pipe = self._client.pipeline(transaction=False)
             for member in members:
-                pipe.hgetall(keys.memory(tenant, _text(member).rsplit(":", 1)[1]))
+                pipe.hgetall(keys.memory(tenant, memory_id_of(text(member))))
             hashes = await pipe.execute()
         memories: dict[str, Memory | None] = {}
         for member, raw in zip(members, hashes, strict=True):
-            memory_id = _text(member).rsplit(":", 1)[1]
-            fields = {_text(k): _text(v) for k, v in raw.items() if _text(k) != Fields.EMBEDDING}
+            memory_id = memory_id_of(text(member))
+            fields = {text(k): text(v) for k, v in raw.items() if text(k) != Fields.EMBEDDING}
             memories[memory_id] = from_hash(fields) if fields else None
         return memories
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -10,7 +10,7 @@ import redis.asyncio
 
 from memstream.errors import RedisUnavailableError
 
-__all__ = ["async_redis_client", "redis_client", "redis_errors"]
+__all__ = ["async_redis_client", "is_missing_index", "redis_client", "redis_errors", "text"]
 
 _TIMEOUT_S = 5.0
 
@@ -40,6 +40,18 @@ def redis_errors(url: str, doing: str) -> Iterator[None]:
             "Check that it runs "
             "(`memstream status`) and that MEMSTREAM_REDIS_URL points at it."
         ) from exc
+
+
+def is_missing_index(exc: redis.ResponseError) -> bool:
+    """Whether the search module refused because the index does not exist (yet): its wording
+    differs between commands and versions ("no such index", "Unknown Index name")."""
+    message = str(exc).lower()
+    return "no such index" in message or "unknown index" in message
+
+
+def text(value: object) -> str:
+    """A value as Redis returned it (bytes, or str with decode_responses) as text."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def _safe(url: str) -> str:

@@ -11,27 +11,21 @@ written into a retired generation after a swap.
 
 from __future__ import annotations
 
-import enum
 from importlib.resources import files
 
 import redis.asyncio
 from redis.commands.core import AsyncScript
 
-from memstream.projections.connection import redis_errors
+from memstream.memory.ports import SwapResult
+from memstream.projections.connection import is_missing_index, redis_errors
 from memstream.projections.schema import Keyspace
 
-__all__ = ["Generations", "SwapResult"]
+__all__ = ["RedisGenerations"]
 
 _SWAP = files("memstream.projections").joinpath("swap.lua").read_text()
 
 
-class SwapResult(enum.IntEnum):
-    SWAPPED = 1
-    BEHIND = 0  # the live generation has taken in offsets the rebuild has not: read on
-    STALE = -1  # another rebuild was swapped in since this one started
-
-
-class Generations:
+class RedisGenerations:
     def __init__(self, client: redis.asyncio.Redis, keyspace: Keyspace, *, url: str = "") -> None:
         self._client = client
         self._keys = keyspace
@@ -85,7 +79,7 @@ class Generations:
             try:
                 await self._client.ft(keys.index_name).dropindex(delete_documents=False)
             except redis.ResponseError as exc:
-                if "unknown index" not in str(exc).lower() and "no such" not in str(exc).lower():
+                if not is_missing_index(exc):
                     raise
             batch: list[bytes] = []
             async for key in self._client.scan_iter(match=f"{keys.generation_prefix}*", count=1000):

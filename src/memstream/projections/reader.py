@@ -8,8 +8,9 @@ from collections.abc import Sequence
 import redis
 
 from memstream.memory.model import Memory
-from memstream.projections.connection import redis_errors
-from memstream.projections.schema import Fields, Keyspace, from_hash
+from memstream.memory.store import MemoryFilter
+from memstream.projections.connection import redis_errors, text
+from memstream.projections.schema import Fields, Keyspace, from_hash, memory_id_of
 from memstream.projections.status import ProjectionStatus
 
 __all__ = ["ProjectionReader"]
@@ -23,45 +24,31 @@ class ProjectionReader:
         self._status = ProjectionStatus(client, keyspace, url=url)
         self._url = url
 
-    def memories(self, tenant: str) -> list[Memory]:
-        """Every memory of `tenant` in the live generation, oldest first."""
+    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+        """The memories of `tenant` in the live generation (those `where` matches), oldest
+        first."""
         keys = self._status.live()
         with redis_errors(self._url, "reading memories"):
             members = self._client.zrange(keys.order(tenant), 0, -1)
             pipe = self._client.pipeline(transaction=False)
             for member in members:
-                memory_id = bytes(member).decode().rsplit(":", 1)[1]  # type: ignore[arg-type]
+                memory_id = memory_id_of(text(member))
                 pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
             rows = pipe.execute()
-        found = [
-            from_hash(
-                {
-                    name: value.decode()
-                    for name, value in zip(_FIELDS, row, strict=True)
-                    if value is not None
-                }
-            )
-            for row in rows
-            if row[0] is not None
-        ]
-        return sorted(found, key=lambda m: (m.timestamp, m.id))
+        found = [_memory(row) for row in rows if row[0] is not None]
+        matching = [m for m in found if where is None or where.matches(m)]
+        return sorted(matching, key=lambda m: (m.timestamp, m.id))
 
-    def memory(self, tenant: str, memory_id: str) -> Memory | None:
-        """One memory of `tenant` in the live generation, or None."""
+    def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
+        """The memories of `tenant` with these ids in the live generation (None: not stored),
+        in the order asked, in one round trip."""
         keys = self._status.live()
-        with redis_errors(self._url, "reading a memory"):
-            row: list[bytes | None] = self._client.hmget(  # type: ignore[assignment]
-                keys.memory(tenant, memory_id), _FIELDS
-            )
-        if row[0] is None:
-            return None
-        return from_hash(
-            {
-                name: value.decode()
-                for name, value in zip(_FIELDS, row, strict=True)
-                if value is not None
-            }
-        )
+        with redis_errors(self._url, "reading memories"):
+            pipe = self._client.pipeline(transaction=False)
+            for memory_id in ids:
+                pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
+            rows = pipe.execute()
+        return [_memory(row) if row[0] is not None else None for row in rows]
 
     def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
         """Which of `memory_ids` are tombstoned in the live generation (never written again)."""
@@ -71,3 +58,8 @@ class ProjectionReader:
         with redis_errors(self._url, "reading tombstones"):
             flags = self._client.smismember(keys.forgotten(tenant), list(memory_ids))
         return {memory_id for memory_id, flag in zip(memory_ids, flags, strict=True) if flag}
+
+
+def _memory(row: Sequence[bytes | None]) -> Memory:
+    pairs = zip(_FIELDS, row, strict=True)
+    return from_hash({name: value.decode() for name, value in pairs if value is not None})

@@ -37,7 +37,7 @@ from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.model import RecalledMemory
 from memstream.memory.tenancy import tenant_token, validate_tenant
-from memstream.projections.connection import redis_errors
+from memstream.projections.connection import is_missing_index, redis_errors, text
 from memstream.projections.fusion import RRF_K, reciprocal_rank_fusion
 from memstream.projections.schema import Fields, Keyspace, from_hash
 
@@ -304,7 +304,7 @@ class RedisRecaller:
             try:
                 return list(pipe.execute())
             except redis.ResponseError as exc:
-                if "no such index" in str(exc).lower():
+                if is_missing_index(exc):
                     return None
                 raise
 
@@ -319,22 +319,18 @@ def _parse_reply(reply: object) -> list[tuple[str, dict[str, str]]]:
         hits3: list[tuple[str, dict[str, str]]] = []
         for hit in _get(reply, "results") or []:
             attributes = _get(hit, "extra_attributes") or {}
-            fields = {_text(name): _text(value) for name, value in attributes.items()}
-            hits3.append((_text(_get(hit, "id")), fields))
+            fields = {text(name): text(value) for name, value in attributes.items()}
+            hits3.append((text(_get(hit, "id")), fields))
         return hits3
     if not isinstance(reply, list) or not reply:
         raise redis.ResponseError(f"unexpected FT.SEARCH reply: {reply!r:.200}")
     hits = []
     for at in range(1, len(reply) - 1, 2):
         key, flat = reply[at], reply[at + 1]
-        fields = {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
-        hits.append((_text(key), fields))
+        fields = {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+        hits.append((text(key), fields))
     return hits
 
 
 def _get(reply: dict[Any, Any], name: str) -> Any:
     return reply.get(name.encode(), reply.get(name))
-
-
-def _text(value: object) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

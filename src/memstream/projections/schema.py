@@ -42,6 +42,7 @@ __all__ = [
     "Fields",
     "Keyspace",
     "from_hash",
+    "memory_id_of",
     "memory_index_schema",
     "order_member",
     "to_hash",
@@ -155,6 +156,11 @@ def order_member(memory: Memory) -> str:
     the last ':')."""
     importance, micros, memory_id = eviction_key(memory)
     return f"{importance:07d}:{micros:017d}:{memory_id}"
+
+
+def memory_id_of(member: str) -> str:
+    """The memory id inside an order member (apply_once.lua's `id_of` says the same)."""
+    return member.rsplit(":", 1)[1]
 
 
 def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -11,7 +12,7 @@ import redis
 
 from memstream.memory.events import MemoryEvent
 from memstream.memory.tenancy import tenant_from_token, tenant_token
-from memstream.projections.connection import redis_errors
+from memstream.projections.connection import is_missing_index, redis_errors
 from memstream.projections.schema import Fields, Keyspace
 
 __all__ = ["ProjectionStatus", "TenantStats"]
@@ -53,6 +54,26 @@ class ProjectionStatus:
         with redis_errors(self._url, "counting memories"):
             return int(self._client.zcard(self.live().order(tenant)))
 
+    def wait_applied(
+        self,
+        events: Sequence[MemoryEvent],
+        timeout_s: float,
+        tick: Callable[[int, int], None] | None = None,
+    ) -> list[MemoryEvent]:
+        """Poll until the live projection has applied `events`, or `timeout_s` passed; return
+        the tenants' last events still unapplied ([] when all are applied). Only each tenant's
+        last event is polled: a tenant's events are applied in the order of the log."""
+        last = list({event.tenant: event for event in events}.values())
+        tenants = len(last)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            last = self.unapplied(last)
+            if tick is not None:
+                tick(tenants - len(last), tenants)
+            if not last or time.monotonic() > deadline:
+                return last
+            time.sleep(0.02)
+
     def positions(self) -> dict[str, int]:
         """The live generation's consumer positions: "topic/partition" -> last offset applied."""
         keys = self.live()
@@ -76,7 +97,7 @@ class ProjectionStatus:
             try:
                 reply = self._client.execute_command(*command)  # type: ignore[no-untyped-call]
             except redis.ResponseError as exc:
-                if "no such index" in str(exc).lower():
+                if is_missing_index(exc):
                     return []
                 raise
         stats = []

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from importlib.resources import files
 
 import numpy as np
@@ -25,13 +24,14 @@ from redisvl.index import AsyncSearchIndex
 
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
-from memstream.memory.events import MemoriesConsolidated, MemoryEvent, MemoryForgotten
+from memstream.memory.events import REGISTRY, MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import Memory
-from memstream.projections.connection import redis_errors
-from memstream.projections.generations import Generations
+from memstream.memory.ports import AppliedOutcome, Embedded
+from memstream.projections.connection import redis_errors, text
+from memstream.projections.generations import RedisGenerations
 from memstream.projections.schema import Fields, Keyspace, memory_index_schema, to_hash
 
-__all__ = ["AppliedOutcome", "Embedded", "Position", "ProjectionWriter"]
+__all__ = ["RedisProjectionWriter", "outcome_of"]
 
 _APPLY_ONCE = files("memstream.projections").joinpath("apply_once.lua").read_text()
 
@@ -49,66 +49,22 @@ return 1
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Position:
-    """Where an event sits in the log."""
-
-    topic: str
-    partition: int
-    offset: int
-
-    @property
-    def field(self) -> str:
-        return f"{self.topic}/{self.partition}"
-
-
-@dataclass(frozen=True, slots=True)
-class Embedded:
-    """An event ready to apply: its memories and one vector per memory, in the same order."""
-
-    event: MemoryEvent
-    memories: tuple[Memory, ...]
-    vectors: Vectors
-    position: Position | None = None
+def outcome_of(event: MemoryEvent, reply: Sequence[object]) -> AppliedOutcome:
+    """The outcome apply_once.lua replied for `event`."""
+    applied, recorded, evicted = reply
+    body = json.loads(text(recorded))
+    return AppliedOutcome(
+        event=event,
+        applied_now=applied == 1,
+        memory_ids=tuple(body.get("memories", ())),
+        evicted=tuple(text(e) for e in evicted),  # type: ignore[attr-defined]
+        removed=tuple(body.get("removed", ())),
+        skipped=body.get("skipped", ""),
+        missing=tuple(body.get("missing", ())),
+    )
 
 
-@dataclass(frozen=True, slots=True)
-class AppliedOutcome:
-    """What applying an event did (or, for a repeat, what it did the first time).
-
-    `memory_ids` were written; `removed` were forgotten or replaced by a summary; a skipped
-    consolidation says why in `skipped` and names the `missing` members. `evicted` is only
-    known when `applied_now`.
-    """
-
-    event: MemoryEvent
-    applied_now: bool
-    memory_ids: tuple[str, ...]
-    evicted: tuple[str, ...]
-    removed: tuple[str, ...] = ()
-    skipped: str = ""
-    missing: tuple[str, ...] = ()
-
-    @property
-    def event_id(self) -> str:
-        return self.event.id
-
-    @classmethod
-    def from_reply(cls, event: MemoryEvent, reply: Sequence[object]) -> AppliedOutcome:
-        applied, recorded, evicted = reply
-        body = json.loads(_text(recorded))  # type: ignore[arg-type]
-        return cls(
-            event=event,
-            applied_now=applied == 1,
-            memory_ids=tuple(body.get("memories", ())),
-            evicted=tuple(_text(e) for e in evicted),  # type: ignore[attr-defined]
-            removed=tuple(body.get("removed", ())),
-            skipped=body.get("skipped", ""),
-            missing=tuple(body.get("missing", ())),
-        )
-
-
-class ProjectionWriter:
+class RedisProjectionWriter:
     """Applies embedded events to the projection of one namespace (`keyspace`'s generation is
     ignored: each call says or reads which generation it writes)."""
 
@@ -126,7 +82,7 @@ class ProjectionWriter:
         self._url = url
         self._script: AsyncScript = client.register_script(_APPLY_ONCE)
         self._advance: AsyncScript = client.register_script(_ADVANCE)
-        self._generations = Generations(client, keyspace, url=url)
+        self._generations = RedisGenerations(client, keyspace, url=url)
 
     async def ensure_live_index(self, embedding_model: str, dims: int) -> int:
         """Make sure the live generation has its index and recall's alias points at one."""
@@ -149,7 +105,7 @@ class ProjectionWriter:
             await self._client.hsetnx(keys.meta, "embedding_model", embedding_model)
             await self._client.hsetnx(keys.meta, "dims", str(dims))
             raw_model, raw_dims = await self._client.hmget(keys.meta, ["embedding_model", "dims"])
-            stored_model, stored_dims = _text(raw_model), int(_text(raw_dims))
+            stored_model, stored_dims = text(raw_model), int(text(raw_dims))
             if stored_model != embedding_model or stored_dims != dims:
                 raise ConfigurationError(
                     f"the index {keys.index_name} holds vectors of "
@@ -188,7 +144,7 @@ class ProjectionWriter:
             for item, reply in zip(pending, replies, strict=True):
                 if reply[0] == -1:  # retired generation: this and every later event again
                     break
-                outcomes.append(AppliedOutcome.from_reply(item.event, reply))
+                outcomes.append(outcome_of(item.event, reply))
                 done += 1
             pending = pending[done:]
         return outcomes
@@ -220,9 +176,7 @@ class ProjectionWriter:
                 rows = await pipe.execute()
         return [
             np.frombuffer(blob, dtype=np.float32)
-            if blob is not None
-            and _text(content) == m.content
-            and _text(model) == m.embedding_model
+            if blob is not None and text(content) == m.content and text(model) == m.embedding_model
             else None
             for m, (content, model, blob) in zip(memories, rows, strict=True)
         ]
@@ -242,7 +196,7 @@ class ProjectionWriter:
         args: list[str | bytes | int] = [
             checked,
             event.id,
-            _kind(event),
+            REGISTRY.of(event).applies.value,
             self._max_memories,
             position.field if position else "",
             position.offset if position else -1,
@@ -266,15 +220,3 @@ class ProjectionWriter:
         if isinstance(event, MemoriesConsolidated):
             args.append(json.dumps(list(event.memory_ids)))
         return script_keys, args
-
-
-def _kind(event: MemoryEvent) -> str:
-    if isinstance(event, MemoryForgotten):
-        return "forget"
-    if isinstance(event, MemoriesConsolidated):
-        return "consolidate"
-    return "record"
-
-
-def _text(value: bytes | str | None) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

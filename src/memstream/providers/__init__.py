@@ -1,12 +1,14 @@
-"""Model providers behind the domain's protocols; `embedder_from_settings` picks one by name."""
+"""Model providers behind the domain's protocols, chosen here, and only here, from settings:
+`embedder_from_settings` picks the embedder by name, `chat_model` the configured chat API."""
 
 from __future__ import annotations
 
 from memstream.config import Settings
 from memstream.errors import ConfigurationError
+from memstream.llm import ModelClient
 from memstream.memory.embeddings import Embedder
 
-__all__ = ["embedder_from_settings", "embedding_model_id"]
+__all__ = ["chat_model", "embedder_from_settings", "embedding_model_id"]
 
 
 def embedding_model_id(settings: Settings) -> str:
@@ -37,6 +39,18 @@ def embedder_from_settings(settings: Settings) -> Embedder:
             dims=settings.embedding_dims,
         )
     raise _unknown_embedder(settings)
+
+
+def chat_model(settings: Settings) -> ModelClient | None:
+    """The configured OpenAI-compatible chat model; None when none is (offline: each caller
+    has its own stand-in, an echo for `memstream chat`, an extractive summary for the worker)."""
+    if not settings.chat_base_url:
+        return None
+    from memstream.providers.openai_chat import OpenAICompatibleChat
+
+    return OpenAICompatibleChat(
+        settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
+    )
 
 
 def _unknown_embedder(settings: Settings) -> ConfigurationError:

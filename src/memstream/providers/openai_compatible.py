@@ -14,8 +14,8 @@ import httpx
 import numpy as np
 
 from memstream.errors import ConfigurationError, EmbeddingProviderError
-from memstream.httpjson import post_json
 from memstream.memory.embeddings import Vectors
+from memstream.providers.httpjson import post_json
 
 __all__ = ["OpenAICompatibleEmbedder", "openai_model_id"]
 

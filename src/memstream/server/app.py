@@ -33,7 +33,7 @@ from memstream.errors import (
     MemoryNotFoundError,
     MemstreamError,
     NotAuthenticatedError,
-    NotProjectedError,
+    ProjectionLagError,
 )
 from memstream.server.keys import ApiKeys, Principal
 from memstream.server.mcp import build_mcp, http_principal, key_principal
@@ -71,7 +71,7 @@ _STATUS: tuple[tuple[type[MemstreamError], int], ...] = (
     (MemoryNotFoundError, 404),
     (MemoryIdRetiredError, 409),
     (InvalidInputError, 422),
-    (NotProjectedError, 504),
+    (ProjectionLagError, 504),
     (InfrastructureError, 503),
     (ConfigurationError, 500),
 )

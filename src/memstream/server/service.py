@@ -4,7 +4,7 @@ Every operation acts for one tenant, decided by `Principal.tenant_for` from the 
 the request names, before anything is read or written. Writes go into the log as events
 (`MemorySaved`, `MemoryForgotten`) and are answered once Kafka has acknowledged them: durable,
 recallable a few milliseconds later. With `wait` (seconds) a write is answered only once the
-live projection has applied it (read-your-writes), or fails with NotProjectedError.
+live projection has applied it (read-your-writes), or fails with ProjectionLagError.
 
 Reads come from the projection: filtered search (`projections.search`), one memory by id,
 and the `semantic-memory` section the middleware would build (`memory.manager`).
@@ -25,7 +25,7 @@ from memstream.errors import (
     LimitExceededError,
     MemoryIdRetiredError,
     MemoryNotFoundError,
-    NotProjectedError,
+    ProjectionLagError,
 )
 from memstream.memory.events import MemoryEvent, MemoryForgotten, check_memory_id
 from memstream.memory.manager import relevant_context
@@ -154,7 +154,7 @@ class MemoryService:
         updates = changes.model_dump(exclude_unset=True)
         tenant = principal.tenant_for([named, updates.pop(field, None)], field)
         check_memory_id(memory_id)
-        memory = await anyio.to_thread.run_sync(self._reader.memory, tenant, memory_id)
+        (memory,) = await anyio.to_thread.run_sync(self._reader.memories_by_id, tenant, [memory_id])
         if memory is None:
             raise MemoryNotFoundError(f"no memory with id {memory_id!r} in this tenant")
         current = self.scoping.record(memory)
@@ -225,7 +225,7 @@ class MemoryService:
             if not pending:
                 return
             if time.monotonic() >= deadline:
-                raise NotProjectedError(
+                raise ProjectionLagError(
                     f"{len(pending)} of {len(events)} event(s) were durable in the log but not "
                     f"recallable within {wait:g}s; is a worker running? They will be applied; "
                     "search again shortly, or wait longer"
@@ -233,14 +233,14 @@ class MemoryService:
             await anyio.sleep(_WAIT_POLL_S)
 
     def _present(self, tenant: str, memory_ids: Sequence[str]) -> int:
-        return sum(self._reader.memory(tenant, memory_id) is not None for memory_id in memory_ids)
+        return sum(m is not None for m in self._reader.memories_by_id(tenant, memory_ids))
 
     # -- reads --------------------------------------------------------------------------------
 
     def get(self, principal: Principal, memory_id: str, *, named: str | None) -> MemoryRecord:
         tenant = principal.tenant_for([named], self.scoping.tenant_field)
         check_memory_id(memory_id)
-        memory = self._reader.memory(tenant, memory_id)
+        (memory,) = self._reader.memories_by_id(tenant, [memory_id])
         if memory is None:
             raise MemoryNotFoundError(f"no memory with id {memory_id!r} in this tenant")
         return MemoryRecord.model_validate(self.scoping.record(memory))

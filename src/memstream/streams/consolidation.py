@@ -24,26 +24,21 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from memstream.agent.messages import ModelRequest, ModelResponse, Usage
-from memstream.agent.models import ModelClient
 from memstream.errors import MemstreamError
-from memstream.eventsourced import EventSourcedMemoryStore
-from memstream.memory.events import (
-    ConsolidationRequested,
-    MemoriesConsolidated,
-    encode_event,
-)
-from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
-from memstream.memory.monitoring import ModelUsage
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.writer import AppliedOutcome
+from memstream.llm import ModelClient, ModelRequest, ModelResponse, Usage
+from memstream.memory.codec import encode_event
+from memstream.memory.consolidation import plan_consolidation
+from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated
+from memstream.memory.monitoring import ModelUsage, Monitor
+from memstream.memory.ports import AppliedOutcome, MemoryReader
+from memstream.memory.store import MemoryFilter
+from memstream.memory.tenancy import tenant_key
 
 __all__ = ["ConsolidationJob", "ConsolidationWindow", "PendingConsolidation"]
 
 log = logging.getLogger(__name__)
 
 Send = Callable[[MemoriesConsolidated], Awaitable[None]]
-Announce = Callable[[ModelUsage], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,21 +103,19 @@ class ConsolidationJob:
     def __init__(
         self,
         *,
-        reader: ProjectionReader,
+        reader: MemoryReader,
         client: ModelClient,
         embedding_model: str,
         send: Send,
-        announce: Announce,
+        monitor: Monitor,
         window_s: float = 5.0,
-        config: MemoryManagerConfig | None = None,
     ) -> None:
         self.window = ConsolidationWindow(window_s)
         self._reader = reader
         self._client = client
         self._embedding_model = embedding_model
         self._send = send
-        self._announce = announce
-        self._config = config or MemoryManagerConfig()
+        self._monitor = monitor
 
     def observe(self, outcomes: Sequence[AppliedOutcome], now: float | None = None) -> None:
         """Open or extend windows for requests applied for the first time."""
@@ -141,23 +134,21 @@ class ConsolidationJob:
         return written
 
     async def _consolidate(self, pending: PendingConsolidation) -> list[MemoriesConsolidated]:
-        # The manager runs in a thread and the producer in this loop: summaries are collected
-        # there and sent from here.
-        store = EventSourcedMemoryStore(
-            pending.tenant,
-            send=lambda event, on_durable: None,
-            reader=self._reader,
-            embedding_model=self._embedding_model,
-        )
+        # Reading, planning and the model calls run in a thread; the events are sent from
+        # this loop, where the producer lives.
         client = _CountingClient(self._client)
-        manager = LLMMemoryManager(self._config, store, client)
-        written = await asyncio.to_thread(
-            manager.consolidate_memories, pending.cutoff, min_count=pending.min_count
+        planned = await asyncio.to_thread(
+            lambda: plan_consolidation(
+                self._reader.memories(pending.tenant, MemoryFilter(before=pending.cutoff)),
+                client,
+                min_count=pending.min_count,
+                embedding_model=self._embedding_model,
+            )
         )
-        for event in written:
+        for event in planned:
             await self._send(event)
         if client.usage.calls:
-            await self._announce(
+            self._monitor.announce(
                 ModelUsage(
                     tenant=pending.tenant,
                     thread=pending.thread,
@@ -168,10 +159,10 @@ class ConsolidationJob:
                     at=datetime.now(UTC),
                 )
             )
-        log.info("consolidated %d groups of tenant %r", len(written), pending.tenant)
-        return written
+        log.info("consolidated %d groups of tenant %r", len(planned), pending.tenant)
+        return planned
 
 
 def encoded(event: MemoriesConsolidated) -> tuple[bytes, bytes]:
     """Key and value of a summary on the memory topic."""
-    return event.tenant.encode("utf-8"), encode_event(event)
+    return tenant_key(event.tenant), encode_event(event)

@@ -22,15 +22,17 @@ from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 import numpy as np
+from aiokafka import ConsumerRecord
 
 from memstream.errors import EmbeddingModelMismatchError, EventDecodeError, InfrastructureError
+from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.events import decode_event, memories_of
+from memstream.memory.events import MemoriesConsolidated, MemoryForgotten, memories_of
 from memstream.memory.model import Memory
-from memstream.projections.writer import AppliedOutcome, Embedded, Position, ProjectionWriter
-from memstream.streams.monitoring import TenantNotice, notices_of
+from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
+from memstream.memory.ports import AppliedOutcome, Embedded, Position, ProjectionWriter
 
-__all__ = ["Announcements", "DeadLetters", "Projector", "RawMessage"]
+__all__ = ["DeadLetters", "Projector", "RawMessage", "notices_of"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,21 +47,22 @@ class RawMessage:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: datetime | None = None  # the record's: a turn's `recorded_at` if it has none
 
     @property
     def position(self) -> Position:
         return Position(self.topic, self.partition, self.offset)
 
+    @classmethod
+    def of(cls, record: ConsumerRecord[bytes | None, bytes | None]) -> RawMessage:
+        """A message read by an aiokafka consumer (replay, verify, the bench)."""
+        at = datetime.fromtimestamp(record.timestamp / 1000, UTC) if record.timestamp else None
+        return cls(record.topic, record.partition, record.offset, record.key, record.value, at)
+
 
 class DeadLetters(Protocol):
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
         """Keep `message` byte for byte with the reason it was refused, and announce it."""
-        ...
-
-
-class Announcements(Protocol):
-    async def announce(self, notices: Sequence[TenantNotice]) -> None:
-        """Publish `notices` on the monitoring topic."""
         ...
 
 
@@ -70,16 +73,18 @@ class Projector:
         writer: ProjectionWriter,
         dead_letters: DeadLetters,
         *,
-        announcements: Announcements | None = None,
+        default_importance: float,
+        monitor: Monitor | None = None,
         into: int | None = None,
         reuse_vectors: bool = False,
         first_retry_s: float = 0.2,
         max_retry_s: float = 10.0,
     ) -> None:
         self._embedder = embedder
+        self._default_importance = default_importance
         self._writer = writer
         self._dead_letters = dead_letters
-        self._announcements = announcements
+        self._monitor = monitor
         self._into = into
         self._reuse_vectors = reuse_vectors
         self._first_retry_s = first_retry_s
@@ -110,7 +115,7 @@ class Projector:
         ready = []
         for message in messages:
             try:
-                event = decode_event(message.value or b"")
+                event = decode_event(message.value or b"", self._context(message))
                 memories = memories_of(event)
                 foreign = {m.embedding_model for m in memories} - {self._embedder.model_id}
                 if foreign:
@@ -135,19 +140,31 @@ class Projector:
         outcomes = await self._retrying(
             "applying to Redis", lambda: self._writer.apply(batch, into=self._into)
         )
-        if self._announcements is not None:
+        if self._monitor is not None:
             at = datetime.now(UTC)
-            notices = [notice for outcome in outcomes for notice in notices_of(outcome, at)]
-            if notices:
-                await self._announcements.announce(notices)
+            for outcome in outcomes:
+                for notice in notices_of(outcome, at):
+                    self._monitor.announce(notice)
         return outcomes
+
+    def _context(self, message: RawMessage) -> DecodeContext:
+        return DecodeContext(
+            key=message.key or b"",  # a message without a key is nobody's: a mismatch
+            timestamp=message.timestamp,
+            embedding_model=self._embedder.model_id,
+            importance=self._default_importance,
+        )
 
     async def _embed(self, memories: list[Memory]) -> Vectors:
         vectors = np.zeros((len(memories), self._embedder.dims), dtype=np.float32)
         known: list[Vectors | None] = [None] * len(memories)
         if self._reuse_vectors and memories:
             known = await self._writer.known_vectors(memories)
-        missing = [row for row, vector in enumerate(known) if vector is None]
+        # Empty content (a store item put with index=False) is never searched by meaning:
+        # it keeps a zero vector and costs the embedder nothing.
+        missing = [
+            row for row, vector in enumerate(known) if vector is None and memories[row].content
+        ]
         for row, vector in enumerate(known):
             if vector is not None:
                 vectors[row] = vector
@@ -165,6 +182,31 @@ class Projector:
                 log.warning("%s failed, retrying in %.1fs: %s", doing, delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._max_retry_s)
+
+
+def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:
+    """What to announce about an applied event; nothing for a repeat."""
+    if not outcome.applied_now:
+        return []
+    event = outcome.event
+    notices: list[TenantNotice] = []
+    if isinstance(event, MemoryForgotten):
+        notices.append(Forgotten(event.tenant, event.id, outcome.removed, at))
+    elif isinstance(event, MemoriesConsolidated):
+        notices.append(
+            Consolidated(
+                event.tenant,
+                event.id,
+                event.memory_ids,
+                outcome.memory_ids,
+                not outcome.skipped,
+                outcome.missing,
+                at,
+            )
+        )
+    if outcome.evicted:
+        notices.append(Evicted(event.tenant, event.id, outcome.evicted, at))
+    return notices
 
 
 def _where(message: RawMessage) -> tuple[str, int, int]:

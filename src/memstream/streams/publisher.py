@@ -18,7 +18,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from memstream.errors import KafkaUnavailableError
-from memstream.memory.events import MemoryEvent, MemoryForgotten, encode_event
+from memstream.memory.codec import encode_event
+from memstream.memory.events import MemoryEvent, MemoryForgotten
+from memstream.memory.tenancy import tenant_key
 from memstream.streams.topics import Topics
 
 __all__ = ["EventPublisher"]
@@ -58,7 +60,7 @@ class EventPublisher:
         try:
             sends = [
                 await self._producer.send(
-                    self._topic, encode_event(event), key=event.tenant.encode("utf-8")
+                    self._topic, encode_event(event), key=tenant_key(event.tenant)
                 )
                 for event in events
             ]

@@ -14,28 +14,29 @@ Once it has read up to the log end it can:
 - stop (`verify`): the rebuilt generation is kept for comparison, then dropped by the caller.
 
 Nothing is announced and nothing dead-lettered again: the live worker did that the first time.
+But a message the rebuild cannot read is counted by reason, and unless the caller allows it
+the rebuild is neither swapped in nor compared: after a schema change that this build cannot
+read, a replay would otherwise drop that history quietly.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import redis.asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
 from memstream.memory.embeddings import Embedder
-from memstream.memory.tenancy import validate_tenant
-from memstream.projections.generations import Generations, SwapResult
-from memstream.projections.schema import Keyspace
-from memstream.projections.writer import Position, ProjectionWriter
+from memstream.memory.ports import Generations, Position, ProjectionWriter, SwapResult
+from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
 
-__all__ = ["Progress", "Rebuilt", "Replayer"]
+__all__ = ["CountedDeadLetters", "Progress", "Rebuilt", "Replayer"]
 
 _BATCH = 256
 _MAX_SWAP_TRIES = 20
@@ -72,38 +73,51 @@ class Rebuilt:
     swapped: bool
     last_events: Mapping[str, int]
     read_to: Mapping[str, int]  # the last offset read of each partition, whoever's event
+    dead_letters: Mapping[str, int]  # messages it could not read, by error code
 
 
-class _Unusable:
-    """The replay's dead letters: counted, not sent again (the worker sent them once)."""
+class CountedDeadLetters:
+    """A rebuild's dead letters: counted by reason (the error's code), not sent again (the
+    live worker sent them once)."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.by_reason: Counter[str] = Counter()
 
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
-        self.count += 1
+        self.by_reason[error.code] += 1
+
+    def check(self, read: int, *, allowed: bool) -> None:
+        """Raise ReplayError if any of the `read` messages could not be read, unless `allowed`."""
+        if self.by_reason and not allowed:
+            reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.by_reason.items()))
+            raise ReplayError(
+                f"{self.by_reason.total()} of the {read} messages read cannot be read by this "
+                f"build ({reasons}); the rebuild would lack them, so nothing was swapped in "
+                "or compared. `memstream tail --from-beginning` shows each DeadLettered with "
+                "its reason; if they are junk, run again with --allow-dead-letters."
+            )
 
 
 class Replayer:
+    """Rebuilds through the projection's ports: `writer` applies events `into` a generation,
+    `generations` allocates, swaps and drops them."""
+
     def __init__(
         self,
         bootstrap: str,
         topics: Topics,
-        client: redis.asyncio.Redis,
-        keyspace: Keyspace,
+        writer: ProjectionWriter,
+        generations: Generations,
         embedder: Embedder,
         *,
-        max_memories: int,
-        url: str = "",
+        default_importance: float,
     ) -> None:
         self._bootstrap = bootstrap
         self._topic = topics.memory
-        self._client = client
-        self._keys = keyspace
+        self._writer = writer
+        self._generations = generations
         self._embedder = embedder
-        self._max_memories = max_memories
-        self._url = url
-        self._generations = Generations(client, keyspace, url=url)
+        self._default_importance = default_importance
 
     async def rebuild(
         self,
@@ -111,28 +125,46 @@ class Replayer:
         *,
         swap: bool,
         reembed: bool = False,
+        allow_dead_letters: bool = False,
         progress: Callable[[Progress], None] = lambda _: None,
     ) -> Rebuilt:
         """Rebuild all tenants (or one) into a fresh generation; swap it in if `swap`.
 
         Vectors the live generation holds for the same memory (same id, content and model) are
-        reused unless `reembed`: embedding is what bounds a replay's speed.
+        reused unless `reembed`: embedding is what bounds a replay's speed. A message that
+        cannot be read raises ReplayError, with the count by reason, before anything is
+        swapped (the rebuild is dropped), unless `allow_dead_letters`.
         """
         if tenant is not None:
             validate_tenant(tenant)
         live = await self._generations.live()
         target = await self._generations.allocate()
-        writer = ProjectionWriter(
-            self._client, self._keys, max_memories=self._max_memories, url=self._url
-        )
+        writer = self._writer
+        unusable = CountedDeadLetters()
         projector = Projector(
-            self._embedder, writer, _Unusable(), into=target, reuse_vectors=not reembed
+            self._embedder,
+            writer,
+            unusable,
+            default_importance=self._default_importance,
+            into=target,
+            reuse_vectors=not reembed,
         )
+
         try:
             if tenant is None:
                 # A one-tenant rebuild needs no index: its keys are renamed into the live one's.
                 await projector.start()
-            return await self._run(projector, writer, live, target, tenant, swap, progress)
+            return await self._run(
+                projector,
+                writer,
+                live,
+                target,
+                tenant,
+                swap,
+                unusable,
+                allow_dead_letters,
+                progress,
+            )
         except BaseException:  # Ctrl-C included: an abandoned generation is never left behind
             await self._generations.drop(target)
             raise
@@ -145,10 +177,12 @@ class Replayer:
         target: int,
         tenant: str | None,
         swap: bool,
+        unusable: CountedDeadLetters,
+        allow_dead_letters: bool,
         progress: Callable[[Progress], None],
     ) -> Rebuilt:
         started = time.monotonic()
-        key = tenant.encode("utf-8") if tenant is not None else None
+        key = tenant_key(tenant) if tenant is not None else None
         read = applied = 0
         last_events: dict[str, int] = {}
         read_to: dict[str, int] = {}
@@ -175,9 +209,7 @@ class Replayer:
                     batches = await consumer.getmany(timeout_ms=500, max_records=_BATCH)
                     for tp, records in batches.items():
                         messages = [
-                            RawMessage(r.topic, r.partition, r.offset, r.key, r.value)
-                            for r in records
-                            if key is None or r.key == key
+                            RawMessage.of(r) for r in records if key is None or r.key == key
                         ]
                         outcomes = await projector.project(messages)
                         applied += sum(o.applied_now for o in outcomes)
@@ -190,6 +222,7 @@ class Replayer:
                         if records:
                             read_to[f"{tp.topic}/{tp.partition}"] = records[-1].offset
                     progress(Progress(read, total, time.monotonic() - started))
+                unusable.check(read, allowed=allow_dead_letters)
                 if not swap:
                     break
                 result = await (
@@ -230,6 +263,7 @@ class Replayer:
             swapped=swap,
             last_events=last_events,
             read_to=read_to,
+            dead_letters=dict(unusable.by_reason),
         )
 
 

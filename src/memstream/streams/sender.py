@@ -5,8 +5,8 @@ The agent's hooks must not wait for the broker (after_agent adds well under a mi
 turn), yet nothing may be lost silently. `BackgroundPublisher.submit` hands a message to
 librdkafka (confluent-kafka), whose own threads batch, send and retry it through an idempotent
 producer (acks=all) without holding the GIL — an asyncio producer in a Python thread would
-compete with the agent for the GIL and cost whole milliseconds at the tail (measured: p99 of
-the hook went from about 2 ms to well under 1 ms with this design). A poller thread runs each
+compete with the agent for the GIL and cost whole milliseconds at the tail (`memstream bench
+hook`; the figures are in docs/benchmarks.md). A poller thread runs each
 message's `on_durable` once the broker has acknowledged it.
 
 While Kafka is unreachable messages wait in the bounded buffer, with no time limit; when the
@@ -57,16 +57,27 @@ class BackgroundPublisher:
                 "logger": log,
             }
         )
-        self._room = threading.BoundedSemaphore(capacity)
+        # What the buffer holds is counted here, not asked of librdkafka: len(producer) also
+        # counts error events waiting to be polled, so it is no count of messages.
+        self._held = 0
+        self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="memstream-publisher", daemon=True)
         self._poller.start()
 
     def submit(
-        self, topic: str, key: bytes, value: bytes, on_durable: Callable[[], None] | None = None
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        on_durable: Callable[[], None] | None = None,
     ) -> None:
         """Queue a message; raise KafkaUnavailableError if the buffer is full."""
-        if not self._room.acquire(blocking=False):
+        with self._lock:
+            full = self._held >= self._capacity
+            if not full:
+                self._held += 1
+        if full:
             raise KafkaUnavailableError(
                 f"the publish buffer ({self._capacity} messages) is full: Kafka at "
                 f"{self._bootstrap} has not acknowledged messages for a while. This message "
@@ -74,10 +85,10 @@ class BackgroundPublisher:
             )
         try:
             self._producer.produce(
-                topic, value, key, on_delivery=_delivered(on_durable, self._room.release)
+                topic, value, key, on_delivery=_delivered(on_durable, self._release)
             )
         except (BufferError, KafkaException) as exc:
-            self._room.release()
+            self._release()
             raise KafkaUnavailableError(f"Kafka refused the message: {exc}") from exc
 
     def flush(self, timeout: float) -> bool:
@@ -86,7 +97,12 @@ class BackgroundPublisher:
 
     @property
     def pending(self) -> int:
-        return len(self._producer)
+        """Messages queued and not yet acknowledged (or dropped)."""
+        return self._held
+
+    def _release(self) -> None:
+        with self._lock:
+            self._held -= 1
 
     def close(self, timeout: float = 10.0) -> None:
         """Send what is queued (up to `timeout`), then stop the poller.

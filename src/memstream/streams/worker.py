@@ -28,29 +28,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import faust
 
-from memstream.agent.models import ModelClient
-from memstream.agent.openai_chat import OpenAICompatibleChat
 from memstream.config import Settings
 from memstream.errors import EventDecodeError
-from memstream.memory.consolidation import ExtractiveSummarizer
+from memstream.llm import ModelClient
 from memstream.memory.embeddings import Embedder
-from memstream.memory.monitoring import ModelUsage
-from memstream.projections.connection import async_redis_client, redis_client
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.schema import Keyspace
-from memstream.projections.writer import ProjectionWriter
+from memstream.memory.monitoring import (
+    DeadLettered,
+    MonitoringEvent,
+    encode_monitoring,
+    monitoring_key,
+)
+from memstream.memory.ports import MemoryReader, ProjectionWriter
 from memstream.streams.consolidation import ConsolidationJob, encoded
-from memstream.streams.monitoring import DeadLettered, TenantNotice, encode_monitoring
 from memstream.streams.projector import Projector, RawMessage
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.topics import Topics
 
-__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "build_app", "run_worker"]
+__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "build_app", "run_app"]
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +59,13 @@ BATCH_WITHIN_S = 0.02
 
 class _Monitoring:
     """Dead letters and monitoring events, written by the app's plain (non-transactional)
-    producer and awaited until durable."""
+    producer. `announce` (the Monitor port) only starts a send; the agent awaits them all
+    (`drained`) before a batch is acknowledged, so notices are at-least-once."""
 
     def __init__(self, app: faust.App, topics: Topics) -> None:
         self._app = app
         self._topics = topics
+        self._sending: list[asyncio.Task[None]] = []
 
     async def _send(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Mapping[str, bytes]
@@ -96,14 +97,27 @@ class _Monitoring:
     async def publish(self, topic: str, key: bytes, value: bytes) -> None:
         await self._send(topic, key, value, {})
 
-    async def announce(self, notices: Sequence[TenantNotice | ModelUsage]) -> None:
-        for notice in notices:
-            key = notice.tenant.encode("utf-8")  # keyed like the memory topic: per-tenant order
-            await self._send(self._topics.monitoring, key, encode_monitoring(notice), {})
+    def announce(self, event: MonitoringEvent) -> None:
+        send = self._send(
+            self._topics.monitoring, monitoring_key(event), encode_monitoring(event), {}
+        )
+        self._sending.append(asyncio.ensure_future(send))
+
+    async def drained(self) -> None:
+        """Wait until every announced event is durable."""
+        sending, self._sending = self._sending, []
+        await asyncio.gather(*sending)
 
 
-def build_app(settings: Settings, embedder: Embedder) -> faust.App:
-    topics = Topics(settings.namespace, settings.partitions)
+def build_app(
+    settings: Settings,
+    topics: Topics,
+    embedder: Embedder,
+    writer: ProjectionWriter,
+    reader: MemoryReader,
+    summarizer: ModelClient,
+) -> faust.App:
+    """The worker's Faust app over the given parts (`Deployment.worker_app` gives them)."""
     app = faust.App(
         f"{settings.namespace}-projector",
         broker=";".join(f"kafka://{host}" for host in settings.bootstrap_servers.split(",")),
@@ -119,28 +133,26 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
         broker_session_timeout=settings.worker_session_timeout_s,
         broker_heartbeat_interval=settings.worker_session_timeout_s / 5,
         producer_acks=-1,
-        # Only takes effect under faust.Worker (run_worker); see the module's docstring.
+        # Only takes effect under faust.Worker (run_app); see the module's docstring.
         processing_guarantee="exactly_once",
         autodiscover=False,
     )
     raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
     memory_topic = app.topic(topics.memory, **raw)
     monitoring = _Monitoring(app, topics)
-    writer = ProjectionWriter(
-        async_redis_client(settings.redis),
-        Keyspace(settings.namespace),
-        max_memories=settings.max_memories_per_tenant,
-        url=settings.redis,
+    projector = Projector(
+        embedder,
+        writer,
+        monitoring,
+        default_importance=settings.default_importance,
+        monitor=monitoring,
     )
-    projector = Projector(embedder, writer, monitoring, announcements=monitoring)
     consolidation = ConsolidationJob(
-        reader=ProjectionReader(
-            redis_client(settings.redis), Keyspace(settings.namespace), url=settings.redis
-        ),
-        client=consolidation_client(settings),
+        reader=reader,
+        client=summarizer,
         embedding_model=embedder.model_id,
         send=lambda event: monitoring.publish(topics.memory, *encoded(event)),
-        announce=lambda usage: monitoring.announce([usage]),
+        monitor=monitoring,
         window_s=settings.consolidation_window_s,
     )
 
@@ -157,10 +169,12 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
                     offset=e.message.offset,
                     key=e.message.key,
                     value=e.message.value,
+                    timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
                 )
                 for e in events
             ]
             outcomes = await projector.project(messages)
+            await monitoring.drained()
             consolidation.observe(outcomes)
             log.info(
                 "projected %d messages (%d applied now)",
@@ -171,23 +185,11 @@ def build_app(settings: Settings, embedder: Embedder) -> faust.App:
     @app.timer(interval=0.5)  # type: ignore[untyped-decorator]
     async def consolidate() -> None:
         await consolidation.run_due()
+        await monitoring.drained()
 
     return app
 
 
-def consolidation_client(settings: Settings) -> ModelClient:
-    """The configured chat model, or the extractive summariser when none is (offline)."""
-    if settings.chat_base_url:
-        return OpenAICompatibleChat(
-            settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
-        )
-    return ExtractiveSummarizer()
-
-
-def run_worker(settings: Settings, embedder: Embedder, *, loglevel: str = "info") -> None:
-    """Create the topics if needed, then run the worker until SIGINT or SIGTERM."""
-    asyncio.run(
-        ensure_topics(settings.bootstrap_servers, Topics(settings.namespace, settings.partitions))
-    )
-    app = build_app(settings, embedder)
+def run_app(app: faust.App, *, loglevel: str = "info") -> None:
+    """Run the worker's app until SIGINT or SIGTERM, under faust.Worker (exactly_once)."""
     faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

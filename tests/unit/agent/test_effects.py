@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from memstream import EffectRefusedError
 from memstream.agent import (
     Agent,
     AgentMiddleware,
@@ -20,6 +19,7 @@ from memstream.agent import (
     Usage,
 )
 from memstream.agent.journal import run_effect
+from memstream.errors import EffectRefusedError
 
 from .conftest import CONFIG
 

@@ -5,9 +5,9 @@ import json
 import httpx
 import pytest
 
-from memstream import ConfigurationError, ModelProviderError
 from memstream.agent import Message, ModelRequest, PromptSection, ToolCall, ToolSpec, Usage
-from memstream.agent.openai_chat import OpenAICompatibleChat
+from memstream.errors import ConfigurationError, ModelProviderError
+from memstream.providers.openai_chat import OpenAICompatibleChat
 
 REQUEST = ModelRequest(
     system="Be kind.",

@@ -2,9 +2,9 @@
 
 import pytest
 
-from memstream import ConfigurationError
 from memstream.agent import Agent, AgentMiddleware, ScriptedModel
 from memstream.agent.runtime import order_stack
+from memstream.errors import ConfigurationError
 
 
 def mw(name: str, *, before: tuple[str, ...] = (), writes: tuple[str, ...] = ()) -> AgentMiddleware:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memstream import MemoryType, TurnRecorded
+from memstream import MemoryType, TurnCompleted
 from memstream.agent import (
     Agent,
     InMemoryJournal,
@@ -94,7 +94,7 @@ def store_with_turns(n: int) -> InProcessMemoryStore:
     store = InProcessMemoryStore("acme", WordEmbedder())
     for i in range(n):
         store.write(
-            TurnRecorded(
+            TurnCompleted(
                 "acme",
                 "t1",
                 "r",
@@ -199,7 +199,7 @@ def test_the_middleware_asks_for_consolidation_after_recording() -> None:
     )
 
     turn, request = written
-    assert isinstance(turn, TurnRecorded)
+    assert isinstance(turn, TurnCompleted)
     assert isinstance(request, ConsolidationRequested)
     assert request.cutoff == T0 + timedelta(days=23)
     assert request.min_count == 4 and request.thread == "t1"

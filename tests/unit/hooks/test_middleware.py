@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream import EffectRefusedError, InfrastructureError, RedisUnavailableError
 from memstream.agent import (
     Agent,
     Guardrails,
@@ -14,6 +13,12 @@ from memstream.agent import (
     ScriptedModel,
 )
 from memstream.agent.guardrails import Rule
+from memstream.errors import (
+    ConfigurationError,
+    EffectRefusedError,
+    InfrastructureError,
+    RedisUnavailableError,
+)
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.inprocess import InProcessMemoryStore
 
@@ -279,3 +284,8 @@ def test_the_recalled_key_belongs_only_to_agents_with_the_middleware() -> None:
     without = Agent(ScriptedModel([]), middleware=[Guardrails()])
     assert SemanticMemoryMiddleware.RecalledKey in with_memory.state_keys
     assert SemanticMemoryMiddleware.RecalledKey not in without.state_keys
+
+
+def test_a_middleware_with_neither_recall_nor_record_is_refused_saying_what_to_give() -> None:
+    with pytest.raises(ConfigurationError, match=r"recall=RecallConfig\(\).*record=RecordConfig"):
+        SemanticMemoryMiddleware(stores=Stores(), client=ScriptedModel([]))

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream import ForbiddenError, InvalidInputError, LimitExceededError, MemoryType
-from memstream.memory.events import decode_event, encode_event, memories_of
+from memstream import MemoryType
+from memstream.errors import ForbiddenError, InvalidInputError, LimitExceededError
+from memstream.memory.codec import decode_event, encode_event
+from memstream.memory.events import memories_of
 from memstream.server.keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import (

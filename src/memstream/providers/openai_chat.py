@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
-from memstream.agent.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from memstream.errors import ConfigurationError, ModelProviderError
-from memstream.httpjson import post_json
+from memstream.llm import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from memstream.providers.httpjson import post_json
 
 __all__ = ["OpenAICompatibleChat"]
 

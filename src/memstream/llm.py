@@ -1,7 +1,10 @@
-"""What flows through a turn: messages, tool calls, model requests and responses, usage.
+"""The model-call vocabulary: messages, tool calls, model requests and responses, usage, and
+the one protocol a model client implements.
 
-All frozen values: a middleware that rewrites a request builds a new one with
-`dataclasses.replace`, so no hook can change what another hook already saw.
+A leaf module: the agent runtime, the memory domain (which asks a model for importance and
+summaries) and the providers all speak it, and it imports nothing of theirs. All values are
+frozen: a middleware that rewrites a request builds a new one with `dataclasses.replace`, so
+no hook can change what another hook already saw.
 """
 
 from __future__ import annotations
@@ -9,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 __all__ = [
     "Message",
+    "ModelClient",
     "ModelRequest",
     "ModelResponse",
     "PromptSection",
@@ -20,6 +24,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "estimate_tokens",
     "response_from_json",
     "response_to_json",
 ]
@@ -136,3 +141,14 @@ def response_from_json(data: Mapping[str, Any]) -> ModelResponse:
         ),
         Usage(**data["usage"]),
     )
+
+
+class ModelClient(Protocol):
+    """The model-call seam: the only thing the runtime and the memory manager ask of a model."""
+
+    def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+def estimate_tokens(text: str) -> int:
+    """A provider-free token estimate (about four characters a token, as the seed budgets)."""
+    return (len(text) + 3) // 4

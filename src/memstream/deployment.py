@@ -1,0 +1,360 @@
+"""The composition root: every part an entry point needs, built in one place from Settings.
+
+A `Deployment` is one namespace on one Kafka and one Redis. The worker, the CLI, the bench,
+the tests and embedding applications all get their parts here — the stores and the memory
+middleware of the agent side, the projection's writer, reader, recaller and generations, the
+replayer, the worker's app — so each part is wired once and each knob has one default (the
+Settings'). Parts that hold connections or threads are made on first use and released by
+`close()`; nothing connects while the Deployment is built.
+
+A second projection backend is a package with the projection ports (`memory.ports`) and a
+few lines here; nothing above this module names Redis or Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from functools import cached_property
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import redis
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+from redis import Redis
+from redis.asyncio import Redis as AsyncRedis
+
+from memstream.config import Settings
+from memstream.errors import StackError
+from memstream.eventsourced import EventSourcedStores
+from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
+from memstream.llm import ModelClient
+from memstream.memory.embeddings import Embedder
+from memstream.memory.events import MemoryEvent
+from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
+from memstream.memory.store import MemoryStore
+from memstream.projections.connection import async_redis_client, is_missing_index, redis_client
+from memstream.projections.generations import RedisGenerations
+from memstream.projections.reader import ProjectionReader
+from memstream.projections.recall import RedisRecaller
+from memstream.projections.schema import Keyspace
+from memstream.projections.status import ProjectionStatus
+from memstream.projections.writer import RedisProjectionWriter
+from memstream.providers import chat_model, embedder_from_settings, embedding_model_id
+from memstream.streams.publisher import EventPublisher
+from memstream.streams.replay import Replayer
+from memstream.streams.sender import BackgroundPublisher
+from memstream.streams.topics import Topics, ensure_topics
+
+if TYPE_CHECKING:
+    import faust
+
+    from memstream.server.keys import ApiKeys
+    from memstream.server.service import MemoryService
+
+__all__ = ["Deployment"]
+
+_WORKER_READY_S = 90.0
+
+
+class Deployment:
+    """One namespace of one Kafka and one Redis, and the parts that use it."""
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.topics = Topics(settings.namespace, settings.partitions)
+        self.keys = Keyspace(settings.namespace)
+        self._embedder = embedder
+        self._stores: EventSourcedStores | None = None
+
+    @classmethod
+    def from_env(cls) -> Deployment:
+        """The deployment the MEMSTREAM_* environment variables describe."""
+        return cls(Settings.from_env())
+
+    def __enter__(self) -> Deployment:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Send what the agent side still buffers (up to `timeout`), then stop its threads."""
+        if self._stores is not None:
+            self._stores.close(timeout)
+            self._stores = None
+
+    # -- models -----------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The configured embedder, loaded on first use."""
+        if self._embedder is None:
+            self._embedder = embedder_from_settings(self.settings)
+        return self._embedder
+
+    @property
+    def embedding_model(self) -> str:
+        """The model id events are recorded for, without loading the model."""
+        if self._embedder is not None:
+            return self._embedder.model_id
+        return embedding_model_id(self.settings)
+
+    def chat_model(self) -> ModelClient | None:
+        """The configured chat model; None when none is configured (offline)."""
+        return chat_model(self.settings)
+
+    # -- the agent side ---------------------------------------------------------------------
+
+    def stores(self, *, publisher: BackgroundPublisher | None = None) -> EventSourcedStores:
+        """The tenant -> store resolver of the agent side (one per deployment)."""
+        if self._stores is None:
+            self._stores = EventSourcedStores(
+                publisher or BackgroundPublisher(self.settings.bootstrap_servers),
+                self.topics,
+                reader=self.reader(),
+                recaller=self.recaller(),
+                embedding_model=self.embedding_model,
+            )
+        return self._stores
+
+    def manager(self, store: MemoryStore, client: ModelClient) -> LLMMemoryManager:
+        """The memory manager over a tenant's store, with the configured default importance."""
+        config = MemoryManagerConfig(default_importance=self.settings.default_importance)
+        return LLMMemoryManager(config, store, client)
+
+    def memory_middleware(
+        self,
+        client: ModelClient,
+        *,
+        recall: RecallConfig | None = None,
+        record: RecordConfig | None = None,
+        consolidate: ConsolidateConfig | None = None,
+        runs_before: frozenset[str] = frozenset(),
+    ) -> SemanticMemoryMiddleware:
+        """The memory middleware over this deployment's stores: recall and record are on
+        (`record` cut to MEMSTREAM_MAX_RECORD_CHARS unless given), consolidation only when
+        `consolidate` is given, Skipped announced on the monitoring topic."""
+        stores = self.stores()
+        return SemanticMemoryMiddleware(
+            stores=stores,
+            client=client,
+            manager=self.manager,
+            recall=recall or RecallConfig(),
+            record=record or RecordConfig(max_record_chars=self.settings.max_record_chars),
+            consolidate=consolidate,
+            monitor=stores.monitor,
+            runs_before=runs_before,
+        )
+
+    def event_publisher(self) -> EventPublisher:
+        """An asyncio publisher that waits for the broker (imports, forgets, tests)."""
+        return EventPublisher(self.settings.bootstrap_servers, self.topics)
+
+    # -- the server (the `server` extra) ------------------------------------------------------
+
+    def api_keys(self) -> ApiKeys:
+        """The server's API keys (stored hashed under the namespace)."""
+        from memstream.server.keys import ApiKeys
+
+        return ApiKeys(self.redis, self.settings.namespace, url=self.settings.redis)
+
+    @asynccontextmanager
+    async def memory_service(self) -> AsyncIterator[MemoryService]:
+        """What the HTTP API and the MCP tools do, over this deployment, its producer started."""
+        from memstream.projections.search import FilteredSearch
+        from memstream.server.mapping import Scoping
+        from memstream.server.service import Limits, MemoryService
+
+        settings = self.settings
+        await self.ensure_topics()
+        async with self.event_publisher() as publisher:
+            yield MemoryService(
+                publisher=publisher,
+                search=FilteredSearch(self.redis, self.keys, self.embedder, url=settings.redis),
+                reader=self.reader(),
+                status=self.status(),
+                scoping=Scoping(
+                    tenant_field=settings.server_tenant_field,
+                    default_importance=settings.default_importance,
+                    max_record_chars=settings.max_record_chars,
+                ),
+                limits=Limits(
+                    max_records=settings.server_max_records,
+                    max_query_chars=settings.server_max_query_chars,
+                    max_wait_s=settings.server_max_wait_s,
+                ),
+                embedding_model=self.embedding_model,
+            )
+
+    # -- the projection ---------------------------------------------------------------------
+
+    @cached_property
+    def redis(self) -> Redis:
+        return redis_client(self.settings.redis)
+
+    def async_redis(self) -> AsyncRedis:
+        """A new asyncio client: one belongs to one event loop, so each caller makes its own."""
+        return async_redis_client(self.settings.redis)
+
+    def status(self) -> ProjectionStatus:
+        return ProjectionStatus(self.redis, self.keys, url=self.settings.redis)
+
+    def reader(self) -> ProjectionReader:
+        return ProjectionReader(self.redis, self.keys, url=self.settings.redis)
+
+    def recaller(self, embedder: Embedder | None = None) -> RedisRecaller:
+        return RedisRecaller(
+            self.redis, self.keys, embedder or self.embedder, url=self.settings.redis
+        )
+
+    def writer(
+        self, client: AsyncRedis, *, max_memories: int | None = None
+    ) -> RedisProjectionWriter:
+        settings = self.settings
+        bound = settings.max_memories_per_tenant if max_memories is None else max_memories
+        return RedisProjectionWriter(client, self.keys, max_memories=bound, url=settings.redis)
+
+    def generations(self, client: AsyncRedis) -> RedisGenerations:
+        return RedisGenerations(client, self.keys, url=self.settings.redis)
+
+    @asynccontextmanager
+    async def replayer(self) -> AsyncIterator[Replayer]:
+        client = self.async_redis()
+        try:
+            yield Replayer(
+                self.settings.bootstrap_servers,
+                self.topics,
+                self.writer(client),
+                self.generations(client),
+                self.embedder,
+                default_importance=self.settings.default_importance,
+            )
+        finally:
+            await client.aclose()
+
+    # -- the worker -------------------------------------------------------------------------
+
+    def worker_app(self) -> faust.App:
+        from memstream.memory.consolidation import ExtractiveSummarizer
+        from memstream.streams.worker import build_app
+
+        return build_app(
+            self.settings,
+            self.topics,
+            self.embedder,
+            self.writer(self.async_redis()),
+            self.reader(),
+            self.chat_model() or ExtractiveSummarizer(),
+        )
+
+    def run_worker(self, *, loglevel: str = "info") -> None:
+        """Create the topics if needed, then run the worker until SIGINT or SIGTERM."""
+        from memstream.streams.worker import run_app
+
+        asyncio.run(self.ensure_topics())
+        run_app(self.worker_app(), loglevel=loglevel)
+
+    async def ensure_topics(self) -> None:
+        await ensure_topics(self.settings.bootstrap_servers, self.topics)
+
+    @contextlib.contextmanager
+    def worker_process(
+        self, log: Path, probe: MemoryEvent, *, loglevel: str = "info"
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """A `memstream worker` process on this namespace, projecting (it has applied `probe`)
+        when the block starts and stopped when it ends. Tests and benches use it."""
+        env = {**os.environ, **self.settings.environ()}
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "memstream", "worker", "--loglevel", loglevel],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            self.wait_projecting(process, log, probe)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def wait_projecting(
+        self, process: subprocess.Popen[bytes], log: Path, probe: MemoryEvent
+    ) -> None:
+        """Publish `probe` and return once it is applied; StackError (with the end of the
+        worker's `log`) if the worker exits or does not get there in time."""
+
+        async def publish() -> None:
+            async with self.event_publisher() as publisher:
+                await publisher.publish([probe])
+
+        asyncio.run(publish())
+        status = self.status()
+        deadline = time.monotonic() + _WORKER_READY_S
+        while status.unapplied([probe]):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text(errors="replace")[-3000:]
+                raise StackError(f"the worker did not start projecting:\n{tail}")
+            time.sleep(0.05)
+
+    # -- the namespace ----------------------------------------------------------------------
+
+    def with_namespace(self, namespace: str, **changes: object) -> Deployment:
+        """The same servers under another namespace (and other settings `changes`)."""
+        settings = dataclasses.replace(self.settings, namespace=namespace, **changes)  # type: ignore[arg-type]
+        return Deployment(settings, embedder=self._embedder)
+
+    def drop(self) -> None:
+        """Delete everything of this namespace: every generation's index and keys, and its
+        topics. For tests and benches; irreversible."""
+        client = self.redis
+        prefixes = (f"{self.keys.namespace}:", f"{self.keys.namespace}-")
+        for raw in client.execute_command("FT._LIST"):  # type: ignore[no-untyped-call]
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            if name.startswith(prefixes):
+                try:
+                    client.ft(name).dropindex(delete_documents=False)
+                except redis.ResponseError as exc:  # dropped by someone else meanwhile
+                    if not is_missing_index(exc):
+                        raise
+        for prefix in prefixes:
+            batch = []
+            for key in client.scan_iter(match=f"{prefix}*", count=5000):
+                batch.append(key)
+                if len(batch) >= 5000:
+                    client.unlink(*batch)
+                    batch.clear()
+            if batch:
+                client.unlink(*batch)
+        with contextlib.suppress(KafkaError):  # the keys are gone; a topic left is harmless
+            asyncio.run(self._delete_topics())
+
+    async def _delete_topics(self) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap_servers)
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            names = [spec.name for spec in self.topics.specs() if spec.name in existing]
+            if names:
+                await admin.delete_topics(names)
+        finally:
+            await admin.close()

@@ -1,0 +1,256 @@
+"""The wire format of memory events: one UTF-8 JSON object per Kafka message, and back.
+
+Kept apart from the events (as the `eventsourcing` library keeps its transcoder apart from
+its domain): each field type has one `Transcoding` (how it is written, how it is read and its
+JSON Schema), and the registry row of the event's type (`events.REGISTRY`) says its wire
+names, version and upcasters. Decoding a payload goes:
+
+    JSON object -> its row, by any name the type was ever written under
+                -> upcasters, from the payload's version up to the current one
+                -> fields, each read by its type's transcoding
+                -> the event, whose id must be the one the payload carries (if it does)
+
+A producer other than memstream may leave out `id` (derived from the fields), `version` (the
+current one of the name it writes), `recorded_at` (the Kafka record's timestamp),
+`importance` (the configured default), `embedding_model` (the reader's model) and any field
+with a default (`metadata`, ...): `DecodeContext` carries what the reader knows for those.
+Every failure is an `EventDecodeError` (a subclass says which kind), never anything else:
+the projector dead-letters the message and goes on. No pickles, nothing implicit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from memstream.errors import (
+    EventDecodeError,
+    EventIdMismatchError,
+    EventKeyMismatchError,
+    EventVersionError,
+    UnknownEventTypeError,
+)
+from memstream.memory.events import REGISTRY, EventType, MemoryEvent, Registry
+from memstream.memory.model import MemoryType
+from memstream.memory.tenancy import tenant_key
+
+__all__ = [
+    "ENVELOPE",
+    "FILLED_BY_READER",
+    "TRANSCODINGS",
+    "DecodeContext",
+    "Transcoding",
+    "check_transcodings",
+    "decode_event",
+    "encode_event",
+]
+
+# The fields every payload has besides its event's own: which type, which version, which id.
+ENVELOPE = ("type", "version", "id")
+# Fields a producer may leave out, though the event needs them: the reader fills them in.
+FILLED_BY_READER = ("recorded_at", "embedding_model", "importance")
+
+
+class _WrongType(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Transcoding:
+    """One field type on the wire: `encode` to a JSON value, `decode` from one (raising
+    _WrongType or ValueError), and the JSON Schema of the encoded value."""
+
+    encode: Callable[[Any], Any]
+    decode: Callable[[object], object]
+    schema: Mapping[str, Any]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _exactly(*types: type) -> Callable[[object], object]:
+    def decode(value: object) -> object:
+        # bool is an int to Python, never to us: `true` is no turn number.
+        if not isinstance(value, types) or isinstance(value, bool) != (bool in types):
+            raise _WrongType
+        return value
+
+    return decode
+
+
+def _write_time(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat()
+
+
+def _read_time(value: object) -> datetime:
+    if not isinstance(value, str):
+        raise _WrongType
+    return datetime.fromisoformat(value)  # ValueError: an invalid event, said by the caller
+
+
+def _read_strings(value: object) -> Mapping[str, str]:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise _WrongType
+    return value
+
+
+def _read_ids(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _WrongType
+    return tuple(value)
+
+
+def _optional(inner: Transcoding) -> Transcoding:
+    return Transcoding(
+        encode=lambda value: None if value is None else inner.encode(value),
+        decode=lambda value: None if value is None else inner.decode(value),
+        schema={"anyOf": [dict(inner.schema), {"type": "null"}]},
+    )
+
+
+_TIME = Transcoding(
+    _write_time,
+    _read_time,
+    {"type": "string", "format": "date-time", "description": "ISO-8601 with a time zone"},
+)
+_TEXT = Transcoding(_same, _exactly(str), {"type": "string"})
+
+# Each field is read by its annotation (a string: the events module defers annotations).
+TRANSCODINGS: Mapping[str, Transcoding] = {
+    "str": _TEXT,
+    "int": Transcoding(_same, _exactly(int), {"type": "integer"}),
+    "float": Transcoding(_same, _exactly(int, float), {"type": "number"}),
+    "bool": Transcoding(_same, _exactly(bool), {"type": "boolean"}),
+    "datetime": _TIME,
+    "Mapping[str, str]": Transcoding(
+        dict, _read_strings, {"type": "object", "additionalProperties": {"type": "string"}}
+    ),
+    "tuple[str, ...]": Transcoding(list, _read_ids, {"type": "array", "items": {"type": "string"}}),
+    "MemoryType": Transcoding(
+        str, _exactly(str), {"type": "string", "enum": [t.value for t in MemoryType]}
+    ),
+    "str | None": _optional(_TEXT),
+    "datetime | None": _optional(_TIME),
+}
+
+
+def check_transcodings(registry: Registry) -> None:
+    """Every field of every event type has a transcoding; raise TypeError naming one that
+    has none. Run when this module loads, so a decode can only fail with EventDecodeError."""
+    for row in registry.rows:
+        for f in dataclasses.fields(row.event):
+            if str(f.type) not in TRANSCODINGS:
+                raise TypeError(
+                    f"{row.name}.{f.name} is a {f.type}, which the codec cannot read or "
+                    "write; add a Transcoding for it to memory/codec.py"
+                )
+
+
+check_transcodings(REGISTRY)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeContext:
+    """What the reader knows of a message besides its payload.
+
+    `key` (the Kafka key, b"" for none) must then be the event's tenant. The others fill
+    fields a producer may leave out: `timestamp` (the record's) for `recorded_at`,
+    `embedding_model` (the reader's) and `importance` (the configured default). Without them
+    those fields are required."""
+
+    key: bytes | None = None
+    timestamp: datetime | None = None
+    embedding_model: str | None = None
+    importance: float | None = None
+
+    def default(self, name: str) -> object | None:
+        values = (self.timestamp, self.embedding_model, self.importance)
+        return dict(zip(FILLED_BY_READER, values, strict=True)).get(name)
+
+
+def encode_event(event: MemoryEvent) -> bytes:
+    row = REGISTRY.of(event)
+    body: dict[str, Any] = {"type": row.name, "version": row.version, "id": event.id}
+    for f in dataclasses.fields(event):
+        body[f.name] = TRANSCODINGS[str(f.type)].encode(getattr(event, f.name))
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEvent:
+    """Read one message of the memory topic; EventDecodeError says exactly what is wrong."""
+    context = context or DecodeContext()
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EventDecodeError(f"not a JSON event: {exc}") from None
+    if not isinstance(body, dict):
+        raise EventDecodeError(f"an event must be a JSON object, got {type(body).__name__}")
+    kind = body.get("type")
+    found = REGISTRY.named(kind) if isinstance(kind, str) else None
+    if found is None or not isinstance(kind, str):
+        raise UnknownEventTypeError(
+            f"unknown event type {kind!r}; known: {', '.join(REGISTRY.names)}"
+        )
+    row, newest = found  # the newest version written under this name
+    body = _upcast(row, kind, body, body.get("version", newest), newest)
+    event = _fields(row, body, context)
+    given = body.get("id")
+    if given is not None and given != event.id:
+        raise EventIdMismatchError(
+            f"{kind} carries id {given!r} but its fields give {event.id!r}: the event was "
+            "altered, or its producer derives ids differently (docs/events.md gives the "
+            "derivation and test vectors; or leave `id` out and it is derived)"
+        )
+    if context.key is not None and context.key != tenant_key(event.tenant):
+        raise EventKeyMismatchError(
+            f"{kind} of tenant {event.tenant!r} came with "
+            f"{f'Kafka key {context.key!r}' if context.key else 'no Kafka key'}; the key must "
+            "be the tenant id (UTF-8), which keeps a tenant's events in order"
+        )
+    return event
+
+
+def _upcast(
+    row: EventType[Any], name: str, body: dict[str, Any], version: object, newest: int
+) -> dict[str, Any]:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= newest:
+        raise EventVersionError(name, newest, version)
+    for upcast in row.upcasters[version - 1 :]:
+        body = upcast(dict(body))
+    return body
+
+
+def _fields(row: EventType[Any], body: dict[str, Any], context: DecodeContext) -> MemoryEvent:
+    fields = dataclasses.fields(row.event)
+    unknown = set(body) - {f.name for f in fields} - set(ENVELOPE)
+    if unknown:
+        raise EventDecodeError(
+            f"{row.name} has no field {sorted(unknown)[0]!r}; its fields: "
+            f"{', '.join(f.name for f in fields)} (docs/events.md)"
+        )
+    values: dict[str, Any] = {}
+    for f in fields:
+        if f.name in body:
+            try:
+                values[f.name] = TRANSCODINGS[str(f.type)].decode(body[f.name])
+            except _WrongType:
+                raise EventDecodeError(
+                    f"{row.name}.{f.name} has the wrong type: {body[f.name]!r} is no {f.type}"
+                ) from None
+            except ValueError as exc:
+                raise EventDecodeError(f"{row.name}.{f.name} is invalid: {exc}") from None
+        elif (default := context.default(f.name)) is not None:
+            values[f.name] = default
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise EventDecodeError(f"{row.name} lacks field {f.name!r}")
+    try:
+        return cast(MemoryEvent, row.event(**values))
+    except ValueError as exc:  # the event's own checks (InvalidInputError among them)
+        raise EventDecodeError(f"{row.name} is invalid: {exc}") from None
