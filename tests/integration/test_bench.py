@@ -95,3 +95,32 @@ def test_bench_store_reports_each_operation_against_raw(
             assert store[operation][field] > 0
     measures = {c["measure"] for c in store["comparisons"]}
     assert measures == {f"{op} {q}" for op in ("put", "get", "search") for q in ("p50", "p99")}
+
+
+def test_bench_serve_reports_http_against_in_process_and_raw(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(
+        env,
+        "bench",
+        "serve",
+        "--serve-queries",
+        "10",
+        "--serve-writes",
+        "48",
+        "--serve-sequential",
+        "5",
+        "--serve-memories",
+        "40",
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    serve = json.loads(done.stdout)["results"]["serve"]
+    assert serve["memories"] == 40 and serve["clients"] == 16 and serve["writes"] == 48
+    for part in ("search_http", "search_in_process", "get_http", "write_wait_true"):
+        assert serve[part]["p99_ms"] >= serve[part]["p50_ms"] > 0
+    for rate in ("writes_per_s", "raw_writes_per_s", "bare_http_writes_per_s"):
+        assert serve[rate] > 0
+    assert serve["p99_ratio"] > 0 and serve["writes_ratio_to_bare_http"] > 0

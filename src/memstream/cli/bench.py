@@ -1,9 +1,9 @@
 """`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
 
-Subcommands: hook, recall, freshness, throughput, replay, locomo, store, and all (every one of them
-with its defaults). Each bench runs in a
-fresh namespace on the configured stack, with a worker process of its own where it needs one,
-and drops everything it created when it ends. Progress goes to stderr; `--json` prints the
+Subcommands: hook, recall, freshness, throughput, replay, locomo, store, serve, and all (every
+one of them with its defaults). Each bench runs in a fresh namespace on the configured stack,
+with a worker process of its own where it needs one, and drops everything it created when it
+ends. Progress goes to stderr; `--json` prints the
 report's JSON on stdout. What each figure means: docs/benchmarks.md.
 """
 
@@ -79,6 +79,19 @@ def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) ->
     )
 
 
+def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.serve import run_serve
+
+    return run_serve(
+        settings,
+        embedder,
+        queries=args.serve_queries,
+        writes=args.serve_writes,
+        sequential=args.serve_sequential,
+        memories=args.serve_memories,
+    )
+
+
 _BENCHES: dict[str, tuple[Bench, str, Callable[[argparse.ArgumentParser], None]]] = {}
 
 
@@ -129,6 +142,13 @@ def _locomo_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=int, default=None, help="only the first N")
 
 
+def _serve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--serve-queries", type=int, default=300)
+    parser.add_argument("--serve-writes", type=int, default=800, help="from 16 clients")
+    parser.add_argument("--serve-sequential", type=int, default=100, help="timed one by one")
+    parser.add_argument("--serve-memories", type=int, default=1000, help="the tenant's memories")
+
+
 _BENCHES.update(
     {
         "hook": (_hook, "time after_agent adds to a turn vs the agent without it", _hook_options),
@@ -142,6 +162,11 @@ _BENCHES.update(
         "replay": (_replay, "events/s of a rebuild vs raw consume", _replay_options),
         "locomo": (_locomo, "LoCoMo evidence recall@k vs BM25 and vector", _locomo_options),
         "store": (_store, "LangGraph store put/get/search vs raw Kafka and Redis", _store_options),
+        "serve": (
+            _serve,
+            "HTTP search vs in-process recall; writes/s of 16 clients vs raw Kafka",
+            _serve_options,
+        ),
     }
 )
 

@@ -61,6 +61,12 @@ local function write_memories(a)
       for j = 0, 2 * pairs_count - 1 do
         fields[#fields + 1] = ARGV[a + j]
       end
+      -- A memory saved again under its id (MemorySaved with new content) replaces the old
+      -- one: its old place in the eviction order goes with it.
+      local previous = redis.call('HGET', prefix .. id, 'order_member')
+      if previous and previous ~= member then
+        redis.call('ZREM', KEYS[3], previous)
+      end
       redis.call('HSET', prefix .. id, unpack(fields))
       redis.call('ZADD', KEYS[3], 0, member)
       written[#written + 1] = id
