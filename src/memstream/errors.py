@@ -14,6 +14,7 @@
     ├── InfrastructureError                    a service failed at run time (retryable)
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
+    │   │   └── RedisLoadingError              Redis is loading its data after a restart
     │   ├── EmbeddingProviderError
     │   └── ModelProviderError                 a chat model's API failed
     ├── ReplayError                            a replay stopped without swapping anything in
@@ -45,6 +46,7 @@ __all__ = [
     "KafkaUnavailableError",
     "MemstreamError",
     "ModelProviderError",
+    "RedisLoadingError",
     "RedisUnavailableError",
     "ReplayError",
     "StackError",
@@ -136,6 +138,13 @@ class KafkaUnavailableError(InfrastructureError):
 
 class RedisUnavailableError(InfrastructureError):
     code = "redis_unavailable"
+
+
+class RedisLoadingError(RedisUnavailableError):
+    """Redis answers LOADING: it is replaying its data after a restart and serves nothing
+    until done (seconds to minutes, by the size of its files). Retry later."""
+
+    code = "redis_loading"
 
 
 class EmbeddingProviderError(InfrastructureError):

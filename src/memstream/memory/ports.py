@@ -96,6 +96,10 @@ class ProjectionWriter(Protocol):
 
     async def advance(self, positions: Mapping[str, int], *, into: int | None = None) -> None: ...
 
+    async def positions(self) -> dict[str, int]:
+        """The live generation's positions: "topic/partition" -> last offset taken in."""
+        ...
+
     async def known_vectors(self, memories: Sequence[Memory]) -> list[Vectors | None]: ...
 
 

@@ -27,7 +27,7 @@ from memstream.memory.embeddings import Vectors
 from memstream.memory.events import REGISTRY, MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import Memory
 from memstream.memory.ports import AppliedOutcome, Embedded
-from memstream.projections.connection import redis_errors, text
+from memstream.projections.connection import compact_async, redis_errors, text
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.schema import Fields, Keyspace, memory_index_schema, to_hash
 
@@ -147,6 +147,10 @@ class RedisProjectionWriter:
                 outcomes.append(outcome_of(item.event, reply))
                 done += 1
             pending = pending[done:]
+        # A large forget: a restart should not replay every write of what was forgotten.
+        removed = sum(len(o.removed) for o in outcomes if o.applied_now)
+        with redis_errors(self._url, "rewriting the append-only file"):
+            await compact_async(self._client, removed)
         return outcomes
 
     async def advance(self, positions: Mapping[str, int], *, into: int | None = None) -> None:
@@ -162,6 +166,12 @@ class RedisProjectionWriter:
             args += [name, offset]
         with redis_errors(self._url, "recording positions"):
             await self._advance(keys=[keys.generation_key, keys.positions], args=args)
+
+    async def positions(self) -> dict[str, int]:
+        keys = self._keys.at(await self._generations.live())
+        with redis_errors(self._url, "reading positions"):
+            raw = await self._client.hgetall(keys.positions)
+        return {text(field): int(text(offset)) for field, offset in raw.items()}
 
     async def known_vectors(self, memories: Sequence[Memory]) -> list[Vectors | None]:
         """The vectors the live generation already holds for `memories`: only where the stored

@@ -93,7 +93,7 @@ class Projector:
     async def start(self) -> None:
         model, dims = self._embedder.model_id, self._embedder.dims
         into = self._into
-        await self._retrying(
+        await self.retrying(
             "preparing the index",
             lambda: (
                 self._writer.ensure_live_index(model, dims)
@@ -106,7 +106,7 @@ class Projector:
         outcomes = await self._project(messages)
         # Positions move over every message taken into account, applied or not.
         last = {m.position.field: m.offset for m in messages}
-        await self._retrying(
+        await self.retrying(
             "recording positions", lambda: self._writer.advance(last, into=self._into)
         )
         return outcomes
@@ -132,12 +132,12 @@ class Projector:
         if not ready:
             return []
         flat = [memory for _, memories, _ in ready for memory in memories]
-        vectors = await self._retrying("embedding", lambda: self._embed(flat))
+        vectors = await self.retrying("embedding", lambda: self._embed(flat))
         batch, row = [], 0
         for event, memories, position in ready:
             batch.append(Embedded(event, memories, vectors[row : row + len(memories)], position))
             row += len(memories)
-        outcomes = await self._retrying(
+        outcomes = await self.retrying(
             "applying to Redis", lambda: self._writer.apply(batch, into=self._into)
         )
         if self._monitor is not None:
@@ -169,7 +169,8 @@ class Projector:
             vectors[missing] = await asyncio.to_thread(self._embedder.embed_documents, texts)
         return vectors
 
-    async def _retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """`attempt()`, again with backoff for as long as Redis or the embedder is down."""
         delay = self._first_retry_s
         while True:
             try:
