@@ -81,3 +81,30 @@ def test_bench_recall_reports_latency_against_raw(
         assert recall["sizes"]["200"][field] > 0
     assert recall["memories"] == 400 and recall["tenants"] == 10
     assert recall["embed_query_p50_ms"] > 0
+
+
+def test_bench_load_audits_the_log_against_the_projection(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--threads", "3", "--seconds", "5", "--thread-turns", "20"]
+    done = memstream(env, "bench", "load", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    load = json.loads(done.stdout)["results"]["load"]
+    assert load["turns_completed"] == 60
+    assert load["events_in_log"] == 61  # and the worker's probe
+    assert (load["lost"], load["doubled"]) == (0, 0)
+    assert load["lag_series"] and load["lag_series"][-1][1] == 0  # caught up at the end
+    assert load["turn_with_memory"]["p99_ms"] > 0
+
+
+def test_bench_replay_drives_the_real_replayer_against_consume_and_writes(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(env, "bench", "replay", "--events", "40", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    replay = json.loads(done.stdout)["results"]["replay"]
+    for field in ("events_per_s", "raw_events_per_s", "reembed_events_per_s"):
+        assert replay[field] > 0
+    assert replay["ratio"] == pytest.approx(
+        replay["events_per_s"] / replay["raw_events_per_s"], 0.01
+    )
