@@ -75,16 +75,28 @@ class _Workers:
         process.terminate()
         return process.wait(timeout=60)
 
-    def stop_all(self) -> None:
+    def crashed(self) -> list[str]:
+        """Workers not killed by the test whose log shows Faust's crash handler: a crash late
+        in the test may not have ended the process yet when the test looks."""
+        return [
+            name
+            for name in self.running
+            if "Crashed reason=" in self.log(name).read_text(errors="replace")
+        ]
+
+    def stop_all(self) -> dict[str, int]:
+        """Stop every running worker; their exit codes (0: a clean stop)."""
         for process in self.running.values():
             if process.poll() is None:
                 process.terminate()
-        for process in self.running.values():
+        codes = {}
+        for name, process in self.running.items():
             try:
-                process.wait(timeout=60)
+                codes[name] = process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait()
+                codes[name] = process.wait()
+        return codes
 
 
 def test_workers_joining_leaving_and_killed_lose_and_double_nothing(
@@ -155,8 +167,10 @@ def test_workers_joining_leaving_and_killed_lose_and_double_nothing(
     finally:
         stop.set()
         publishing.join()
-        workers.stop_all()
+        stopped = workers.stop_all()
 
+    assert not workers.crashed(), f"workers crashed: {workers.crashed()}; see {tmp_path}"
+    assert set(stopped.values()) == {0}, stopped  # every survivor stops cleanly
     assert left == [0]  # the worker that left did so cleanly
     assert len(published) >= 300
     keys = stack.status.live()
