@@ -28,9 +28,16 @@ class FakeRedis:
     async def positions(self) -> dict[str, int]:
         return dict(self.stored)
 
-    async def advance(self, positions: Mapping[str, int], *, into: int | None = None) -> None:
+    async def advance(
+        self,
+        positions: Mapping[str, int],
+        *,
+        into: int | None = None,
+        held: Mapping[str, int] | None = None,
+    ) -> None:
         for field, offset in positions.items():
-            self.stored[field] = max(self.stored.get(field, -1), offset)
+            if self.stored.get(field, -1) >= (held or {}).get(field, -1):
+                self.stored[field] = max(self.stored.get(field, -1), offset)
 
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
         for m in messages:

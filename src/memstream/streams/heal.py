@@ -122,7 +122,6 @@ class Healer:
         self._lock = asyncio.Lock()  # the stream's batches and the timer's checks take turns
         self._consumed: dict[str, int] = {}  # partition -> last offset this worker consumed
         self._unchecked: dict[str, Position] = {}  # assigned, committed offset not read yet
-        self.healed = 0  # messages read again, for the log and the tests
 
     def assigned(self, partitions: Collection[Position]) -> None:
         """Partitions the group gave this worker: compare them with their committed offsets."""
@@ -184,8 +183,10 @@ class Healer:
                 have + 1,
                 last,
             )
+            held = have
             async for chunk in self._source.read(topic, int(partition), have + 1, last):
                 await self._projector.project(chunk)
-                self.healed += len(chunk)
-            # Offsets without a message (transaction markers, a deleted log start) count too.
-            await self._writer.advance({field: last})
+                held = chunk[-1].offset
+            # Offsets without a message (transaction markers, a deleted log start) count too,
+            # if Redis still holds what was just read again.
+            await self._writer.advance({field: last}, held={field: held})

@@ -103,15 +103,22 @@ class Projector:
         )
 
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
-        outcomes = await self._project(messages)
-        # Positions move over every message taken into account, applied or not.
+        outcomes, held = await self._project(messages)
+        # Positions move over every message taken into account, dead letters too; applying
+        # moved them over the events, and the move over the rest is made only where Redis
+        # still holds the last event applied (it may have restarted on older data meanwhile).
         last = {m.position.field: m.offset for m in messages}
         await self.retrying(
-            "recording positions", lambda: self._writer.advance(last, into=self._into)
+            "recording positions",
+            lambda: self._writer.advance(last, into=self._into, held=held),
         )
         return outcomes
 
-    async def _project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+    async def _project(
+        self, messages: Sequence[RawMessage]
+    ) -> tuple[list[AppliedOutcome], dict[str, int]]:
+        """Apply the good events; their outcomes, and the last offset of each partition an
+        event was applied (or found applied) at."""
         ready = []
         for message in messages:
             try:
@@ -130,7 +137,7 @@ class Projector:
                 continue
             ready.append((event, memories, message.position))
         if not ready:
-            return []
+            return [], {}
         flat = [memory for _, memories, _ in ready for memory in memories]
         vectors = await self.retrying("embedding", lambda: self._embed(flat))
         batch, row = [], 0
@@ -145,7 +152,7 @@ class Projector:
             for outcome in outcomes:
                 for notice in notices_of(outcome, at):
                     self._monitor.announce(notice)
-        return outcomes
+        return outcomes, {position.field: position.offset for _, _, position in ready}
 
     def _context(self, message: RawMessage) -> DecodeContext:
         return DecodeContext(

@@ -10,6 +10,10 @@ What is the worker?
     hands them to the Projector, and only then lets Faust acknowledge them. A crash before
     that means redelivery, which apply-once in Redis turns into a no-op.
 
+Every batch goes through the Healer (streams.heal), which first reads again whatever Redis lost
+of the worker's partitions (its recorded positions behind what was consumed or committed); a
+second timer runs the same check once a second, for partitions with nothing new to read.
+
 Messages are read raw (bytes): decoding is the projector's job, so that a malformed message
 becomes a dead letter instead of a crashed stream.
 
