@@ -42,7 +42,12 @@ from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.store import MemoryStore
-from memstream.projections.connection import async_redis_client, is_missing_index, redis_client
+from memstream.projections.connection import (
+    async_redis_client,
+    compact,
+    is_missing_index,
+    redis_client,
+)
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.recall import RedisRecaller
@@ -336,15 +341,17 @@ class Deployment:
                 except redis.ResponseError as exc:  # dropped by someone else meanwhile
                     if not is_missing_index(exc):
                         raise
+        deleted = 0
         for prefix in prefixes:
             batch = []
             for key in client.scan_iter(match=f"{prefix}*", count=5000):
                 batch.append(key)
                 if len(batch) >= 5000:
-                    client.unlink(*batch)
+                    deleted += int(client.unlink(*batch))
                     batch.clear()
             if batch:
-                client.unlink(*batch)
+                deleted += int(client.unlink(*batch))
+        compact(client, deleted)  # keeps Redis's restarts short (docs/operations.md)
         with contextlib.suppress(KafkaError):  # the keys are gone; a topic left is harmless
             asyncio.run(self._delete_topics())
 

@@ -17,6 +17,7 @@
     ├── InfrastructureError                    a service failed at run time (retryable)
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
+    │   │   └── RedisLoadingError              Redis is loading its data after a restart
     │   ├── EmbeddingProviderError
     │   ├── ModelProviderError                 a chat model's API failed
     │   └── ProjectionLagError                 a write was not applied within the wait asked for
@@ -59,6 +60,7 @@ __all__ = [
     "NamespaceTenantError",
     "NotAuthenticatedError",
     "ProjectionLagError",
+    "RedisLoadingError",
     "RedisUnavailableError",
     "ReplayError",
     "StackError",
@@ -156,6 +158,13 @@ class KafkaUnavailableError(InfrastructureError):
 
 class RedisUnavailableError(InfrastructureError):
     code = "redis_unavailable"
+
+
+class RedisLoadingError(RedisUnavailableError):
+    """Redis answers LOADING: it is replaying its data after a restart and serves nothing
+    until done (seconds to minutes, by the size of its files). Retry later."""
+
+    code = "redis_loading"
 
 
 class EmbeddingProviderError(InfrastructureError):

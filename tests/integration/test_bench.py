@@ -124,3 +124,30 @@ def test_bench_serve_reports_http_against_in_process_and_raw(
     for rate in ("writes_per_s", "raw_writes_per_s", "bare_http_writes_per_s"):
         assert serve[rate] > 0
     assert serve["p99_ratio"] > 0 and serve["writes_ratio_to_bare_http"] > 0
+
+
+def test_bench_load_audits_the_log_against_the_projection(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--threads", "3", "--seconds", "5", "--thread-turns", "20"]
+    done = memstream(env, "bench", "load", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    load = json.loads(done.stdout)["results"]["load"]
+    assert load["turns_completed"] == 60
+    assert load["events_in_log"] == 61  # and the worker's probe
+    assert (load["lost"], load["doubled"]) == (0, 0)
+    assert load["lag_series"] and load["lag_series"][-1][1] == 0  # caught up at the end
+    assert load["turn_with_memory"]["p99_ms"] > 0
+
+
+def test_bench_replay_drives_the_real_replayer_against_consume_and_writes(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(env, "bench", "replay", "--events", "40", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    replay = json.loads(done.stdout)["results"]["replay"]
+    for field in ("events_per_s", "raw_events_per_s", "reembed_events_per_s"):
+        assert replay[field] > 0
+    assert replay["ratio"] == pytest.approx(
+        replay["events_per_s"] / replay["raw_events_per_s"], 0.01
+    )
