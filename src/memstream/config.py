@@ -87,6 +87,12 @@ def _namespace(raw: str) -> str:
     return raw
 
 
+def _tenant_field(raw: str) -> str:
+    if raw not in ("namespace", "user_id"):
+        raise ValueError("must be 'namespace' or 'user_id'")
+    return raw
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """memstream's configuration. Build it with `Settings.from_env()`; override in tests with
@@ -217,6 +223,43 @@ class Settings:
         "MEMSTREAM_CONSOLIDATION_WINDOW_S",
         5.0,
         "How long the consolidation job gathers a tenant's requests before summarising once.",
+        _positive_float,
+    )
+    server_port: int = _setting(
+        "MEMSTREAM_SERVER_PORT",
+        8000,
+        "Port `memstream serve` (and `memstream up --serve`) listens on by default.",
+        _positive_int,
+    )
+    server_tenant_field: str = _setting(
+        "MEMSTREAM_SERVER_TENANT_FIELD",
+        "namespace",
+        "Which field of agent-memory-server's records names the tenant in `memstream serve`: "
+        "'namespace' or 'user_id' (the other is kept with the memory as a filterable field).",
+        _tenant_field,
+    )
+    server_max_body_bytes: int = _setting(
+        "MEMSTREAM_SERVER_MAX_BODY_BYTES",
+        1_048_576,
+        "The largest request body `memstream serve` reads; a larger one gets 413.",
+        _positive_int,
+    )
+    server_max_records: int = _setting(
+        "MEMSTREAM_SERVER_MAX_RECORDS",
+        100,
+        "The most memories one create request (or MCP call) may carry.",
+        _positive_int,
+    )
+    server_max_query_chars: int = _setting(
+        "MEMSTREAM_SERVER_MAX_QUERY_CHARS",
+        2_000,
+        "The longest search text or prompt query `memstream serve` accepts.",
+        _positive_int,
+    )
+    server_max_wait_s: float = _setting(
+        "MEMSTREAM_SERVER_MAX_WAIT_S",
+        30.0,
+        "The longest a write with ?wait=true waits to be recallable before answering 504.",
         _positive_float,
     )
     langgraph_tenant_labels: tuple[int, ...] = _setting(

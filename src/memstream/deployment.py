@@ -42,7 +42,12 @@ from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.store import MemoryStore
-from memstream.projections.connection import async_redis_client, is_missing_index, redis_client
+from memstream.projections.connection import (
+    async_redis_client,
+    compact,
+    is_missing_index,
+    redis_client,
+)
 from memstream.projections.fusion import RecallTuning
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.reader import ProjectionReader
@@ -58,6 +63,9 @@ from memstream.streams.topics import Topics, ensure_topics
 
 if TYPE_CHECKING:
     import faust
+
+    from memstream.server.keys import ApiKeys
+    from memstream.server.service import MemoryService
 
 __all__ = ["Deployment"]
 
@@ -162,6 +170,42 @@ class Deployment:
     def event_publisher(self) -> EventPublisher:
         """An asyncio publisher that waits for the broker (imports, forgets, tests)."""
         return EventPublisher(self.settings.bootstrap_servers, self.topics)
+
+    # -- the server (the `server` extra) ------------------------------------------------------
+
+    def api_keys(self) -> ApiKeys:
+        """The server's API keys (stored hashed under the namespace)."""
+        from memstream.server.keys import ApiKeys
+
+        return ApiKeys(self.redis, self.settings.namespace, url=self.settings.redis)
+
+    @asynccontextmanager
+    async def memory_service(self) -> AsyncIterator[MemoryService]:
+        """What the HTTP API and the MCP tools do, over this deployment, its producer started."""
+        from memstream.projections.search import FilteredSearch
+        from memstream.server.mapping import Scoping
+        from memstream.server.service import Limits, MemoryService
+
+        settings = self.settings
+        await self.ensure_topics()
+        async with self.event_publisher() as publisher:
+            yield MemoryService(
+                publisher=publisher,
+                search=FilteredSearch(self.redis, self.keys, self.embedder, url=settings.redis),
+                reader=self.reader(),
+                status=self.status(),
+                scoping=Scoping(
+                    tenant_field=settings.server_tenant_field,
+                    default_importance=settings.default_importance,
+                    max_record_chars=settings.max_record_chars,
+                ),
+                limits=Limits(
+                    max_records=settings.server_max_records,
+                    max_query_chars=settings.server_max_query_chars,
+                    max_wait_s=settings.server_max_wait_s,
+                ),
+                embedding_model=self.embedding_model,
+            )
 
     # -- the projection ---------------------------------------------------------------------
 
@@ -308,15 +352,17 @@ class Deployment:
                 except redis.ResponseError as exc:  # dropped by someone else meanwhile
                     if not is_missing_index(exc):
                         raise
+        deleted = 0
         for prefix in prefixes:
             batch = []
             for key in client.scan_iter(match=f"{prefix}*", count=5000):
                 batch.append(key)
                 if len(batch) >= 5000:
-                    client.unlink(*batch)
+                    deleted += int(client.unlink(*batch))
                     batch.clear()
             if batch:
-                client.unlink(*batch)
+                deleted += int(client.unlink(*batch))
+        compact(client, deleted)  # keeps Redis's restarts short (docs/operations.md)
         with contextlib.suppress(KafkaError):  # the keys are gone; a topic left is harmless
             asyncio.run(self._delete_topics())
 

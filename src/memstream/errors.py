@@ -5,6 +5,8 @@
     ├── InvalidInputError (+ ValueError)       caller passed something memstream refuses
     │   ├── InvalidTenantError                 a tenant id that cannot be used safely
     │   ├── ImportFileError                    a bad line in a `memstream import` file
+    │   ├── LimitExceededError                 a request over one of the server's limits
+    │   ├── MemoryIdRetiredError               a memory id that was deleted: never reused
     │   └── NamespaceTenantError               a store namespace that names no single tenant
     ├── EventDecodeError (+ ValueError)        bytes on a topic that are no memstream event
     │   ├── UnknownEventTypeError              a `type` no version of memstream wrote
@@ -15,9 +17,13 @@
     ├── InfrastructureError                    a service failed at run time (retryable)
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
+    │   │   └── RedisLoadingError              Redis is loading its data after a restart
     │   ├── EmbeddingProviderError
     │   ├── ModelProviderError                 a chat model's API failed
     │   └── ProjectionLagError                 a write was not applied within the wait asked for
+    ├── NotAuthenticatedError                  no API key, or one that is unknown or revoked
+    ├── ForbiddenError                         a key that may not act for the tenant it names
+    ├── MemoryNotFoundError                    no memory of the tenant has that id
     ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
     └── EffectRefusedError                     a crashed run's effect may have run and its
@@ -40,15 +46,21 @@ __all__ = [
     "EventIdMismatchError",
     "EventKeyMismatchError",
     "EventVersionError",
+    "ForbiddenError",
     "ImportFileError",
     "InfrastructureError",
     "InvalidInputError",
     "InvalidTenantError",
     "KafkaUnavailableError",
+    "LimitExceededError",
+    "MemoryIdRetiredError",
+    "MemoryNotFoundError",
     "MemstreamError",
     "ModelProviderError",
     "NamespaceTenantError",
+    "NotAuthenticatedError",
     "ProjectionLagError",
+    "RedisLoadingError",
     "RedisUnavailableError",
     "ReplayError",
     "StackError",
@@ -148,6 +160,13 @@ class RedisUnavailableError(InfrastructureError):
     code = "redis_unavailable"
 
 
+class RedisLoadingError(RedisUnavailableError):
+    """Redis answers LOADING: it is replaying its data after a restart and serves nothing
+    until done (seconds to minutes, by the size of its files). Retry later."""
+
+    code = "redis_loading"
+
+
 class EmbeddingProviderError(InfrastructureError):
     code = "embedding_provider"
 
@@ -186,3 +205,31 @@ class EffectRefusedError(MemstreamError):
             "run; its target cannot tell whether it did, so it is not run again. Check the "
             "target by hand, or use a transactional (idempotent) target for this effect."
         )
+
+
+class LimitExceededError(InvalidInputError):
+    """A request goes over one of the server's limits; `limit` names which one."""
+
+    code = "limit_exceeded"
+
+    def __init__(self, limit: str, message: str) -> None:
+        self.limit = limit
+        super().__init__(message)
+
+
+class MemoryIdRetiredError(InvalidInputError):
+    """The memory id was deleted (tombstoned); a new memory needs a new id."""
+
+    code = "memory_id_retired"
+
+
+class NotAuthenticatedError(MemstreamError):
+    code = "not_authenticated"
+
+
+class ForbiddenError(MemstreamError):
+    code = "forbidden"
+
+
+class MemoryNotFoundError(MemstreamError):
+    code = "memory_not_found"

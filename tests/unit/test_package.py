@@ -24,6 +24,7 @@ PUBLIC = [
     "Memory",
     "MemoryEvent",
     "MemoryForgotten",
+    "MemorySaved",
     "MemoryType",
     "MessageRecorded",
     "RecallConfig",

@@ -57,6 +57,8 @@ class BenchResult:
     comparisons: Sequence[Comparison]
     notes: Sequence[str] = ()
     seconds: float = 0.0
+    # Figures over time (x, y), drawn as lines under the bars (e.g. a worker's lag).
+    series: Mapping[str, Sequence[tuple[float, float]]] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -120,11 +122,19 @@ class RunReport:
         import matplotlib.pyplot as plt
 
         results = [r for r in self.results if r.comparisons]
-        if not results:
-            results = []
+        timed = [r for r in self.results if r.series]
         fig, axes = plt.subplots(
-            len(results) or 1, 1, figsize=(9, 2.2 + 0.55 * max(1, _rows(results))), squeeze=False
+            (len(results) + len(timed)) or 1,
+            1,
+            figsize=(9, 2.2 + 0.55 * max(1, _rows(results)) + 2.5 * len(timed)),
+            squeeze=False,
         )
+        for axis, result in zip(axes[len(results) :, 0], timed, strict=False):
+            for label, points in result.series.items():
+                axis.plot([x for x, _ in points], [y for _, y in points], label=label)
+            axis.set_xlabel("seconds", fontsize=7)
+            axis.set_title(f"{result.name}: over time", fontsize=9, loc="left")
+            axis.legend(fontsize=7, loc="upper right")
         for axis, result in zip(axes[:, 0], results, strict=False):
             labels = [c.measure for c in result.comparisons]
             ys = range(len(labels))

@@ -1,9 +1,9 @@
 """`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
 
-Subcommands: hook, recall, freshness, throughput, replay, locomo, store, and all (every one of them
-with its defaults). Each bench runs in a
-fresh namespace on the configured stack, with a worker process of its own where it needs one,
-and drops everything it created when it ends. Progress goes to stderr; `--json` prints the
+Subcommands: hook, recall, freshness, throughput, replay, load, locomo, store, serve, and all
+(every one of them with its defaults). Each bench runs in a fresh namespace on the configured
+stack, with a worker process of its own where it needs one, and drops everything it created
+when it ends. Progress goes to stderr; `--json` prints the
 report's JSON on stdout. What each figure means: docs/benchmarks.md.
 """
 
@@ -64,6 +64,14 @@ def _replay(args: argparse.Namespace, settings: Settings, embedder: Embedder) ->
     return run_replay(settings, embedder, count=args.events)
 
 
+def _load(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.load import run_load
+
+    return run_load(
+        settings, embedder, threads=args.threads, seconds=args.seconds, turns=args.thread_turns
+    )
+
+
 def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
     from memstream.bench.locomo import run_locomo
 
@@ -77,6 +85,19 @@ def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) ->
         conversations=args.conversations,
         questions=args.questions,
         sweep=_sweep(args.sweep),
+    )
+
+
+def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.serve import run_serve
+
+    return run_serve(
+        settings,
+        embedder,
+        queries=args.serve_queries,
+        writes=args.serve_writes,
+        sequential=args.serve_sequential,
+        memories=args.serve_memories,
     )
 
 
@@ -130,7 +151,13 @@ def _throughput_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _replay_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--events", type=int, default=600)
+    parser.add_argument("--events", type=int, default=1500)
+
+
+def _load_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=8, help="concurrent agent threads")
+    parser.add_argument("--seconds", type=float, default=20.0, help="load phase at most")
+    parser.add_argument("--thread-turns", type=int, default=300, help="turns per thread at most")
 
 
 def _locomo_options(parser: argparse.ArgumentParser) -> None:
@@ -151,6 +178,13 @@ def _locomo_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _serve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--serve-queries", type=int, default=300)
+    parser.add_argument("--serve-writes", type=int, default=800, help="from 16 clients")
+    parser.add_argument("--serve-sequential", type=int, default=100, help="timed one by one")
+    parser.add_argument("--serve-memories", type=int, default=1000, help="the tenant's memories")
+
+
 _BENCHES.update(
     {
         "hook": (_hook, "time after_agent adds to a turn vs the agent without it", _hook_options),
@@ -161,9 +195,19 @@ _BENCHES.update(
         ),
         "freshness": (_freshness, "publish-to-recallable latency vs raw", _freshness_options),
         "throughput": (_throughput, "turns/s one worker projects vs raw", _throughput_options),
-        "replay": (_replay, "events/s of a rebuild vs raw consume", _replay_options),
+        "replay": (
+            _replay,
+            "events/s of replay vs consume + writes",
+            _replay_options,
+        ),
+        "load": (_load, "agent threads recording under load; 0 lost, 0 doubled", _load_options),
         "locomo": (_locomo, "LoCoMo evidence recall@k vs BM25 and vector", _locomo_options),
         "store": (_store, "LangGraph store put/get/search vs raw Kafka and Redis", _store_options),
+        "serve": (
+            _serve,
+            "HTTP search vs in-process recall; writes/s of 16 clients vs raw Kafka",
+            _serve_options,
+        ),
     }
 )
 

@@ -13,9 +13,12 @@ from memstream.cli import (
     demo,
     forget,
     importer,
+    keys,
+    mcp,
     recall,
     replay,
     schemas,
+    serve,
     stack,
     stats,
     tail,
@@ -49,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         demo,
         bench,
         schemas,
+        serve,
+        mcp,
+        keys,
     ):
         module.register(commands)
     return parser

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream.config import Settings
@@ -153,10 +154,23 @@ class LocalStack:
             lambda: True,
         )
 
+    def _server(self) -> _Service:
+        port = self._settings.server_port
+        return _Service(
+            "server",
+            port,
+            [sys.executable, "-m", "memstream", "serve", "--port", str(port)],
+            lambda: None,
+            lambda: _server_answers(f"http://127.0.0.1:{port}/v1/health"),
+        )
+
     # -- commands ------------------------------------------------------------------------
 
-    def up(self, *, worker: bool = False, say: Callable[[str], None] = print) -> None:
+    def up(
+        self, *, worker: bool = False, serve: bool = False, say: Callable[[str], None] = print
+    ) -> None:
         services = [self._kafka(), self._redis()] + ([self._worker()] if worker else [])
+        services += [self._server()] if serve else []
         for service in services:
             pid = self.pid(service.name)
             if pid is not None:
@@ -173,7 +187,7 @@ class LocalStack:
             say(f"{service.name}: ready in {time.monotonic() - started:.1f}s{_where(service)}")
 
     def down(self, say: Callable[[str], None] = print) -> None:
-        for name in ("worker", "redis", "kafka"):
+        for name in ("server", "worker", "redis", "kafka"):
             pid = self.pid(name)
             if pid is None:
                 continue
@@ -189,7 +203,7 @@ class LocalStack:
     def status(self) -> dict[str, str]:
         return {
             name: (f"running (pid {pid})" if (pid := self.pid(name)) else "stopped")
-            for name in ("kafka", "redis", "worker")
+            for name in ("kafka", "redis", "worker", "server")
         }
 
     # -- processes -----------------------------------------------------------------------
@@ -313,6 +327,13 @@ def _kafka_answers(bootstrap: str) -> bool:
     return _port_taken(int(bootstrap.rsplit(":", 1)[1])) and asyncio.run(probe())
 
 
+def _server_answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def _redis_answers(url: str) -> bool:
     client = redis_client(url)
     try:
@@ -327,8 +348,13 @@ def _redis_answers(url: str) -> bool:
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = commands.add_parser("up", help="start the local Kafka and Redis (and a worker)")
     up.add_argument("--worker", action="store_true", help="also start a projection worker")
+    up.add_argument(
+        "--serve", action="store_true", help="also start `memstream serve` (MEMSTREAM_SERVER_PORT)"
+    )
     up.set_defaults(
-        run=lambda args, deployment: LocalStack(deployment.settings).up(worker=args.worker)
+        run=lambda args, deployment: LocalStack(deployment.settings).up(
+            worker=args.worker, serve=args.serve
+        )
     )
     down = commands.add_parser("down", help="stop what `memstream up` started")
     down.set_defaults(run=lambda args, deployment: LocalStack(deployment.settings).down())

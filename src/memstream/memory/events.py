@@ -7,7 +7,8 @@ Everything non-deterministic (clock readings, importance, the embedding model) i
 before the event is written and carried in it; turning an event into memories
 (`memories_of`) is a pure function.
 
-Four kinds of effect reach the log: memories recorded (`TurnCompleted`, `MessageRecorded`),
+Four kinds of effect reach the log: memories recorded (`TurnCompleted`, `MessageRecorded`,
+`MemorySaved` under a client's own id, `ItemStored` by the LangGraph store),
 memories forgotten (`MemoryForgotten`, the users' right to erasure), groups of memories
 replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job), and
 requests for that (`ConsolidationRequested`).
@@ -22,12 +23,15 @@ and a row here.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import hashlib
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -48,9 +52,11 @@ __all__ = [
     "MemoriesConsolidated",
     "MemoryEvent",
     "MemoryForgotten",
+    "MemorySaved",
     "MessageRecorded",
     "Registry",
     "TurnCompleted",
+    "check_memory_id",
     "consolidate_effect_key",
     "derive_id",
     "item_memory_id",
@@ -156,7 +162,7 @@ class EventType(Generic[E]):
 
 
 def _written(
-    event: TurnCompleted | MessageRecorded | MemoriesConsolidated,
+    event: TurnCompleted | MessageRecorded | MemoriesConsolidated | MemorySaved,
     part: str,
     content: str,
     role: str,
@@ -492,6 +498,84 @@ ITEM_STORED = EventType(
 )
 
 
+# A client-chosen memory id travels in Redis keys and in the eviction order's members (whose
+# id follows the last ':'), so it is limited to characters with no meaning there.
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_memory_id(memory_id: object) -> str:
+    """Return `memory_id` if a client may name a memory with it; raise InvalidInputError if not."""
+    if not isinstance(memory_id, str) or not _CLIENT_ID.match(memory_id):
+        raise InvalidInputError(
+            f"memory id {memory_id!r} is not usable: ids are 1-128 characters of letters, "
+            "digits, '.', '_' or '-', starting with a letter or digit (a ULID or UUID fits)"
+        )
+    return memory_id
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySaved:
+    """A client saved one memory under an id of its own choosing (the HTTP API, MCP tools).
+
+    Becomes one memory whose id is `memory_id`. The event id derives from the tenant, the
+    memory id and a digest of everything else, so sending the same record twice is one event
+    (applied once), while saving the id again with other content is a new event that replaces
+    the memory: the client's id is both its idempotency key and its handle.
+    """
+
+    type: ClassVar[str] = "MemorySaved"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    memory_id: str
+    thread: str
+    content: str
+    memory_type: MemoryType
+    role: str
+    saved_at: datetime
+    importance: float
+    embedding_model: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        check_memory_id(self.memory_id)
+        _check_metadata(self.metadata)
+        _check_time(self.saved_at)
+        object.__setattr__(self, "memory_type", MemoryType(self.memory_type))
+        if not self.content.strip():
+            raise InvalidInputError(f"memory {self.memory_id!r} has no text; say what to keep")
+
+    @property
+    def id(self) -> str:
+        revision = json.dumps(
+            [
+                self.thread,
+                self.content,
+                self.memory_type.value,
+                self.role,
+                self.saved_at.astimezone(UTC).isoformat(),
+                self.importance,
+                self.embedding_model,
+                sorted(self.metadata.items()),
+            ],
+            ensure_ascii=False,
+        )
+        digest = hashlib.sha256(revision.encode()).hexdigest()
+        return derive_id("memory.save", self.tenant, self.memory_id, digest)
+
+
+def _saved_memories(event: MemorySaved) -> tuple[Memory, ...]:
+    saved = _written(event, "saved", event.content, event.role, event.saved_at, event.memory_type)
+    # The client's id is the memory's id: it is how the client gets or deletes it later.
+    return (dataclasses.replace(saved, id=event.memory_id),)
+
+
+MEMORY_SAVED = EventType(
+    MemorySaved, effect="memory.save", applies=Applies.RECORD, memories=_saved_memories
+)
+
+
 MemoryEvent = (
     TurnCompleted
     | MessageRecorded
@@ -499,6 +583,7 @@ MemoryEvent = (
     | MemoriesConsolidated
     | ConsolidationRequested
     | ItemStored
+    | MemorySaved
 )
 
 
@@ -537,6 +622,7 @@ REGISTRY = Registry(
     MEMORIES_CONSOLIDATED,
     CONSOLIDATION_REQUESTED,
     ITEM_STORED,
+    MEMORY_SAVED,
 )
 
 

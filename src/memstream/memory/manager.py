@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -33,6 +34,7 @@ __all__ = [
     "MemoryManagerConfig",
     "ModelImportance",
     "cut",
+    "relevant_context",
 ]
 
 _SECTION_TITLES = {
@@ -130,20 +132,7 @@ class LLMMemoryManager:
         within a section the most relevant come first. Only whole memories are shown, except
         when not even the first one fits: then it is cut, so the budget is never wasted.
         """
-        hits = self.store.search(query, k=self.config.recall_k)
-        by_type: dict[MemoryType, list[RecalledMemory]] = defaultdict(list)
-        for hit in hits:
-            by_type[hit.memory.memory_type].append(hit)
-        text = ""
-        for memory_type, title in _SECTION_TITLES.items():
-            # A section's title goes in with its first memory, or not at all.
-            header = ("\n\n" if text else "") + f"### {title}\n"
-            for index, hit in enumerate(by_type.get(memory_type, ())):
-                line = ("\n" if index else header) + _line(hit)
-                if len(text) + len(line) > max_chars:
-                    return text or cut(line, max_chars)
-                text += line
-        return text
+        return relevant_context(self.store.search(query, k=self.config.recall_k), max_chars)
 
     def record_turn(
         self,
@@ -184,6 +173,25 @@ class LLMMemoryManager:
         for event in planned:
             self.store.write(event)
         return planned
+
+
+def relevant_context(hits: Sequence[RecalledMemory], max_chars: int) -> str:
+    """Recalled memories as the `semantic-memory` section's text, within `max_chars`: sections
+    by memory type in a fixed order, most relevant first within each, whole memories only
+    unless not even the first fits (then it is cut)."""
+    by_type: dict[MemoryType, list[RecalledMemory]] = defaultdict(list)
+    for hit in hits:
+        by_type[hit.memory.memory_type].append(hit)
+    text = ""
+    for memory_type, title in _SECTION_TITLES.items():
+        # A section's title goes in with its first memory, or not at all.
+        header = ("\n\n" if text else "") + f"### {title}\n"
+        for index, hit in enumerate(by_type.get(memory_type, ())):
+            line = ("\n" if index else header) + _line(hit)
+            if len(text) + len(line) > max_chars:
+                return text or cut(line, max_chars)
+            text += line
+    return text
 
 
 def _line(hit: RecalledMemory) -> str:

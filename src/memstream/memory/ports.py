@@ -94,7 +94,17 @@ class ProjectionWriter(Protocol):
         self, batch: Sequence[Embedded], *, into: int | None = None
     ) -> list[AppliedOutcome]: ...
 
-    async def advance(self, positions: Mapping[str, int], *, into: int | None = None) -> None: ...
+    async def advance(
+        self,
+        positions: Mapping[str, int],
+        *,
+        into: int | None = None,
+        held: Mapping[str, int] | None = None,
+    ) -> None: ...
+
+    async def positions(self) -> dict[str, int]:
+        """The live generation's positions: "topic/partition" -> last offset taken in."""
+        ...
 
     async def known_vectors(self, memories: Sequence[Memory]) -> list[Vectors | None]: ...
 

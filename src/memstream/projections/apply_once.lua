@@ -26,8 +26,20 @@
 if ARGV[1] ~= '' and (redis.call('GET', KEYS[1]) or '1') ~= ARGV[1] then
   return {-1, '', {}}
 end
+-- The position moves forward with every event this Redis holds, applied now or found applied:
+-- a position is then proof that everything up to it is here (what healing relies on).
+local function record_position()
+  if ARGV[5] ~= '' then
+    local current = tonumber(redis.call('HGET', KEYS[4], ARGV[5]) or '-1')
+    if tonumber(ARGV[6]) > current then
+      redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
+    end
+  end
+end
+
 local recorded = redis.call('HGET', KEYS[2], ARGV[2])
 if recorded then
+  record_position()
   return {0, recorded, {}}
 end
 
@@ -60,6 +72,12 @@ local function write_memories(a)
       local fields = {}
       for j = 0, 2 * pairs_count - 1 do
         fields[#fields + 1] = ARGV[a + j]
+      end
+      -- A memory saved again under its id (MemorySaved with new content) replaces the old
+      -- one: its old place in the eviction order goes with it.
+      local previous = redis.call('HGET', prefix .. id, 'order_member')
+      if previous and previous ~= member then
+        redis.call('ZREM', KEYS[3], previous)
       end
       redis.call('HSET', prefix .. id, unpack(fields))
       redis.call('ZADD', KEYS[3], 0, member)
@@ -146,12 +164,7 @@ if #removed > 0 then outcome.removed = removed end
 local encoded = cjson.encode(outcome)
 redis.call('HSET', KEYS[2], ARGV[2], encoded)
 
-if ARGV[5] ~= '' then
-  local current = tonumber(redis.call('HGET', KEYS[4], ARGV[5]) or '-1')
-  if tonumber(ARGV[6]) > current then
-    redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
-  end
-end
+record_position()
 
 local evicted = {}
 local bound = tonumber(ARGV[4])

@@ -8,9 +8,18 @@ from contextlib import contextmanager
 import redis
 import redis.asyncio
 
-from memstream.errors import RedisUnavailableError
+from memstream.errors import RedisLoadingError, RedisUnavailableError
 
-__all__ = ["async_redis_client", "is_missing_index", "redis_client", "redis_errors", "text"]
+__all__ = [
+    "COMPACT_AFTER",
+    "async_redis_client",
+    "compact",
+    "compact_async",
+    "is_missing_index",
+    "redis_client",
+    "redis_errors",
+    "text",
+]
 
 _TIMEOUT_S = 5.0
 
@@ -34,12 +43,54 @@ def redis_errors(url: str, doing: str) -> Iterator[None]:
     """
     try:
         yield
+    except redis.BusyLoadingError as exc:
+        raise RedisLoadingError(
+            f"Redis at {_safe(url)} is loading its data after a restart and cannot serve "
+            f"{doing} yet; retry in a few seconds (`memstream status` shows when it is ready; "
+            "docs/operations.md says how to keep restarts short)."
+        ) from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise RedisUnavailableError(
             f"Redis at {_safe(url)} did not answer while {doing}: {str(exc).rstrip('.')}. "
             "Check that it runs "
             "(`memstream status`) and that MEMSTREAM_REDIS_URL points at it."
         ) from exc
+
+
+# After a large delete, Redis's append-only file still holds every write of what was deleted,
+# and a restart replays all of it (docs/operations.md); Redis's own policy rewrites only when
+# the file has doubled, which deletes never make it do. Smaller deletes are not worth a rewrite.
+COMPACT_AFTER = 10_000
+
+
+def compact(client: redis.Redis, deleted: int) -> bool:
+    """After `deleted` keys (or memories) were deleted at once: start a background rewrite of
+    the append-only file if there were at least COMPACT_AFTER and Redis keeps one. False when
+    it did not start one (too few, no file, or a rewrite is running already)."""
+    if deleted < COMPACT_AFTER or client.config_get("appendonly").get("appendonly") != "yes":
+        return False
+    try:
+        client.bgrewriteaof()
+    except redis.ResponseError as exc:
+        if "in progress" not in str(exc):
+            raise
+        return False
+    return True
+
+
+async def compact_async(client: redis.asyncio.Redis, deleted: int) -> bool:
+    """`compact` on an asyncio client."""
+    if deleted < COMPACT_AFTER:
+        return False
+    if (await client.config_get("appendonly")).get("appendonly") != "yes":
+        return False
+    try:
+        await client.bgrewriteaof()
+    except redis.ResponseError as exc:
+        if "in progress" not in str(exc):
+            raise
+        return False
+    return True
 
 
 def is_missing_index(exc: redis.ResponseError) -> bool:

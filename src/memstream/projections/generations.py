@@ -17,7 +17,7 @@ import redis.asyncio
 from redis.commands.core import AsyncScript
 
 from memstream.memory.ports import SwapResult
-from memstream.projections.connection import is_missing_index, redis_errors
+from memstream.projections.connection import compact_async, is_missing_index, redis_errors
 from memstream.projections.schema import Keyspace
 
 __all__ = ["RedisGenerations"]
@@ -82,10 +82,12 @@ class RedisGenerations:
                 if not is_missing_index(exc):
                     raise
             batch: list[bytes] = []
+            deleted = 0
             async for key in self._client.scan_iter(match=f"{keys.generation_prefix}*", count=1000):
                 batch.append(key)
                 if len(batch) >= 1000:
-                    await self._client.unlink(*batch)
+                    deleted += await self._client.unlink(*batch)
                     batch = []
             if batch:
-                await self._client.unlink(*batch)
+                deleted += await self._client.unlink(*batch)
+            await compact_async(self._client, deleted)

@@ -1,4 +1,5 @@
-"""Reading a tenant's memories out of the projection whole (for consolidation and stores)."""
+"""Reading a tenant's memories out of the projection: whole (for consolidation and stores), one
+by id, and which ids are tombstoned (for the HTTP API)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,15 @@ class ProjectionReader:
                 pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
             rows = pipe.execute()
         return [_memory(row) if row[0] is not None else None for row in rows]
+
+    def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
+        """Which of `memory_ids` are tombstoned in the live generation (never written again)."""
+        if not memory_ids:
+            return set()
+        keys = self._status.live()
+        with redis_errors(self._url, "reading tombstones"):
+            flags = self._client.smismember(keys.forgotten(tenant), list(memory_ids))
+        return {memory_id for memory_id, flag in zip(memory_ids, flags, strict=True) if flag}
 
 
 def _memory(row: Sequence[bytes | None]) -> Memory:

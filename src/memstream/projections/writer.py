@@ -27,7 +27,7 @@ from memstream.memory.embeddings import Vectors
 from memstream.memory.events import REGISTRY, MemoriesConsolidated, MemoryEvent, MemoryForgotten
 from memstream.memory.model import Memory
 from memstream.memory.ports import AppliedOutcome, Embedded
-from memstream.projections.connection import redis_errors, text
+from memstream.projections.connection import compact_async, redis_errors, text
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.schema import Fields, Keyspace, memory_index_schema, to_hash
 
@@ -36,12 +36,15 @@ __all__ = ["RedisProjectionWriter", "outcome_of"]
 _APPLY_ONCE = files("memstream.projections").joinpath("apply_once.lua").read_text()
 
 # KEYS: the live-generation pointer, the positions hash. ARGV[1]: the generation to check
-# ("": none), then field/offset pairs. Only moves positions forward, never into a retired
-# generation.
+# ("": none), then field/offset/held triples. Only moves positions forward, never into a
+# retired generation, and only where the position shows Redis holds offset `held` (the last
+# event the caller applied there): a Redis that restarted on older data between the apply and
+# this call must stay behind, so that healing sees the gap.
 _ADVANCE = """
 if ARGV[1] ~= '' and (redis.call('GET', KEYS[1]) or '1') ~= ARGV[1] then return 0 end
-for i = 2, #ARGV, 2 do
-  if tonumber(ARGV[i + 1]) > tonumber(redis.call('HGET', KEYS[2], ARGV[i]) or '-1') then
+for i = 2, #ARGV, 3 do
+  local current = tonumber(redis.call('HGET', KEYS[2], ARGV[i]) or '-1')
+  if tonumber(ARGV[i + 1]) > current and current >= tonumber(ARGV[i + 2]) then
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   end
 end
@@ -147,21 +150,39 @@ class RedisProjectionWriter:
                 outcomes.append(outcome_of(item.event, reply))
                 done += 1
             pending = pending[done:]
+        # A large forget: a restart should not replay every write of what was forgotten.
+        removed = sum(len(o.removed) for o in outcomes if o.applied_now)
+        with redis_errors(self._url, "rewriting the append-only file"):
+            await compact_async(self._client, removed)
         return outcomes
 
-    async def advance(self, positions: Mapping[str, int], *, into: int | None = None) -> None:
-        """Record offsets taken into account without applying anything new (duplicates, dead
-        letters, other tenants' events in a one-tenant rebuild), so positions and lag stay
-        exact. Like `apply`, it writes the live generation unless told `into`."""
+    async def advance(
+        self,
+        positions: Mapping[str, int],
+        *,
+        into: int | None = None,
+        held: Mapping[str, int] | None = None,
+    ) -> None:
+        """Record offsets taken into account without applying anything (dead letters, other
+        tenants' events in a one-tenant rebuild), so positions and lag stay exact. Where
+        `held` names a partition's last applied offset, the position moves only if it shows
+        Redis still holds that one. Like `apply`, it writes the live generation unless told
+        `into`."""
         if not positions:
             return
         generation = into if into is not None else await self._generations.live()
         keys = self._keys.at(generation)
         args: list[str | int] = ["" if into is not None else generation]
         for name, offset in positions.items():
-            args += [name, offset]
+            args += [name, offset, (held or {}).get(name, -1)]
         with redis_errors(self._url, "recording positions"):
             await self._advance(keys=[keys.generation_key, keys.positions], args=args)
+
+    async def positions(self) -> dict[str, int]:
+        keys = self._keys.at(await self._generations.live())
+        with redis_errors(self._url, "reading positions"):
+            raw = await self._client.hgetall(keys.positions)
+        return {text(field): int(text(offset)) for field, offset in raw.items()}
 
     async def known_vectors(self, memories: Sequence[Memory]) -> list[Vectors | None]:
         """The vectors the live generation already holds for `memories`: only where the stored

@@ -97,7 +97,7 @@ class Projector:
     async def start(self) -> None:
         model, dims = self._embedder.model_id, self._embedder.dims
         into = self._into
-        await self._retrying(
+        await self.retrying(
             "preparing the index",
             lambda: (
                 self._writer.ensure_live_index(model, dims)
@@ -107,15 +107,22 @@ class Projector:
         )
 
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
-        outcomes = await self._project(messages)
-        # Positions move over every message taken into account, applied or not.
+        outcomes, held = await self._project(messages)
+        # Positions move over every message taken into account, dead letters too; applying
+        # moved them over the events, and the move over the rest is made only where Redis
+        # still holds the last event applied (it may have restarted on older data meanwhile).
         last = {m.position.field: m.offset for m in messages}
-        await self._retrying(
-            "recording positions", lambda: self._writer.advance(last, into=self._into)
+        await self.retrying(
+            "recording positions",
+            lambda: self._writer.advance(last, into=self._into, held=held),
         )
         return outcomes
 
-    async def _project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+    async def _project(
+        self, messages: Sequence[RawMessage]
+    ) -> tuple[list[AppliedOutcome], dict[str, int]]:
+        """Apply the good events; their outcomes, and the last offset of each partition an
+        event was applied (or found applied) at."""
         ready = []
         for message in messages:
             try:
@@ -137,14 +144,14 @@ class Projector:
                 continue
             ready.append((event, memories, message.position))
         if not ready:
-            return []
+            return [], {}
         flat = [memory for _, memories, _ in ready for memory in memories]
-        vectors = await self._retrying("embedding", lambda: self._embed(flat))
+        vectors = await self.retrying("embedding", lambda: self._embed(flat))
         batch, row = [], 0
         for event, memories, position in ready:
             batch.append(Embedded(event, memories, vectors[row : row + len(memories)], position))
             row += len(memories)
-        outcomes = await self._retrying(
+        outcomes = await self.retrying(
             "applying to Redis", lambda: self._writer.apply(batch, into=self._into)
         )
         if self._monitor is not None:
@@ -152,7 +159,7 @@ class Projector:
             for outcome in outcomes:
                 for notice in notices_of(outcome, at):
                     self._monitor.announce(notice)
-        return outcomes
+        return outcomes, {position.field: position.offset for _, _, position in ready}
 
     def _context(self, message: RawMessage) -> DecodeContext:
         return DecodeContext(
@@ -180,7 +187,8 @@ class Projector:
             vectors[missing] = await asyncio.to_thread(self._embedder.embed_documents, texts)
         return vectors
 
-    async def _retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """`attempt()`, again with backoff for as long as Redis or the embedder is down."""
         delay = self._first_retry_s
         while True:
             try:

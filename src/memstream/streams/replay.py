@@ -38,7 +38,7 @@ from memstream.streams.topics import Topics, topic_partitions
 
 __all__ = ["CountedDeadLetters", "Progress", "Rebuilt", "Replayer"]
 
-_BATCH = 256
+_BATCH = 512
 _MAX_SWAP_TRIES = 20
 
 
@@ -211,20 +211,27 @@ class Replayer:
                 total = sum(ends.values())
                 while not await _reached(consumer, ends):
                     batches = await consumer.getmany(timeout_ms=500, max_records=_BATCH)
+                    # Every partition's records in one projection: one embedding call, one
+                    # pipeline to Redis (per-partition order is kept; partitions are independent).
+                    messages = [
+                        RawMessage.of(r)
+                        for records in batches.values()
+                        for r in records
+                        if key is None or r.key == key
+                    ]
+                    outcomes = await projector.project(messages)
+                    applied += sum(o.applied_now for o in outcomes)
+                    for message in messages:
+                        last_events[message.position.field] = message.offset
+                    skipped = {}  # other tenants' events: positions still move over them
                     for tp, records in batches.items():
-                        messages = [
-                            RawMessage.of(r) for r in records if key is None or r.key == key
-                        ]
-                        outcomes = await projector.project(messages)
-                        applied += sum(o.applied_now for o in outcomes)
-                        for message in messages:
-                            last_events[message.position.field] = message.offset
-                        if len(messages) < len(records):  # other tenants' events were skipped
-                            last = Position(tp.topic, tp.partition, records[-1].offset)
-                            await writer.advance({last.field: last.offset}, into=target)
                         read += len(records)
                         if records:
-                            read_to[f"{tp.topic}/{tp.partition}"] = records[-1].offset
+                            last = Position(tp.topic, tp.partition, records[-1].offset)
+                            read_to[last.field] = last.offset
+                            if key is not None:
+                                skipped[last.field] = last.offset
+                    await writer.advance(skipped, into=target)
                     progress(Progress(read, total, time.monotonic() - started))
                 unusable.check(read, allowed=allow_dead_letters)
                 if not swap:

@@ -5,34 +5,38 @@ What is the worker?
     that runs the consolidation job (streams.consolidation) for windows that have closed. Each agent
     instance owns some of the topic's partitions, and since the topic is keyed by tenant, all
     events of a tenant arrive at one instance, in the order they were written. The agent is a
-    thin loop: it buffers up to BATCH_SIZE messages (or BATCH_WITHIN_S seconds' worth),
+    thin loop: it takes what is queued, up to BATCH_SIZE messages (`ready_batches`: at once
+    when nothing else is queued, so a lone event does not wait; a backlog makes big batches),
     hands them to the Projector, and only then lets Faust acknowledge them. A crash before
     that means redelivery, which apply-once in Redis turns into a no-op.
+
+Every batch goes through the Healer (streams.heal), which first reads again whatever Redis lost
+of the worker's partitions (its recorded positions behind what was consumed or committed); a
+second timer runs the same check once a second, for partitions with nothing new to read.
 
 Messages are read raw (bytes): decoding is the projector's job, so that a malformed message
 becomes a dead letter instead of a crashed stream.
 
-Processing guarantee: exactly_once. `run_worker` runs the app under faust.Worker, the only
-way Faust turns it on (a bare `app.start()` leaves `in_worker` false and silently falls back
-to at-least-once). Each assigned partition then gets a transactional producer, and consumer
-offsets are committed inside Kafka transactions (works on Kafka 4.1 with aiokafka 0.14). The
-Redis projection cannot join a Kafka transaction; what makes it exactly-once is apply-once
-(markers and writes in one Lua script), which turns every redelivery after a crash into a
-no-op. Dead letters and monitoring events go through the app's plain idempotent producer:
-Faust picks a transactional producer by the *destination* partition, which only works for
-topics co-partitioned with the source, and those topics are not. They are awaited before the
-batch is acknowledged, so they are at-least-once. See docs/streams.md.
+Processing guarantee: at-least-once, made exactly-once where it matters by apply-once: the
+markers and the writes of an event commit in one Lua script in Redis, so every redelivery
+after a crash or a rebalance is a no-op, and every event the worker itself writes (summaries,
+notices) carries a deterministic id. Faust's `exactly_once` (Kafka transactions) was measured
+and dropped: it added nothing apply-once does not give, and a peer joining stalled the whole
+group for minutes or crashed a worker at rebalances (`ProducerFenced`, `Invalid state
+transition IN_TRANSACTION -> IN_TRANSACTION`). Dead letters and monitoring events are awaited
+before the batch is acknowledged, so they are at-least-once. See docs/streams.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import faust
+from faust.types import EventT
 
 from memstream.config import Settings
 from memstream.errors import EventDecodeError
@@ -44,8 +48,9 @@ from memstream.memory.monitoring import (
     encode_monitoring,
     monitoring_key,
 )
-from memstream.memory.ports import MemoryReader, ProjectionWriter
+from memstream.memory.ports import MemoryReader, Position, ProjectionWriter
 from memstream.streams.consolidation import ConsolidationJob, encoded
+from memstream.streams.heal import Healer, KafkaLog
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics
 
@@ -55,6 +60,9 @@ log = logging.getLogger(__name__)
 
 BATCH_SIZE = 128
 BATCH_WITHIN_S = 0.02
+# How often the worker compares Redis's positions with what it consumed (streams.heal): the
+# longest a Redis that lost writes under an idle worker stays behind.
+_HEAL_CHECK_S = 1.0
 
 
 class _Monitoring:
@@ -133,8 +141,9 @@ def build_app(
         broker_session_timeout=settings.worker_session_timeout_s,
         broker_heartbeat_interval=settings.worker_session_timeout_s / 5,
         producer_acks=-1,
-        # Only takes effect under faust.Worker (run_app); see the module's docstring.
-        processing_guarantee="exactly_once",
+        # Not exactly_once: Kafka transactions stalled or crashed workers at rebalances, and
+        # apply-once already makes every redelivery a no-op (module docstring, docs/streams.md).
+        processing_guarantee="at_least_once",
         autodiscover=False,
     )
     raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
@@ -147,6 +156,18 @@ def build_app(
         default_importance=settings.default_importance,
         monitor=monitoring,
     )
+    # The group id Faust commits under is the app's id.
+    healer = Healer(projector, writer, KafkaLog(settings.bootstrap_servers, app.conf.id))
+
+    # Faust's signals call receivers with (sender, the partitions, signal=...).
+    @app.on_partitions_assigned.connect
+    def assigned(sender: Any, /, *partitions: Any, signal: Any, **_: Any) -> None:
+        healer.assigned(_positions(partitions[0]))
+
+    @app.on_partitions_revoked.connect
+    def revoked(sender: Any, /, *partitions: Any, signal: Any, **_: Any) -> None:
+        healer.revoked(_positions(partitions[0]))
+
     consolidation = ConsolidationJob(
         reader=reader,
         client=summarizer,
@@ -159,9 +180,7 @@ def build_app(
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
         await projector.start()
-        # take_events is faust-streaming's; its StreamT protocol does not declare it.
-        batches = stream.take_events(BATCH_SIZE, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
-        async for events in batches:
+        async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
             messages = [
                 RawMessage(
                     topic=e.message.topic,
@@ -173,7 +192,7 @@ def build_app(
                 )
                 for e in events
             ]
-            outcomes = await projector.project(messages)
+            outcomes = await healer.project(messages)
             await monitoring.drained()
             consolidation.observe(outcomes)
             log.info(
@@ -187,9 +206,79 @@ def build_app(
         await consolidation.run_due()
         await monitoring.drained()
 
+    @app.timer(interval=_HEAL_CHECK_S)  # type: ignore[untyped-decorator]
+    async def heal() -> None:
+        await healer.check()
+
     return app
 
 
+async def ready_batches(
+    stream: faust.StreamT[bytes], max_: int, within: float
+) -> AsyncIterator[list[EventT[bytes]]]:
+    """Batches of the stream's events: Faust's `take_events`, except that a batch is handed
+    over as soon as nothing else is queued, instead of waiting `within` for company.
+
+    At light load an event is projected at once; under a backlog the queue refills while a
+    batch is projected, so the next batch fills up to `max_` (the embedder and Redis get big
+    batches exactly when there is a backlog). `within` still bounds the wait while more events
+    are arriving. Acks follow take_events: a batch's events are acknowledged when the consumer
+    asks for the next batch, i.e. after it has been projected.
+    """
+    # This drives faust-streaming 0.15's Stream internals as take_events does
+    # (add_processor, _enable_passive, wait_for_stopped, ack); they are not in StreamT.
+    faust_stream: Any = stream
+    queue = faust_stream.channel.queue
+    events: list[EventT[bytes]] = []
+    flush = asyncio.Event()
+    consumed = asyncio.Event()
+    consuming: asyncio.Future[None] | None = None
+
+    async def add(value: bytes) -> bytes:
+        nonlocal consuming
+        if consuming is not None:  # the batch is being projected: hold this one back
+            await consuming
+            consuming = None
+        event = faust_stream.current_event
+        if event is None:
+            raise RuntimeError("a stream event without current_event")
+        events.append(event)
+        if len(events) >= max_ or queue.empty():
+            flush.set()
+        if len(events) >= max_:
+            consumed.clear()
+            await faust_stream.wait(consumed)  # never more than max_ in one batch
+        return value
+
+    acks = faust_stream.enable_acks
+    faust_stream.enable_acks = False  # acked below, after the batch is projected
+    faust_stream.add_processor(add)
+    faust_stream._enable_passive(aiter(faust_stream.channel))
+    try:
+        while not faust_stream.should_stop:
+            await faust_stream.wait_for_stopped(flush, timeout=within)
+            if not events:
+                continue
+            consuming = asyncio.get_running_loop().create_future()
+            try:
+                yield list(events)
+            finally:
+                for event in events:
+                    await faust_stream.ack(event)
+                events.clear()
+                if not consuming.done():
+                    consuming.set_result(None)
+                flush.clear()
+                consumed.set()
+    finally:
+        faust_stream.enable_acks = acks
+        faust_stream._processors.remove(add)
+
+
+def _positions(partitions: set[faust.types.TP]) -> list[Position]:
+    return [Position(tp.topic, tp.partition, -1) for tp in partitions]
+
+
 def run_app(app: faust.App, *, loglevel: str = "info") -> None:
-    """Run the worker's app until SIGINT or SIGTERM, under faust.Worker (exactly_once)."""
+    """Run the worker's app until SIGINT or SIGTERM, under faust.Worker."""
     faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

@@ -1,0 +1,219 @@
+"""`bench load`: many agent threads recording through the memory middleware at once, against
+the real stack and one worker; then an audit that nothing was lost or doubled.
+
+How: a worker projects a fresh namespace. N threads each run an agent on a scripted model
+(no LLM) with the memory middleware recording every turn (`TurnCompleted`, sent in the
+background by the agent side's publisher), each turn a new thread of one of the tenants, for
+a bounded time and a bounded number of turns. Each thread interleaves a turn of the same agent
+without memory, so the raw baseline (the turn without the hook) is measured under the very
+same load. A sampler reads the worker's lag (log end offsets - the projection's positions)
+twice a second, and goes on after the threads stop until the worker has caught up.
+
+Figures: turns/s accepted (turns with memory that completed, per second of wall clock), the
+turn's p50/p99 with and without memory (their difference is what the hook adds under load),
+the lag over time (plotted in the report) and the time to catch up. The audit reads the whole
+memory topic back: every event in the log must be applied exactly once (its marker), and each
+tenant must hold exactly two memories (query, answer) per turn event: `lost` and `doubled`
+must both be 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+
+from aiokafka import AIOKafkaConsumer
+
+from memstream.agent import Agent, RunConfig, ScriptedModel
+from memstream.bench.corpus import turns as corpus_turns
+from memstream.bench.harness import BenchNamespace
+from memstream.bench.report import BenchResult, Comparison
+from memstream.bench.stats import Latency, Progress
+from memstream.config import Settings
+from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
+from memstream.memory.codec import decode_event
+from memstream.memory.embeddings import Embedder
+from memstream.memory.events import TurnCompleted
+from memstream.projections.connection import text
+from memstream.streams.topics import end_offsets
+
+__all__ = ["run_load"]
+
+TARGET = "0 lost, 0 doubled"
+_TENANTS = 100
+_SAMPLE_S = 0.5
+_ANSWER = "Noted: I will keep that in mind for next time."
+
+
+def _lag(ns: BenchNamespace) -> int:
+    topic = ns.topics.memory
+    ends = asyncio.run(end_offsets(ns.settings.bootstrap_servers, topic))
+    positions = ns.status.positions()
+    return sum(max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items())
+
+
+def _log_events(ns: BenchNamespace) -> list[TurnCompleted]:
+    """Every turn event in the memory topic, read back from the start."""
+
+    async def read() -> list[TurnCompleted]:
+        ends = await end_offsets(ns.settings.bootstrap_servers, ns.topics.memory)
+        expected = sum(ends.values())
+        consumer = AIOKafkaConsumer(
+            ns.topics.memory,
+            bootstrap_servers=ns.settings.bootstrap_servers,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        events, read_count = [], 0
+        try:
+            while read_count < expected:
+                batches = await consumer.getmany(timeout_ms=500)
+                for records in batches.values():
+                    read_count += len(records)
+                    for record in records:
+                        event = decode_event(record.value or b"")
+                        if isinstance(event, TurnCompleted):
+                            events.append(event)
+        finally:
+            await consumer.stop()
+        return events
+
+    return asyncio.run(read())
+
+
+def run_load(
+    settings: Settings,
+    embedder: Embedder,
+    *,
+    threads: int = 8,
+    seconds: float = 20.0,
+    turns: int = 300,
+    catch_up_s: float = 300.0,
+) -> BenchResult:
+    started = time.monotonic()
+    progress = Progress("load")
+    with BenchNamespace(settings, "load", embedder) as ns:
+        probe = corpus_turns(1, embedder.model_id, tenants=1)[0]
+        progress.say("starting a worker")
+        ns.start_worker(probe)
+        stores = ns.deployment.stores()
+        ours: list[float] = []
+        raw: list[float] = []
+        lock = threading.Lock()
+        done = Counter[str]()
+
+        def agent_thread(n: int, deadline: float) -> None:
+            memory = SemanticMemoryMiddleware(
+                stores=stores, client=ScriptedModel([]), record=RecordConfig()
+            )
+            plain = Agent(ScriptedModel([_ANSWER] * (turns + 1)))
+            with_memory = Agent(ScriptedModel([_ANSWER] * (turns + 1)), middleware=[memory])
+            mine, base, statuses = [], [], Counter[str]()
+            for i in range(turns):
+                if time.monotonic() > deadline:
+                    break
+                config = RunConfig(f"load-{n}-{i}", f"tenant-{(n * turns + i) % _TENANTS}")
+                question = f"Please remember that thread {n} said {i}."
+                t0 = time.perf_counter()
+                plain.run(question, config)
+                t1 = time.perf_counter()
+                result = with_memory.run(question, config)
+                t2 = time.perf_counter()
+                base.append(t1 - t0)
+                mine.append(t2 - t1)
+                statuses[result.status] += 1
+            with lock:
+                ours.extend(mine)
+                raw.extend(base)
+                done.update(statuses)
+
+        lag_series: list[tuple[float, int]] = []
+        sampling = threading.Event()
+
+        def sampler(t0: float) -> None:
+            while not sampling.is_set():
+                lag_series.append((round(time.monotonic() - t0, 2), _lag(ns)))
+                sampling.wait(_SAMPLE_S)
+
+        progress.say(f"{threads} agent threads for up to {seconds:.0f}s / {turns} turns each")
+        t0 = time.monotonic()
+        watcher = threading.Thread(target=sampler, args=(t0,), daemon=True)
+        watcher.start()
+        workers = [
+            threading.Thread(target=agent_thread, args=(n, t0 + seconds)) for n in range(threads)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        load_s = time.monotonic() - t0
+        drained = stores.publisher.flush(60)
+        progress.say("waiting for the worker to catch up")
+        deadline = time.monotonic() + catch_up_s
+        while _lag(ns) > 0 and time.monotonic() < deadline:
+            time.sleep(_SAMPLE_S)
+        caught_up_s = time.monotonic() - t0
+        sampling.set()
+        watcher.join()
+        lag_series.append((round(time.monotonic() - t0, 2), _lag(ns)))
+
+        progress.say("auditing: the log against the projection")
+        logged = _log_events(ns)
+        keys = ns.status.live()
+        tenants = {e.tenant for e in logged}
+        applied = 0
+        for tenant in tenants:
+            markers = {text(k) for k in ns.redis.hkeys(keys.applied(tenant))}
+            applied += len({e.id for e in logged if e.tenant == tenant} & markers)
+        stored = sum(
+            sum(1 for _ in ns.redis.scan_iter(match=f"{keys.tenant_memory_prefix(t)}*", count=1000))
+            for t in tenants
+        )
+        distinct = {e.id for e in logged}
+        lost = len(distinct) - applied
+        doubled = stored - 2 * applied  # each turn event is two memories: query, answer
+
+    accepted = done["completed"]
+    mine, base = Latency.of_seconds(ours), Latency.of_seconds(raw)
+    figures = {
+        "threads": threads,
+        "tenants": _TENANTS,
+        "load_s": round(load_s, 1),
+        "turns_completed": accepted,
+        "turns_per_s": round(accepted / load_s, 1),
+        "turn_with_memory": {"p50_ms": mine.p50_ms, "p99_ms": mine.p99_ms},
+        "turn_without": {"p50_ms": base.p50_ms, "p99_ms": base.p99_ms},
+        "hook_added_p99_ms": round(mine.p99_ms - base.p99_ms, 4),
+        "publisher_drained": drained,
+        "events_in_log": len(distinct),
+        "lost": lost,
+        "doubled": doubled,
+        "max_lag": max((lag for _, lag in lag_series), default=0),
+        "caught_up_s": round(caught_up_s, 1),
+        "lag_series": lag_series,
+    }
+    return BenchResult(
+        name="load",
+        figures=figures,
+        comparisons=[
+            Comparison(
+                "turn p99 under load", mine.p99_ms, base.p99_ms, "ms", "agent without memory", False
+            ),
+            Comparison(
+                "turn p50 under load", mine.p50_ms, base.p50_ms, "ms", "agent without memory", False
+            ),
+        ],
+        notes=[
+            f"{accepted} turns accepted in {load_s:.1f}s ({figures['turns_per_s']} turns/s) by "
+            f"{threads} threads; the worker's lag peaked at {figures['max_lag']} events and was "
+            f"0 again {caught_up_s:.1f}s after the start",
+            f"audit: {len(distinct)} turn events in the log, {lost} lost, {doubled} doubled "
+            f"(target: {TARGET})",
+        ],
+        seconds=time.monotonic() - started,
+        series={"worker lag (events)": lag_series},
+    )

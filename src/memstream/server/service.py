@@ -1,0 +1,343 @@
+"""The long-term memory operations the HTTP API and the MCP tools share, on AMS's wire models.
+
+Every operation acts for one tenant, decided by `Principal.tenant_for` from the key and what
+the request names, before anything is read or written. Writes go into the log as events
+(`MemorySaved`, `MemoryForgotten`) and are answered once Kafka has acknowledged them: durable,
+recallable a few milliseconds later. With `wait` (seconds) a write is answered only once the
+live projection has applied it (read-your-writes), or fails with ProjectionLagError.
+
+Reads come from the projection: filtered search (`projections.search`), one memory by id,
+and the `semantic-memory` section the middleware would build (`memory.manager`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import anyio
+
+from memstream.errors import (
+    InvalidInputError,
+    LimitExceededError,
+    MemoryIdRetiredError,
+    MemoryNotFoundError,
+    ProjectionLagError,
+)
+from memstream.memory.events import MemoryEvent, MemoryForgotten, check_memory_id
+from memstream.memory.manager import relevant_context
+from memstream.memory.model import Memory
+from memstream.projections.reader import ProjectionReader
+from memstream.projections.search import FilteredSearch, SearchMode, SearchPage
+from memstream.projections.status import ProjectionStatus
+from memstream.server.keys import Principal
+from memstream.server.mapping import Scoping
+from memstream.server.models import (
+    AckResponse,
+    EditMemoryRecordRequest,
+    ForgetRequest,
+    ForgetResponse,
+    MemoryPromptRequest,
+    MemoryPromptResponse,
+    MemoryRecord,
+    MemoryRecordResult,
+    MemoryRecordResults,
+    MemoryTypeEnum,
+    PromptMessage,
+    SearchRequest,
+    TagFilter,
+    TextContent,
+)
+from memstream.streams.publisher import EventPublisher
+
+__all__ = ["MAX_DELETE_IDS", "Limits", "MemoryService"]
+
+_WAIT_POLL_S = 0.01
+MAX_DELETE_IDS = 1000
+_PROMPT_K = 12  # as many memories as the middleware's recall (MemoryManagerConfig.recall_k)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The request limits, each named in the error its breach raises."""
+
+    max_records: int = 100
+    max_query_chars: int = 2_000
+    max_wait_s: float = 30.0
+
+    def records(self, count: int) -> None:
+        if count > self.max_records:
+            raise LimitExceededError(
+                "max_records",
+                f"the request carries {count} memories, more than the {self.max_records} one "
+                "request may carry (MEMSTREAM_SERVER_MAX_RECORDS); send them in batches",
+            )
+        if count == 0:
+            raise InvalidInputError("the request carries no memories; send at least one")
+
+    def query(self, text: str | None, field: str) -> None:
+        if text is not None and len(text) > self.max_query_chars:
+            raise LimitExceededError(
+                "max_query_chars",
+                f"{field} has {len(text)} characters, more than {self.max_query_chars} "
+                "(MEMSTREAM_SERVER_MAX_QUERY_CHARS); shorten it",
+            )
+
+    def wait(self, wait_s: float | None) -> None:
+        if wait_s is not None and not 0 < wait_s <= self.max_wait_s:
+            raise LimitExceededError(
+                "max_wait_s",
+                f"wait_timeout must be more than 0 and at most {self.max_wait_s:g} seconds "
+                f"(MEMSTREAM_SERVER_MAX_WAIT_S); got {wait_s:g}",
+            )
+
+
+class MemoryService:
+    def __init__(
+        self,
+        *,
+        publisher: EventPublisher,
+        search: FilteredSearch,
+        reader: ProjectionReader,
+        status: ProjectionStatus,
+        scoping: Scoping,
+        limits: Limits,
+        embedding_model: str,
+    ) -> None:
+        self._publisher = publisher
+        self._search = search
+        self._reader = reader
+        self._status = status
+        self.scoping = scoping
+        self.limits = limits
+        self._embedding_model = embedding_model
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def create(
+        self, principal: Principal, records: Sequence[MemoryRecord], *, wait: float | None
+    ) -> AckResponse:
+        self.limits.records(len(records))
+        self.limits.wait(wait)
+        named = [self.scoping.tenant_named(record) for record in records]
+        tenant = principal.tenant_for(named, self.scoping.tenant_field)
+        events = [self.scoping.saved(r, tenant, self._embedding_model) for r in records]
+        # One id twice in a request is two saves of it, applied in order: the last one stays.
+        ids = sorted({event.memory_id for event in events})
+        # One SMISMEMBER: cheaper on the event loop than a thread hop.
+        retired = self._reader.forgotten(tenant, ids)
+        if retired:
+            raise MemoryIdRetiredError(
+                f"{len(retired)} memory id(s) of this request were deleted before "
+                f"({', '.join(sorted(retired)[:5])}); a deleted id is never used again, so "
+                "nothing was written: give those memories new ids"
+            )
+        await self._write(events, wait)
+        return AckResponse(status="ok")
+
+    async def edit(
+        self,
+        principal: Principal,
+        memory_id: str,
+        changes: EditMemoryRecordRequest,
+        *,
+        named: str | None,
+        wait: float | None,
+    ) -> MemoryRecord:
+        """Change some fields of a stored memory: one MemorySaved of the whole new memory
+        under the same id (its time stays; a pinned memory's importance follows `pinned`)."""
+        self.limits.wait(wait)
+        field = self.scoping.tenant_field
+        updates = changes.model_dump(exclude_unset=True)
+        tenant = principal.tenant_for([named, updates.pop(field, None)], field)
+        check_memory_id(memory_id)
+        (memory,) = await anyio.to_thread.run_sync(self._reader.memories_by_id, tenant, [memory_id])
+        if memory is None:
+            raise MemoryNotFoundError(f"no memory with id {memory_id!r} in this tenant")
+        current = self.scoping.record(memory)
+        if "pinned" in updates and "importance" not in updates:
+            current.pop("importance")
+        record = MemoryRecord.model_validate({**current, **updates})
+        await self._write(
+            [self.scoping.saved(record, tenant, self._embedding_model, edited=memory)], wait
+        )
+        return record
+
+    async def delete(
+        self,
+        principal: Principal,
+        memory_ids: Sequence[str],
+        *,
+        named: str | None,
+        wait: float | None,
+    ) -> AckResponse:
+        self.limits.wait(wait)
+        tenant = principal.tenant_for([named], self.scoping.tenant_field)
+        if not 1 <= len(memory_ids) <= MAX_DELETE_IDS:
+            raise InvalidInputError(
+                f"name 1 to {MAX_DELETE_IDS} memories to delete: memory_ids=ID (repeatable)"
+            )
+        for memory_id in memory_ids:
+            check_memory_id(memory_id)
+        present = await anyio.to_thread.run_sync(self._present, tenant, memory_ids)
+        await self._write([_forget(tenant, memory_ids)], wait)
+        return AckResponse(status=f"ok, deleted {present} memories")
+
+    async def forget(
+        self,
+        principal: Principal,
+        request: ForgetRequest,
+        *,
+        named: str | None,
+        other: str | None,
+        session_id: str | None,
+        limit: int,
+        dry_run: bool,
+        wait: float | None,
+    ) -> ForgetResponse:
+        self.limits.wait(wait)
+        tenant = principal.tenant_for([named], self.scoping.tenant_field)
+        memories = await anyio.to_thread.run_sync(self._reader.memories, tenant)
+        if session_id is not None:
+            memories = [m for m in memories if m.thread == session_id]
+        if other is not None:
+            other_field = self.scoping.other_field
+            memories = [m for m in memories if self.scoping.record(m)[other_field] == other]
+        scanned = memories[:limit]
+        chosen = _chosen(scanned, request, datetime.now(UTC), self.scoping)
+        if chosen and not dry_run:
+            await self._write([_forget(tenant, chosen)], wait)
+        return ForgetResponse(
+            scanned=len(scanned), deleted=len(chosen), deleted_ids=chosen, dry_run=dry_run
+        )
+
+    async def _write(self, events: Sequence[MemoryEvent], wait: float | None) -> None:
+        await self._publisher.publish(events)
+        if wait is None:
+            return
+        deadline = time.monotonic() + wait
+        pending = list(events)
+        while True:
+            pending = await anyio.to_thread.run_sync(self._status.unapplied, pending)
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                raise ProjectionLagError(
+                    f"{len(pending)} of {len(events)} event(s) were durable in the log but not "
+                    f"recallable within {wait:g}s; is a worker running? They will be applied; "
+                    "search again shortly, or wait longer"
+                )
+            await anyio.sleep(_WAIT_POLL_S)
+
+    def _present(self, tenant: str, memory_ids: Sequence[str]) -> int:
+        return sum(m is not None for m in self._reader.memories_by_id(tenant, memory_ids))
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, principal: Principal, memory_id: str, *, named: str | None) -> MemoryRecord:
+        tenant = principal.tenant_for([named], self.scoping.tenant_field)
+        check_memory_id(memory_id)
+        (memory,) = self._reader.memories_by_id(tenant, [memory_id])
+        if memory is None:
+            raise MemoryNotFoundError(f"no memory with id {memory_id!r} in this tenant")
+        return MemoryRecord.model_validate(self.scoping.record(memory))
+
+    def search(self, principal: Principal, request: SearchRequest) -> MemoryRecordResults:
+        return self._results(self._page(principal, request), request)
+
+    def prompt(self, principal: Principal, request: MemoryPromptRequest) -> MemoryPromptResponse:
+        """The `semantic-memory` section the middleware would show for `query` (the same
+        selection and layout, within `max_recall_tokens`), as AMS's prompt messages."""
+        self.limits.query(request.query, "query")
+        if isinstance(request.long_term_search, SearchRequest):
+            search = request.long_term_search.model_copy(update={"text": request.query})
+        else:
+            # AMS's `true` (or no search at all) recalls as the middleware does, tenant-wide.
+            search = SearchRequest(text=request.query, limit=_PROMPT_K)
+        field = self.scoping.tenant_field
+        session_tenant = getattr(request.session, field) if request.session else None
+        if session_tenant is not None and getattr(search, field) is None:
+            search = search.model_copy(update={field: TagFilter(eq=session_tenant)})
+        page = self._page(principal, search)
+        section = relevant_context(page.hits, request.max_recall_tokens * 4)
+        text = section or "No relevant long-term memories found."
+        messages = [
+            PromptMessage(role="system", content=TextContent(text=f"## semantic-memory\n{text}")),
+            PromptMessage(role="user", content=TextContent(text=request.query)),
+        ]
+        found = self._results(page, search).memories
+        return MemoryPromptResponse(messages=messages, long_term_memories=found or None)
+
+    def _page(self, principal: Principal, request: SearchRequest) -> SearchPage:
+        self.limits.query(request.text, "text")
+        field = self.scoping.tenant_field
+        named, excluded = self.scoping.tenants_filtered(getattr(request, field))
+        tenant = principal.tenant_for(named, field)
+        plan = self.scoping.plan(tenant, request)
+        if plan.impossible or tenant in excluded:
+            return SearchPage((), 0)
+        return self._search.search(
+            plan.where,
+            request.text or "",
+            mode=SearchMode(request.search_mode.value),
+            limit=request.limit,
+            offset=request.offset,
+            max_distance=request.distance_threshold,
+            keep=plan.keep,
+        )
+
+    def _results(self, page: SearchPage, request: SearchRequest) -> MemoryRecordResults:
+        results = [
+            MemoryRecordResult.model_validate(
+                {
+                    **self.scoping.record(hit.memory),
+                    "dist": 1.0 - hit.score,
+                    "score": hit.score,
+                    "score_type": request.search_mode,
+                }
+            )
+            for hit in page.hits
+        ]
+        end = request.offset + request.limit
+        return MemoryRecordResults(
+            memories=results, total=page.total, next_offset=end if end < page.total else None
+        )
+
+
+def _forget(tenant: str, memory_ids: Sequence[str]) -> MemoryForgotten:
+    return MemoryForgotten(
+        tenant=tenant,
+        request_id=uuid.uuid4().hex,
+        requested_at=datetime.now(UTC),
+        memory_ids=tuple(memory_ids),
+    )
+
+
+def _chosen(
+    memories: Sequence[Memory], request: ForgetRequest, now: datetime, scoping: Scoping
+) -> list[str]:
+    """The ids a forget policy selects (AMS's rules, on memstream's timestamps): past the age
+    limit, or beyond the newest `budget`; pinned ones and `pinned_ids` never."""
+    policy = request.policy
+    pinned = set(request.pinned_ids or ())
+    allow = set(policy.memory_type_allowlist or MemoryTypeEnum)
+    eligible = [
+        m
+        for m in memories
+        if m.id not in pinned
+        and not scoping.record(m)["pinned"]
+        and scoping.record(m)["memory_type"] in allow
+    ]
+    ages = [d for d in (policy.max_age_days, policy.max_inactive_days) if d is not None]
+    chosen: set[str] = set()
+    if ages:
+        cutoff = now - timedelta(days=min(ages))
+        chosen.update(m.id for m in eligible if m.timestamp < cutoff)
+    if policy.budget is not None:
+        kept = [m for m in eligible if m.id not in chosen]
+        newest_first = sorted(kept, key=lambda m: (m.timestamp, m.id), reverse=True)
+        chosen.update(m.id for m in newest_first[policy.budget :])
+    return sorted(chosen)

@@ -1,0 +1,192 @@
+"""Healing: the live projection catches up by itself when Redis lost writes it had acknowledged.
+
+The worker commits a batch's offsets to Kafka once the batch is applied to Redis, and Redis
+keeps its data in an append-only file fsynced every second. A Redis crash (or a restore from
+an older copy) can therefore lose writes whose offsets Kafka already holds as committed, and
+the consumer would never read those events again. The projection records, in the same Lua
+script as the memories, the last offset of each partition it has taken into account, so the
+loss is visible: Redis's position is behind what the worker knows was consumed.
+
+`Healer` wraps the worker's Projector and compares the two:
+- before each batch, Redis's position of each partition in the batch with the batch's first
+  offset (the batch after an assignment starts at Kafka's committed offset);
+- after an assignment, and then every `check()` (the worker's timer, about once a second),
+  Redis's position with the committed offset of each assigned partition, and with the last
+  offset this worker projected — which catches a Redis that restarted under a running worker
+  while its partitions are idle.
+Where Redis is behind, it reads the missing offsets again from Kafka with a group-less
+consumer and projects them before going on. Apply-once makes the overlap harmless: an event
+Redis did keep is a no-op. Nothing is replayed beyond the gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from typing import Protocol
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+from memstream.errors import InfrastructureError, KafkaUnavailableError
+from memstream.memory.ports import AppliedOutcome, Position, ProjectionWriter
+from memstream.streams.projector import Projector, RawMessage
+
+__all__ = ["Healer", "KafkaLog", "LogSource"]
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 256
+
+
+class LogSource(Protocol):
+    """Where a healer reads the log again, and what the consumer group has committed."""
+
+    async def committed(self, partitions: Collection[Position]) -> dict[str, int]:
+        """The last consumed offset (committed - 1) of each partition that has one."""
+        ...
+
+    def read(
+        self, topic: str, partition: int, first: int, last: int
+    ) -> AsyncIterator[list[RawMessage]]:
+        """The messages at offsets `first`..`last` (inclusive) of one partition, in chunks."""
+        ...
+
+
+class KafkaLog:
+    """The memory topic read again by a group-less consumer; the worker group's commits."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        self._bootstrap = bootstrap
+        self._group = group
+
+    async def committed(self, partitions: Collection[Position]) -> dict[str, int]:
+        wanted = [TopicPartition(p.topic, p.partition) for p in partitions]
+        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=10_000)
+        try:
+            await admin.start()
+            offsets = await admin.list_consumer_group_offsets(self._group, partitions=wanted)
+        except KafkaError as exc:
+            raise self._unavailable("read the group's committed offsets", exc) from exc
+        finally:
+            await admin.close()
+        return {
+            f"{tp.topic}/{tp.partition}": meta.offset - 1
+            for tp, meta in offsets.items()
+            if meta.offset > 0
+        }
+
+    async def read(
+        self, topic: str, partition: int, first: int, last: int
+    ) -> AsyncIterator[list[RawMessage]]:
+        tp = TopicPartition(topic, partition)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",  # the gap's start may be gone: read what is left
+        )
+        try:
+            await consumer.start()
+            consumer.assign([tp])
+            consumer.seek(tp, first)
+            end = min(last + 1, (await consumer.end_offsets([tp]))[tp])
+            while await consumer.position(tp) < end:
+                records = (await consumer.getmany(tp, timeout_ms=500, max_records=_CHUNK)).get(
+                    tp, []
+                )
+                chunk = [RawMessage.of(r) for r in records if r.offset <= last]
+                if chunk:
+                    yield chunk
+        except KafkaError as exc:
+            raise self._unavailable(f"read {topic}/{partition} again", exc) from exc
+        finally:
+            await consumer.stop()
+
+    def _unavailable(self, doing: str, exc: KafkaError) -> KafkaUnavailableError:
+        return KafkaUnavailableError(
+            f"could not {doing} on Kafka at {self._bootstrap}: {exc!r}; the worker retries. "
+            "Check that the broker runs (`memstream status`)."
+        )
+
+
+class Healer:
+    """The live worker's projector, with Redis's positions kept in step with the log."""
+
+    def __init__(self, projector: Projector, writer: ProjectionWriter, source: LogSource) -> None:
+        self._projector = projector
+        self._writer = writer
+        self._source = source
+        self._lock = asyncio.Lock()  # the stream's batches and the timer's checks take turns
+        self._consumed: dict[str, int] = {}  # partition -> last offset this worker consumed
+        self._unchecked: dict[str, Position] = {}  # assigned, committed offset not read yet
+
+    def assigned(self, partitions: Collection[Position]) -> None:
+        """Partitions the group gave this worker: compare them with their committed offsets."""
+        for position in partitions:
+            self._unchecked[position.field] = position
+
+    def revoked(self, partitions: Collection[Position]) -> None:
+        """Partitions taken away: their new owner checks them."""
+        for position in partitions:
+            self._consumed.pop(position.field, None)
+            self._unchecked.pop(position.field, None)
+
+    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        """Project a batch of the stream, after whatever Redis lost before it."""
+        async with self._lock:
+            first: dict[str, RawMessage] = {}
+            for message in messages:
+                first.setdefault(message.position.field, message)
+            gaps = {f: m.offset - 1 for f, m in first.items()}
+            await self._projector.retrying("healing the projection", lambda: self._fill(gaps))
+            outcomes = await self._projector.project(messages)
+            for message in messages:
+                field = message.position.field
+                self._consumed[field] = max(self._consumed.get(field, -1), message.offset)
+            return outcomes
+
+    async def check(self) -> None:
+        """Heal every partition this worker holds where Redis is behind (the timer's job)."""
+        async with self._lock:
+            try:
+                if self._unchecked:
+                    unchecked = dict(self._unchecked)
+                    committed = await self._source.committed(unchecked.values())
+                    for field, offset in committed.items():
+                        if field in unchecked:
+                            self._consumed[field] = max(self._consumed.get(field, -1), offset)
+                    for field in unchecked:
+                        self._unchecked.pop(field, None)
+                await self._fill(dict(self._consumed))
+            except InfrastructureError as exc:  # the next tick tries again
+                log.warning("checking the projection against the log failed: %s", exc)
+
+    async def _fill(self, upto: Mapping[str, int]) -> None:
+        """Read again and project every offset Redis lacks up to `upto` (per partition)."""
+        if not upto:
+            return
+        positions = await self._writer.positions()
+        for field, last in upto.items():
+            have = positions.get(field, -1)
+            if have >= last:
+                continue
+            topic, _, partition = field.rpartition("/")
+            log.warning(
+                "the projection of %s is at offset %d but %d was consumed (Redis lost "
+                "writes): reading %d..%d again",
+                field,
+                have,
+                last,
+                have + 1,
+                last,
+            )
+            held = have
+            async for chunk in self._source.read(topic, int(partition), have + 1, last):
+                await self._projector.project(chunk)
+                held = chunk[-1].offset
+            # Offsets without a message (transaction markers, a deleted log start) count too,
+            # if Redis still holds what was just read again.
+            await self._writer.advance({field: last}, held={field: held})

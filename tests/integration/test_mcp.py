@@ -1,0 +1,155 @@
+"""The official MCP client against memstream's MCP tools: `memstream mcp --tenant T` over stdio,
+and the same tools over streamable HTTP at `/mcp` of `memstream serve`, on the real stack."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from .helpers import DEADLINE_S
+from .serving import create_key
+
+pytestmark = pytest.mark.integration
+
+TOOLS = {
+    "create_long_term_memories",
+    "edit_long_term_memory",
+    "search_long_term_memory",
+    "get_long_term_memory",
+    "delete_long_term_memories",
+    "memory_prompt",
+}
+
+
+@asynccontextmanager
+async def _stdio(env: dict[str, str], tenant: str) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "memstream", "mcp", "--tenant", tenant], env=env
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def _http(server: str, key: str) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(f"{server}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def _call(session: ClientSession, tool: str, **arguments: Any) -> Any:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        content = result.structured_content
+        return content.get("result", content)
+    return json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await anyio.sleep(0.05)
+
+
+async def _every_tool(session: ClientSession, tenant: str) -> None:
+    listed = await session.list_tools()
+    assert {tool.name for tool in listed.tools} >= TOOLS
+
+    memory_id = uuid.uuid4().hex
+    ack = await _call(
+        session,
+        "create_long_term_memories",
+        memories=[
+            {"id": memory_id, "text": "The user's dog is called Pixel", "session_id": "walks"},
+            {"text": "The user lives in Lisbon", "memory_type": "semantic"},
+        ],
+    )
+    assert ack == {"status": "ok"}
+
+    async def both_recallable() -> bool:
+        found = await _call(session, "search_long_term_memory", text="dog")
+        return bool(found["total"] == 2)
+
+    await _eventually(both_recallable, "the memories to be recallable")
+    found = await _call(session, "search_long_term_memory", text="what is the dog called?")
+    assert found["memories"][0]["id"] == memory_id
+    assert found["memories"][0]["namespace"] == tenant
+
+    got = await _call(session, "get_long_term_memory", memory_id=memory_id)
+    assert got["text"] == "The user's dog is called Pixel" and got["session_id"] == "walks"
+
+    edited = await _call(
+        session, "edit_long_term_memory", memory_id=memory_id, text="The user's dog is Pixel II"
+    )
+    assert edited["text"] == "The user's dog is Pixel II" and edited["session_id"] == "walks"
+
+    async def edit_applied() -> bool:
+        got = await _call(session, "get_long_term_memory", memory_id=memory_id)
+        return bool(got["text"] == "The user's dog is Pixel II")
+
+    await _eventually(edit_applied, "the edit to be applied")
+
+    prompt = await _call(session, "memory_prompt", query="where does the user live?")
+    system = prompt["messages"][0]["content"]["text"]
+    assert "## semantic-memory" in system and "The user lives in Lisbon" in system
+
+    # The tenant never comes from a tool argument: naming another one is refused.
+    foreign = await session.call_tool(
+        "search_long_term_memory", {"text": "dog", "namespace": {"eq": "someone-else"}}
+    )
+    assert foreign.is_error and "forbidden" in foreign.content[0].text  # type: ignore[union-attr]
+
+    deleted = await _call(session, "delete_long_term_memories", memory_ids=[memory_id])
+    assert deleted == {"status": "ok, deleted 1 memories"}
+
+    async def gone() -> bool:
+        result = await session.call_tool("get_long_term_memory", {"memory_id": memory_id})
+        return bool(result.is_error)
+
+    await _eventually(gone, "the memory to be deleted")
+
+
+@pytest.mark.usefixtures("worker")
+async def test_stdio_tools_for_the_configured_tenant(env: dict[str, str]) -> None:
+    tenant = f"mcp-{uuid.uuid4().hex[:8]}"
+    async with _stdio(env, tenant) as session:
+        await _every_tool(session, tenant)
+
+
+async def test_http_tools_for_the_keys_tenant(server: str, env: dict[str, str]) -> None:
+    tenant = f"mcp-http-{uuid.uuid4().hex[:8]}"
+    async with _http(server, create_key(env, "--tenant", tenant)) as session:
+        await _every_tool(session, tenant)
+
+
+def test_http_mcp_needs_a_tenant_key(server: str, env: dict[str, str]) -> None:
+    """Refused at the door, before any MCP session: no key, a wrong key, an admin key."""
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    admin = create_key(env, "--admin")
+    for key, status in ((None, 401), ("msk_000000000000_wrong", 401), (admin, 403)):
+        headers = {**accept, **({"Authorization": f"Bearer {key}"} if key else {})}
+        response = httpx.post(f"{server}/mcp", json=hello, headers=headers)
+        assert response.status_code == status, response.text
+        assert response.json()["code"] in {"not_authenticated", "forbidden"}

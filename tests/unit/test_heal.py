@@ -1,0 +1,119 @@
+"""The healer reads again exactly the offsets Redis lost, and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from memstream.memory.ports import AppliedOutcome, Position, ProjectionWriter
+from memstream.streams.heal import Healer
+from memstream.streams.projector import Projector, RawMessage
+
+T = TypeVar("T")
+TOPIC = "ns.memory"
+
+
+def message(partition: int, offset: int) -> RawMessage:
+    return RawMessage(TOPIC, partition, offset, b"k", b"v")
+
+
+class FakeRedis:
+    """Positions as the projection records them: moved by projecting and by advance."""
+
+    def __init__(self, positions: dict[str, int]) -> None:
+        self.stored = dict(positions)
+        self.projected: list[tuple[int, int]] = []
+
+    async def positions(self) -> dict[str, int]:
+        return dict(self.stored)
+
+    async def advance(
+        self,
+        positions: Mapping[str, int],
+        *,
+        into: int | None = None,
+        held: Mapping[str, int] | None = None,
+    ) -> None:
+        for field, offset in positions.items():
+            if self.stored.get(field, -1) >= (held or {}).get(field, -1):
+                self.stored[field] = max(self.stored.get(field, -1), offset)
+
+    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        for m in messages:
+            self.projected.append((m.partition, m.offset))
+            await self.advance({m.position.field: m.offset})
+        return []
+
+    async def retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        return await attempt()
+
+
+class FakeLog:
+    def __init__(self, committed: dict[str, int], holes: Collection[int] = ()) -> None:
+        self._committed = committed
+        self._holes = set(holes)  # offsets without a message (transaction markers)
+        self.reads: list[tuple[int, int, int]] = []
+
+    async def committed(self, partitions: Collection[Position]) -> dict[str, int]:
+        return {p.field: self._committed[p.field] for p in partitions if p.field in self._committed}
+
+    async def read(
+        self, topic: str, partition: int, first: int, last: int
+    ) -> AsyncIterator[list[RawMessage]]:
+        self.reads.append((partition, first, last))
+        chunk = [message(partition, o) for o in range(first, last + 1) if o not in self._holes]
+        if chunk:
+            yield chunk
+
+
+def healer(redis: FakeRedis, log: FakeLog) -> Healer:
+    return Healer(cast(Projector, redis), cast(ProjectionWriter, redis), log)
+
+
+def run(coroutine: Awaitable[Any]) -> Any:
+    return asyncio.run(coroutine)  # type: ignore[arg-type]
+
+
+def test_a_batch_after_a_gap_first_gets_the_missing_offsets() -> None:
+    redis, log = FakeRedis({f"{TOPIC}/0": 4}), FakeLog({})
+    run(healer(redis, log).project([message(0, 9), message(0, 10)]))
+    assert log.reads == [(0, 5, 8)]
+    assert redis.projected == [(0, o) for o in range(5, 11)]
+
+
+def test_a_batch_that_follows_on_reads_nothing_again() -> None:
+    redis, log = FakeRedis({f"{TOPIC}/0": 8, f"{TOPIC}/1": 20}), FakeLog({})
+    run(healer(redis, log).project([message(0, 9), message(1, 15)]))  # a redelivery, too
+    assert log.reads == []
+
+
+def test_after_assignment_redis_behind_the_committed_offset_is_healed() -> None:
+    redis, log = FakeRedis({f"{TOPIC}/1": 2}), FakeLog({f"{TOPIC}/1": 6, f"{TOPIC}/0": 3})
+    heal = healer(redis, log)
+    heal.assigned([Position(TOPIC, 1, -1)])
+    run(heal.check())
+    assert log.reads == [(1, 3, 6)]  # partition 0 is not this worker's
+    assert redis.stored[f"{TOPIC}/1"] == 6
+    run(heal.check())
+    assert log.reads == [(1, 3, 6)]  # healed once; nothing more to do
+
+
+def test_a_redis_that_lost_writes_under_a_running_worker_is_healed_by_the_check() -> None:
+    redis, log = FakeRedis({}), FakeLog({})
+    heal = healer(redis, log)
+    run(heal.project([message(0, 0), message(0, 1), message(0, 2)]))
+    redis.stored[f"{TOPIC}/0"] = 0  # Redis restarted on data from before offsets 1 and 2
+    run(heal.check())
+    assert log.reads == [(0, 1, 2)]
+    heal.revoked([Position(TOPIC, 0, -1)])
+    redis.stored[f"{TOPIC}/0"] = 0
+    run(heal.check())
+    assert log.reads == [(0, 1, 2)]  # a revoked partition is its new owner's to check
+
+
+def test_offsets_without_messages_still_move_the_position() -> None:
+    redis, log = FakeRedis({f"{TOPIC}/0": 1}), FakeLog({}, holes={4, 5})
+    run(healer(redis, log).project([message(0, 6)]))
+    assert redis.projected == [(0, 2), (0, 3), (0, 6)]
+    assert redis.stored[f"{TOPIC}/0"] == 6
