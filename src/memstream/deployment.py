@@ -48,6 +48,7 @@ from memstream.projections.connection import (
     is_missing_index,
     redis_client,
 )
+from memstream.projections.fusion import RecallTuning
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.recall import RedisRecaller
@@ -222,9 +223,19 @@ class Deployment:
     def reader(self) -> ProjectionReader:
         return ProjectionReader(self.redis, self.keys, url=self.settings.redis)
 
-    def recaller(self, embedder: Embedder | None = None) -> RedisRecaller:
+    def recaller(
+        self, embedder: Embedder | None = None, *, deduplicate: bool = True
+    ) -> RedisRecaller:
+        """The recaller, ranking with the MEMSTREAM_RECALL_* knobs (the stores use this one).
+        `deduplicate=False` keeps memories that restate a better-ranked one in the list (the
+        LangGraph store: each item is its own, however alike the values)."""
         return RedisRecaller(
-            self.redis, self.keys, embedder or self.embedder, url=self.settings.redis
+            self.redis,
+            self.keys,
+            embedder or self.embedder,
+            url=self.settings.redis,
+            tuning=RecallTuning.from_settings(self.settings),
+            deduplicate=deduplicate,
         )
 
     def writer(

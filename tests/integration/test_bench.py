@@ -46,12 +46,18 @@ def test_bench_locomo_reports_recall_at_k_beside_baselines(
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     locomo = report["results"]["locomo"]
-    assert locomo["questions"] == 2  # category 5 skipped
-    for field in ("recall@1", "recall@5", "recall@10"):
+    assert locomo["questions"] == 3  # categories 1-5, as the issue measured
+    baselines = ("bm25", "vector", "bm25+vector rrf", "bm25+vector score fusion")
+    for field in ("recall@1", "recall@5", "recall@10", "hit@1", "hit@5", "hit@10"):
         assert 0.0 <= locomo[field] <= 1.0
-        for baseline in ("bm25", "vector"):
+        for baseline in (*baselines, "memstream lexical-only", "memstream vector-only"):
             assert 0.0 <= locomo["baselines"][baseline][field] <= 1.0
     assert locomo["recall@10"] == 1.0  # three memories: everything is in the top 10
+    # Per category (each with every method) and per split: conv-tiny is not a tuning one.
+    assert set(locomo["categories"]) == {"1", "2", "5"}
+    assert locomo["categories"]["5"]["bm25"]["questions"] == 1
+    assert set(locomo["splits"]["held-out"]) >= {"memstream", *baselines}
+    assert locomo["splits"]["tuning"] == {}
     assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.png"}
     assert "questions" in done.stderr  # progress goes to stderr
 
@@ -81,6 +87,9 @@ def test_bench_recall_reports_latency_against_raw(
         assert recall["sizes"]["200"][field] > 0
     assert recall["memories"] == 400 and recall["tenants"] == 10
     assert recall["embed_query_p50_ms"] > 0
+    for size in ("200", "400"):
+        sized = recall["sizes"][size]
+        assert 0 < sized["end_to_end_p50_ms"] <= sized["end_to_end_p95_ms"]
 
 
 def test_bench_store_reports_each_operation_against_raw(

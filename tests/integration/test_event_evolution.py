@@ -43,8 +43,13 @@ def evolution_env(
     env: dict[str, str], settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
     """A namespace of its own with its own worker: the golden payloads name fixed tenants,
-    and the junk this module writes must not reach other tests' replays."""
-    own = env | {"MEMSTREAM_NAMESPACE": f"evo-{uuid.uuid4().hex[:8]}"}
+    and the junk this module writes must not reach other tests' replays. The golden payloads
+    were recorded for MiniLM (release 0.1.0's default embedder), so this worker embeds with it:
+    one with another model dead-letters them (embedding_model_mismatch)."""
+    own = env | {
+        "MEMSTREAM_NAMESPACE": f"evo-{uuid.uuid4().hex[:8]}",
+        "MEMSTREAM_EMBEDDER": "minilm-int8",
+    }
     with running_worker(own, tmp_path_factory.mktemp("evolution") / "worker.log"):
         yield own
     Deployment(Settings.from_env(own)).drop()

@@ -8,14 +8,21 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memstream import MessageRecorded
+from memstream.bench.baselines import BM25
+from memstream.memory.embeddings import Vectors
 from memstream.memory.tenancy import tenant_token
+from memstream.projections.fusion import RecallTuning
+from memstream.projections.recall import HybridQuery
+from memstream.projections.schema import when_text
+from memstream.providers import embedder_from_settings
 
 from .helpers import TestStack
 
 pytestmark = pytest.mark.integration
 
 TARGET = "Invoice 58213 covers the March hosting bill."
-# Near-identical siblings: for a bare number MiniLM ranks several of them above the target.
+# Near-identical siblings: only the number (and month) tells them apart.
 SIBLINGS = [
     f"Invoice {number} covers the {month} hosting bill."
     for number, month in [
@@ -35,18 +42,46 @@ def record(stack: TestStack, tenant: str, contents: list[str]) -> None:
     stack.wait_applied(events)
 
 
-def test_hybrid_finds_the_exact_number_that_vectors_alone_miss(stack: TestStack) -> None:
+def test_hybrid_ranks_the_exact_number_first_among_near_identical_siblings(
+    stack: TestStack,
+) -> None:
     tenant = f"inv-{uuid.uuid4().hex[:6]}"
     record(stack, tenant, [TARGET, *SIBLINGS])
-    recaller = stack.recaller()
 
-    by_vector = recaller.recall_vector(tenant, "58213", k=1)
-    hybrid = recaller.recall(tenant, "58213", k=3)
+    hybrid = stack.recaller().recall(tenant, "58213", k=3)
 
-    assert by_vector[0].memory.content != TARGET  # the premise: vectors alone miss it
     assert hybrid[0].memory.content == TARGET
-    assert 0.5 < hybrid[0].score <= 1.0  # first by words, and found by meaning too
+    # First by words (1 of the lexical part) and close in meaning: well above any sibling,
+    # which only the meaning part scores.
+    assert 0.5 < hybrid[0].score <= 1.0
+    assert hybrid[1].score < hybrid[0].score - 0.1
     assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
+
+
+def test_restated_memories_take_one_slot_but_differing_facts_keep_theirs(
+    stack: TestStack,
+) -> None:
+    tenant = f"dup-{uuid.uuid4().hex[:6]}"
+    contents = [
+        "crate 4 holds pears",
+        "crate 7 holds pears",
+        "Crate 4 holds pears.",  # the same after normalisation
+        "The crate 4 holds pears",  # near-identical meaning, same number
+        "Crate 4 holds apples.",
+    ]
+    events = [stack.turn(tenant, text, f"Noted {i}.", turn=i) for i, text in enumerate(contents)]
+    stack.publish(events)
+    stack.wait_applied(events)
+
+    hits = stack.recaller().recall(tenant, "which crate holds pears?", k=10)
+
+    recalled = [h.memory.content for h in hits]
+    pears_in_4 = [c for c in recalled if "4" in c and "pears" in c]
+    assert len(pears_in_4) == 1, recalled
+    assert "crate 7 holds pears" in recalled
+    assert "Crate 4 holds apples." in recalled
+    # Collapsed at recall only: the projection still holds every memory (query and answer).
+    assert stack.stored_memories(tenant) == 2 * len(contents)
 
 
 @pytest.mark.parametrize(
@@ -97,3 +132,52 @@ def test_a_memory_is_found_by_the_words_of_its_date(stack: TestStack) -> None:
     replies = [h.memory.timestamp.day for h in hits if h.memory.content == "Nice."]
     assert replies[0] == 7, replies
     assert [h.memory.timestamp.day for h in hits[:2]].count(7) >= 1
+
+
+def test_the_lexical_list_scores_bm25_over_the_tenants_own_memories(stack: TestStack) -> None:
+    # In `mine`, "Caroline" is in every memory and "pottery" in one; another tenant of the same
+    # index fills it with "pottery" and never says "Caroline". Index-wide statistics would make
+    # "caroline" the rare, decisive word; the tenant's own make it "pottery".
+    mine, other = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("bm25", "noise"))
+    texts = [
+        "Caroline: Caroline and Caroline went out",
+        "Caroline: I tried pottery once",
+        "Caroline: the weather was grey",
+        "Caroline: Caroline read a book",
+    ]
+    noise = [f"pottery class number {i} made pottery bowls" for i in range(30)]
+    events = [
+        MessageRecorded(
+            tenant=tenant,
+            thread="t",
+            source_id=f"{tenant}-{i}",
+            content=text,
+            speaker="",
+            recorded_at=datetime(2024, 1, 1, tzinfo=UTC),
+            importance=0.5,
+            embedding_model=stack.model_id,
+        )
+        for tenant, contents in ((mine, texts), (other, noise))
+        for i, text in enumerate(contents)
+    ]
+    stack.publish(events)
+    stack.wait_applied(events)
+    question = "Did Caroline try pottery?"
+    recaller = stack.recaller()
+    words_only = RecallTuning(vector_weight=0.0)
+
+    hits = recaller.search(
+        HybridQuery(mine, question, _query_vector(stack, question), k=4), words_only
+    )
+
+    # The reference: Okapi BM25 over this tenant's memories alone (plus their date words,
+    # which recall scores too and which the question does not name).
+    reference = BM25([f"{t} {when_text(datetime(2024, 1, 1, tzinfo=UTC))}" for t in texts])
+    expected = [texts[i] for i in reference.rank(question, 4)]
+    assert [h.memory.content for h in hits] == expected
+    assert hits[0].memory.content == "Caroline: I tried pottery once"
+    assert hits[0].score == 1.0  # the best words among the candidates, with no vector weight
+
+
+def _query_vector(stack: TestStack, text: str) -> Vectors:
+    return embedder_from_settings(stack.settings).embed_query(text)

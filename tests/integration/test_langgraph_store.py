@@ -272,6 +272,16 @@ def test_vector_update_with_embedding(pair: Pair) -> None:
     assert pair.get(("test",), "doc4") is not None
 
 
+def test_items_alike_in_value_are_each_ranked(pair: Pair) -> None:
+    # Recall collapses a memory restating a better-ranked one; a store's items are each their
+    # own, so its search keeps every one (as InMemoryStore does).
+    pair.put(("test",), "a", {"text": "the boiler is serviced in March"})
+    pair.put(("test",), "b", {"text": "the boiler is serviced in March"})
+    found = pair.subject.search(("test",), query="boiler service")
+    assert sorted(r.key for r in found) == ["a", "b"]
+    assert all(r.score is not None for r in found)
+
+
 def test_vector_search_with_filters(pair: Pair) -> None:
     docs = [
         ("doc1", {"text": "red apple", "color": "red", "score": 4.5}),

@@ -204,3 +204,32 @@ def test_verify_under_live_traffic_names_what_it_could_not_compare(
         f"1 tenants not compared, their partition took new events while verify ran: {busy!r}"
         in (verified.stderr)
     )
+
+
+def test_a_replay_rebuilds_memories_recorded_for_another_model_with_this_one(
+    stack: TestStack, env: dict[str, str]
+) -> None:
+    # Turns recorded while the deployment embedded with MiniLM, before it switched (the
+    # session's worker embeds with the configured model and refuses them).
+    from memstream.providers.minilm import minilm_model_id
+
+    tenant = f"switch-{uuid.uuid4().hex[:6]}"
+    old = minilm_model_id()
+    assert old != stack.model_id
+    turns = [
+        replace(stack.turn(tenant, text, "noted", turn=i), embedding_model=old)
+        for i, text in enumerate(["the boiler is serviced in March", "the cat is called Miso"])
+    ]
+    stack.publish(turns)
+    # The live worker refuses them: they arrive on the dead-letter topic, nothing is recallable.
+    key = tenant.encode()
+    stack.read_topic(stack.topics.dead_letters, lambda rs: sum(r.key == key for r in rs) >= 2)
+    assert stack.recaller().recall(tenant, "boiler", k=5) == []
+
+    replayed = memstream(env, "replay", "--tenant", tenant, "--reembed")
+    assert replayed.returncode == 0, replayed.stderr
+
+    hits = stack.recaller().recall(tenant, "what is the cat's name?", k=5)
+    assert hits[0].memory.content == "the cat is called Miso"
+    assert {h.memory.embedding_model for h in hits} == {stack.model_id}
+    assert stack.stored_memories(tenant) == 4

@@ -11,6 +11,7 @@ from memstream.projections.recall import (
     HybridQuery,
     LexicalQuery,
     TenantFilter,
+    TenantStatsQuery,
     VectorQuery,
     escape_term,
     query_terms,
@@ -48,7 +49,20 @@ def test_the_lexical_query_is_a_union_of_escaped_words_inside_the_tenant() -> No
     )
     command = query.command("ix")
     assert command is not None
-    assert command[:5] == ["FT.SEARCH", "ix", query.render(), "SCORER", "BM25"]
+    # Unstemmed: the candidates hold the words the per-tenant BM25 counts.
+    assert command[:6] == ["FT.SEARCH", "ix", query.render(), "VERBATIM", "SCORER", "BM25"]
+    assert "embedding" in command  # fusion needs every candidate's vector
+
+
+def test_the_tenant_stats_count_the_tenant_and_each_term_within_it() -> None:
+    commands = TenantStatsQuery("acme", ("caroline", "7")).commands("ix")
+    tenant = f"@tenant_tag:{{{TOKEN}}}"
+    count = ["VERBATIM", "LIMIT", 0, 0, "DIALECT", 2]
+    assert commands == [
+        ["FT.SEARCH", "ix", tenant, *count],
+        ["FT.SEARCH", "ix", f"({tenant}) (@content|when:(caroline))", *count],
+        ["FT.SEARCH", "ix", f"({tenant}) (@content|when:(7))", *count],
+    ]
 
 
 @pytest.mark.parametrize(
@@ -101,10 +115,11 @@ def test_terms_are_deduplicated_and_capped() -> None:
 
 
 def test_the_hybrid_query_asks_each_side_for_enough_candidates() -> None:
-    query = HybridQuery("acme", "tea", VECTOR, k=5, candidates=40)
+    query = HybridQuery("acme", "tea", VECTOR, k=5, candidates=40, vector_candidates=15)
     assert query.lexical == LexicalQuery("acme", "tea", 40)
-    assert query.semantic.k == 40
-    assert HybridQuery("acme", "tea", VECTOR, k=100, candidates=40).depth == 100
+    assert query.semantic.k == 15
+    wide = HybridQuery("acme", "tea", VECTOR, k=100, candidates=40, vector_candidates=15)
+    assert wide.lexical.k == wide.semantic.k == 100
 
 
 @pytest.mark.parametrize("k", [0, -1, MAX_RECALL_K + 1])
@@ -124,3 +139,9 @@ def test_an_invalid_tenant_never_reaches_a_query() -> None:
     ):
         with pytest.raises(InvalidTenantError):
             build()
+
+
+@pytest.mark.parametrize(("words", "meaning"), [(0, 20), (50, 0)])
+def test_a_list_without_candidates_is_refused(words: int, meaning: int) -> None:
+    with pytest.raises(InvalidInputError, match="candidates must be at least 1"):
+        HybridQuery("acme", "x", VECTOR, candidates=words, vector_candidates=meaning)

@@ -34,12 +34,13 @@ def ratio(ours: float, raw: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Latency:
-    """p50, p99 and mean of a set of durations, in milliseconds."""
+    """p50, p95, p99 and mean of a set of durations, in milliseconds."""
 
     p50_ms: float
     p99_ms: float
     mean_ms: float
     count: int
+    p95_ms: float = math.nan
 
     @classmethod
     def of_seconds(cls, durations: Sequence[float]) -> Latency:
@@ -49,6 +50,7 @@ class Latency:
             p99_ms=round(percentile(millis, 99), 4),
             mean_ms=round(sum(millis) / len(millis), 4),
             count=len(millis),
+            p95_ms=round(percentile(millis, 95), 4),
         )
 
 

@@ -21,7 +21,7 @@ from memstream.bench.corpus import DEFAULT_LOCOMO
 from memstream.bench.report import BenchResult, RunReport, default_results_dir
 from memstream.config import Settings
 from memstream.deployment import Deployment
-from memstream.errors import ConfigurationError
+from memstream.errors import ConfigurationError, InvalidInputError
 from memstream.memory.embeddings import Embedder
 from memstream.projections.fusion import RRF_K
 from memstream.projections.recall import CANDIDATES
@@ -84,6 +84,7 @@ def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) ->
         candidates=args.candidates,
         conversations=args.conversations,
         questions=args.questions,
+        sweep=_sweep(args.sweep),
     )
 
 
@@ -98,6 +99,20 @@ def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
         sequential=args.serve_sequential,
         memories=args.serve_memories,
     )
+
+
+def _sweep(specs: list[str]) -> dict[str, list[float]]:
+    """`--sweep vector_weight=2,3,4` options as {field: values}."""
+    sweep: dict[str, list[float]] = {}
+    for spec in specs:
+        name, _, values = spec.partition("=")
+        try:
+            sweep[name.strip()] = [float(v) for v in values.split(",")]
+        except ValueError:
+            raise InvalidInputError(
+                f"--sweep {spec!r}: write FIELD=V1,V2,... with numbers, e.g. vector_weight=2,4"
+            ) from None
+    return sweep
 
 
 _BENCHES: dict[str, tuple[Bench, str, Callable[[argparse.ArgumentParser], None]]] = {}
@@ -154,6 +169,13 @@ def _locomo_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", type=int, default=CANDIDATES)
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument("--questions", type=int, default=None, help="only the first N")
+    parser.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2",
+        help="also measure recall with a RecallTuning field at each value (repeatable)",
+    )
 
 
 def _serve_options(parser: argparse.ArgumentParser) -> None:

@@ -12,8 +12,9 @@ tenant boundary, hybrid search, replay and erasure.
             against any repeat of an earlier put; a later put of the key writes it again.
     get     one read of the slot in the live projection.
     search  within one tenant (a prefix that does not name one is refused). With a `query`,
-            the tenant's hybrid recall (BM25 and vectors, fused by rank) orders the matching
-            items, and unindexed ones follow unscored, as InMemoryStore does; without one,
+            the tenant's hybrid recall (BM25 and vectors, fused by score) orders the matching
+            items, none collapsed as a near-duplicate of another (each key is its own item),
+            and unindexed ones follow unscored, as InMemoryStore does; without one,
             items come oldest put first. Filters apply to the value: exact values and $eq $ne
             $gt $gte $lt $lte.
     list_namespaces  prefix, suffix (with "*"), max_depth, limit, offset, sorted. It reads one
@@ -93,6 +94,7 @@ class MemstreamStore(BaseStore):
         self._settings = deployment.settings
         self._stores = deployment.stores()
         self._reader = deployment.reader()
+        self._recaller = deployment.recaller(deduplicate=False)
         self._status = deployment.status()
         self._tenants = tenants or NamespaceTenants(self._settings.langgraph_tenant_labels)
         self._fields = tuple(fields)
@@ -178,7 +180,7 @@ class MemstreamStore(BaseStore):
         if not op.query:
             return [_scored(item) for item in candidates.values()][op.offset : op.offset + op.limit]
         ranked: list[SearchItem] = []
-        for hit in store.search(op.query, k=MAX_RECALL_K):
+        for hit in self._recaller.recall(tenant, op.query, k=MAX_RECALL_K):
             if hit.memory.id in candidates and hit.memory.content:
                 ranked.append(_scored(candidates.pop(hit.memory.id), hit.score))
         kept = ranked[op.offset : op.offset + op.limit]

@@ -1,29 +1,125 @@
-"""Reciprocal rank fusion: one ranking from several, using ranks only.
+"""Fusion: one ranking of recall candidates from their word and meaning scores.
 
-Each item scores the sum over the rankings that contain it of 1 / (k + rank), rank counted
-from 1 (Cormack, Clarke and Büttcher, SIGIR 2009). Ranks, not raw scores, because BM25 scores
-and cosine similarities live on unrelated scales, and BM25's scale changes with the query's
-length and the tenant's vocabulary; fusing ranks needs no calibration per tenant.
+`fuse` is recall's fusion. Every candidate carries its BM25 over the tenant (`projections.bm25`)
+and its cosine with the query, whichever search found it, and scores
 
-k damps the head of each list: with k = 60 (the paper's value, which it found robust across
-collections) the first and tenth places differ by ~14 %, so an item both lists rank fairly
-high beats one that a single list ranks first. Measured on the LoCoMo dev split with 20
-candidates a list (docs/benchmarks.md), k from 10 to 100 moved recall@10 by under half a
-point (0.600-0.603); how deep each list goes mattered far more than k.
+    fused = (bm25 / best bm25 among the candidates + a * max(cosine, 0)) / (1 + a)
+
+then, where importance and recency weigh in (weights wi and wr, 0 by default),
+
+    score = (1 - wi - wr) * fused + wi * importance + wr * recency
+
+where recency is 0.5 ** (days behind the newest candidate / half-life). Every part lies in
+0..1, so `score` does: 1.0 is the best word match among the candidates that is also identical
+in meaning (and, if weighted, of full importance and the newest). It orders one query's
+results; it is not comparable across queries.
+
+Why scores and not ranks: reciprocal rank fusion (kept below for the bench's baseline) flattens
+the head of each list, so a memory BM25 ranks first by far loses to one both lists rank
+fairly high. On LoCoMo's dev split, RRF of BM25 and bge-small lost 2-4 points of recall@1 to
+BM25 alone; score fusion keeps BM25's head and adds the vector's reach (docs/benchmarks.md).
+BM25 is divided by its best candidate because its scale changes with the query's length and
+the tenant's words; the cosine is used as it is, because its scale is the model's and the same
+for every query (minmax over a short candidate list made the weight depend on the list).
+`a` (MEMSTREAM_RECALL_VECTOR_WEIGHT) was chosen on four of the seven dev conversations.
+
+Reciprocal rank fusion: each item scores the sum over the rankings that contain it of
+1 / (k + rank), rank counted from 1 (Cormack, Clarke and Büttcher, SIGIR 2009).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
+from memstream.config import Settings
 from memstream.errors import InvalidInputError
+from memstream.memory.embeddings import Vectors
+from memstream.memory.model import Memory
 
-__all__ = ["RRF_K", "reciprocal_rank_fusion"]
+__all__ = ["RRF_K", "Candidate", "RecallTuning", "fuse", "reciprocal_rank_fusion"]
 
 RRF_K = 60
+_DAY_S = 86_400.0
 
 H = TypeVar("H", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallTuning:
+    """The knobs of recall's ranking; `from_settings` reads them from the configuration."""
+
+    vector_weight: float = 4.0
+    importance_weight: float = 0.0
+    recency_weight: float = 0.0
+    recency_half_life_days: float = 30.0
+    duplicate_similarity: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.vector_weight < 0:
+            raise InvalidInputError(
+                f"the vector weight must be 0 or more, got {self.vector_weight}"
+            )
+        if not (self.importance_weight >= 0 and self.recency_weight >= 0) or (
+            self.importance_weight + self.recency_weight > 1
+        ):
+            raise InvalidInputError(
+                "the importance and recency weights must each be 0 or more and sum to at most "
+                f"1, got {self.importance_weight} and {self.recency_weight}"
+            )
+        if self.recency_half_life_days <= 0:
+            raise InvalidInputError(
+                f"the recency half-life must be positive, got {self.recency_half_life_days} days"
+            )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RecallTuning:
+        try:
+            return cls(
+                vector_weight=settings.recall_vector_weight,
+                importance_weight=settings.recall_importance_weight,
+                recency_weight=settings.recall_recency_weight,
+                recency_half_life_days=settings.recall_recency_half_life_days,
+                duplicate_similarity=settings.recall_duplicate_similarity,
+            )
+        except InvalidInputError as exc:
+            raise InvalidInputError(
+                f"{exc}: check MEMSTREAM_RECALL_IMPORTANCE_WEIGHT and "
+                "MEMSTREAM_RECALL_RECENCY_WEIGHT"
+            ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A memory one of recall's searches found, with both of its scores and its vector."""
+
+    memory: Memory
+    lexical: float
+    cosine: float
+    vector: Vectors
+
+
+def fuse(candidates: Sequence[Candidate], tuning: RecallTuning) -> list[tuple[Candidate, float]]:
+    """(candidate, score in 0..1) best first; ties keep the candidates' order."""
+    if not candidates:
+        return []
+    best = max(c.lexical for c in candidates) or 1.0
+    a = tuning.vector_weight
+    newest = max(c.memory.timestamp.timestamp() for c in candidates)
+    keep = 1.0 - tuning.importance_weight - tuning.recency_weight
+    scored = []
+    for c in candidates:
+        fused = (c.lexical / best + a * max(c.cosine, 0.0)) / (1.0 + a)
+        behind_days = (newest - c.memory.timestamp.timestamp()) / _DAY_S
+        recency = 0.5 ** (behind_days / tuning.recency_half_life_days)
+        score = (
+            keep * fused
+            + tuning.importance_weight * c.memory.importance
+            + tuning.recency_weight * recency
+        )
+        scored.append((c, min(max(score, 0.0), 1.0)))
+    return sorted(scored, key=lambda pair: -pair[1])
 
 
 def reciprocal_rank_fusion(

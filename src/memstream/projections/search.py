@@ -44,8 +44,8 @@ from memstream.projections.recall import (
     CANDIDATES,
     MAX_RECALL_K,
     TenantFilter,
-    _parse_reply,
     escape_term,
+    parse_reply,
     query_terms,
 )
 from memstream.projections.schema import Fields, Keyspace, from_hash
@@ -195,10 +195,10 @@ class FilteredSearch:
                 "SORTBY", Fields.TIMESTAMP, "DESC", "LIMIT", start, count, "DIALECT", 2,
             ]  # fmt: skip
             reply = self._run([listing])
-            return (_ranked(_parse_reply(reply[0]), start), _total(reply[0])) if reply else ([], 0)
+            return (_ranked(_fields_of(reply[0]), start), _total(reply[0])) if reply else ([], 0)
         if mode == SearchMode.KEYWORD:
             reply = self._run([self._lexical(filters, terms, start, count)])
-            return (_ranked(_parse_reply(reply[0]), start), _total(reply[0])) if reply else ([], 0)
+            return (_ranked(_fields_of(reply[0]), start), _total(reply[0])) if reply else ([], 0)
         vector = np.asarray(self._embedder.embed_query(text), dtype=np.float32).tobytes()
         if mode == SearchMode.SEMANTIC:
             command = (
@@ -212,7 +212,7 @@ class FilteredSearch:
                 return [], 0
             hits = [
                 RecalledMemory(from_hash(fields), max(0.0, 1.0 - float(fields[_DISTANCE])))
-                for _, fields in _parse_reply(replies[0])
+                for _, fields in _fields_of(replies[0])
             ]
             return hits, _total(replies[1] if counted else replies[0])
         depth = min(max(start + count, CANDIDATES), MAX_RECALL_K)
@@ -222,7 +222,7 @@ class FilteredSearch:
         replies = self._run(commands)
         if not replies:
             return [], 0
-        rankings = [_parse_reply(replies[0]), *(_parse_reply(r) for r in replies[2:])]
+        rankings = [_fields_of(replies[0]), *(_fields_of(r) for r in replies[2:])]
         by_key = {key: fields for ranking in rankings for key, fields in ranking}
         fused = reciprocal_rank_fusion([[key for key, _ in r] for r in rankings], k=RRF_K)
         best = 2.0 / (RRF_K + 1)
@@ -279,3 +279,8 @@ class FilteredSearch:
                 if "no such index" in str(exc).lower():
                     return None
                 raise
+
+
+def _fields_of(reply: object) -> list[tuple[str, dict[str, str]]]:
+    """(key, returned fields) of each hit of a raw FT.SEARCH reply, in rank order."""
+    return [(key, hit.fields) for key, hit in parse_reply(reply)]

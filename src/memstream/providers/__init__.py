@@ -13,6 +13,10 @@ __all__ = ["chat_model", "embedder_from_settings", "embedding_model_id"]
 
 def embedding_model_id(settings: Settings) -> str:
     """The model id events are recorded for, without loading the model or calling a server."""
+    if settings.embedder == "bge-small-int8":
+        from memstream.providers.bge import BGE_MODEL_ID
+
+        return BGE_MODEL_ID
     if settings.embedder == "minilm-int8":
         from memstream.providers.minilm import minilm_model_id
 
@@ -25,6 +29,10 @@ def embedding_model_id(settings: Settings) -> str:
 
 
 def embedder_from_settings(settings: Settings) -> Embedder:
+    if settings.embedder == "bge-small-int8":
+        from memstream.providers.bge import BgeSmallEmbedder
+
+        return BgeSmallEmbedder()
     if settings.embedder == "minilm-int8":
         from memstream.providers.minilm import MiniLMEmbedder
 
@@ -56,5 +64,5 @@ def chat_model(settings: Settings) -> ModelClient | None:
 def _unknown_embedder(settings: Settings) -> ConfigurationError:
     return ConfigurationError(
         f"MEMSTREAM_EMBEDDER={settings.embedder!r} is not a known embedder; "
-        "use 'minilm-int8' (offline, the default) or 'openai'"
+        "use 'bge-small-int8' (offline, the default), 'minilm-int8' (offline) or 'openai'"
     )

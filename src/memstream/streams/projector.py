@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
@@ -77,6 +77,7 @@ class Projector:
         monitor: Monitor | None = None,
         into: int | None = None,
         reuse_vectors: bool = False,
+        adopt_model: bool = False,
         first_retry_s: float = 0.2,
         max_retry_s: float = 10.0,
     ) -> None:
@@ -87,6 +88,9 @@ class Projector:
         self._monitor = monitor
         self._into = into
         self._reuse_vectors = reuse_vectors
+        # A rebuild with this embedder (replay after MEMSTREAM_EMBEDDER changed) embeds events
+        # recorded for another model with this one; the live worker refuses them instead.
+        self._adopt_model = adopt_model
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
 
@@ -125,7 +129,10 @@ class Projector:
                 event = decode_event(message.value or b"", self._context(message))
                 memories = memories_of(event)
                 foreign = {m.embedding_model for m in memories} - {self._embedder.model_id}
-                if foreign:
+                if foreign and self._adopt_model:
+                    model = self._embedder.model_id
+                    memories = tuple(replace(m, embedding_model=model) for m in memories)
+                elif foreign:
                     raise EmbeddingModelMismatchError(
                         f"the event was recorded for {foreign.pop()!r}, this worker embeds "
                         f"with {self._embedder.model_id!r}; run a worker with that model (or "

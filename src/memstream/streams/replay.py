@@ -131,8 +131,11 @@ class Replayer:
         """Rebuild all tenants (or one) into a fresh generation; swap it in if `swap`.
 
         Vectors the live generation holds for the same memory (same id, content and model) are
-        reused unless `reembed`: embedding is what bounds a replay's speed. A message that
-        cannot be read raises ReplayError, with the count by reason, before anything is
+        reused unless `reembed`: embedding is what bounds a replay's speed. With `reembed`,
+        events recorded for another embedding model are embedded with this replayer's too, so
+        `replay --reembed` after a change of MEMSTREAM_EMBEDDER rebuilds every memory for the
+        new model; without it they stay refused, as the live worker refuses them. A message
+        that cannot be read raises ReplayError, with the count by reason, before anything is
         swapped (the rebuild is dropped), unless `allow_dead_letters`.
         """
         if tenant is not None:
@@ -148,6 +151,7 @@ class Replayer:
             default_importance=self._default_importance,
             into=target,
             reuse_vectors=not reembed,
+            adopt_model=reembed,
         )
 
         try:
