@@ -19,8 +19,7 @@ import dataclasses
 import os
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
@@ -34,7 +33,6 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
 from memstream.config import Settings
-from memstream.errors import StackError
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelClient
@@ -42,6 +40,7 @@ from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.store import MemoryStore
+from memstream.processes import running
 from memstream.projections.connection import (
     async_redis_client,
     compact,
@@ -288,49 +287,27 @@ class Deployment:
     async def ensure_topics(self) -> None:
         await ensure_topics(self.settings.bootstrap_servers, self.topics)
 
-    @contextlib.contextmanager
     def worker_process(
         self, log: Path, probe: MemoryEvent, *, loglevel: str = "info"
-    ) -> Iterator[subprocess.Popen[bytes]]:
+    ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
         """A `memstream worker` process on this namespace, projecting (it has applied `probe`)
         when the block starts and stopped when it ends. Tests and benches use it."""
-        env = {**os.environ, **self.settings.environ()}
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "memstream", "worker", "--loglevel", loglevel],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            self.wait_projecting(process, log, probe)
-            yield process
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def wait_projecting(
-        self, process: subprocess.Popen[bytes], log: Path, probe: MemoryEvent
-    ) -> None:
-        """Publish `probe` and return once it is applied; StackError (with the end of the
-        worker's `log`) if the worker exits or does not get there in time."""
 
         async def publish() -> None:
+            await self.ensure_topics()  # a fresh namespace has none until a worker starts
             async with self.event_publisher() as publisher:
                 await publisher.publish([probe])
 
         asyncio.run(publish())
         status = self.status()
-        deadline = time.monotonic() + _WORKER_READY_S
-        while status.unapplied([probe]):
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-3000:]
-                raise StackError(f"the worker did not start projecting:\n{tail}")
-            time.sleep(0.05)
+        return running(
+            [sys.executable, "-m", "memstream", "worker", "--loglevel", loglevel],
+            env={**os.environ, **self.settings.environ()},
+            log=log,
+            ready=lambda: not status.unapplied([probe]),
+            what=f"the worker of namespace {self.settings.namespace}",
+            timeout_s=_WORKER_READY_S,
+        )
 
     # -- the namespace ----------------------------------------------------------------------
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from memstream import MemoryEvent, Settings, TurnCompleted
 from memstream.cli.stack import project_root
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
+from memstream.processes import free_port
 from memstream.projections.connection import redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -57,12 +57,6 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLI
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class OwnRedis:
@@ -180,7 +174,13 @@ class TestStack:
 
     def wait_until_projecting(self, process: subprocess.Popen[bytes], log: Path) -> None:
         probe = self.turn("__probe__", "is the worker up?", "yes")
-        Deployment(self.settings).wait_projecting(process, log, probe)
+        self.publish([probe])
+
+        def projecting() -> bool:
+            assert process.poll() is None, f"the worker exited:\n{log.read_text()[-3000:]}"
+            return not self.status.unapplied([probe])
+
+        wait_until(projecting, "the worker to project its probe")
 
     def read_topic(
         self, topic: str, until: Callable[[list[ConsumerRecord]], bool]

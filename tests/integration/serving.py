@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
+from memstream.processes import free_port, running
+
 from .helpers import DEADLINE_S
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
@@ -27,30 +20,15 @@ def serving(env: dict[str, str], log: Path, *args: str) -> Iterator[str]:
     """A `memstream serve` process on a free loopback port; yields its base URL once healthy."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstream", "serve", "--port", str(port), *args],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"memstream serve did not start:\n{log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.1)
+
+    def healthy() -> bool:
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(f"{url}/v1/health", timeout=1).status_code == 200
+        return False
+
+    command = [sys.executable, "-m", "memstream", "serve", "--port", str(port), *args]
+    with running(command, env=env, log=log, ready=healthy, what="memstream serve"):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def memstream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

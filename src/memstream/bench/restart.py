@@ -16,7 +16,6 @@ import dataclasses
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,19 +27,14 @@ from memstream.bench.harness import BenchNamespace
 from memstream.bench.recall import _seed as seed_random  # the recall bench's seeding
 from memstream.bench.stats import Progress
 from memstream.config import Settings
+from memstream.processes import free_port
 
 __all__ = ["main"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class _Redis:
     def __init__(self, folder: Path, home: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._folder = folder
         self._home = home

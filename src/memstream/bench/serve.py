@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,12 +38,12 @@ from memstream.bench.harness import BenchNamespace
 from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
-from memstream.errors import MemstreamError
 from memstream.memory.codec import encode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemorySaved, memories_of
 from memstream.memory.model import MemoryType
 from memstream.memory.tenancy import tenant_key
+from memstream.processes import free_port, running
 
 __all__ = ["run_serve"]
 
@@ -221,39 +219,20 @@ def run_serve(
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def _serving(settings: Settings, module: str, *args: str) -> Iterator[str]:
     """`python -m module PORT? args` on a free loopback port; yields its URL once it answers."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "MEMSTREAM_NAMESPACE": settings.namespace}
     handle, name = tempfile.mkstemp(prefix=f"{settings.namespace}-http-", suffix=".log")
+    os.close(handle)
     log = Path(name)
     command = [sys.executable, "-m", module, *(a.replace("{port}", str(port)) for a in args)]
-    with os.fdopen(handle, "wb") as out:
-        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    env = {**os.environ, **settings.environ()}
     try:
-        deadline = time.monotonic() + _READY_S
-        while not _healthy(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:]
-                raise MemstreamError(f"the bench's {module} did not start:\n{tail}")
-            time.sleep(0.1)
-        yield url
+        with running(command, env=env, log=log, ready=lambda: _healthy(url), what=module):
+            yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
         log.unlink(missing_ok=True)
 
 
