@@ -26,7 +26,7 @@ from memstream.memory.events import (
     TurnCompleted,
     memories_of,
 )
-from memstream.memory.inprocess import InProcessMemoryStore
+from memstream.memory.inprocess import InProcessMemoryStore, InProcessStores
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
 from memstream.memory.tenancy import validate_tenant
 
@@ -74,6 +74,7 @@ __all__ = [
     "Embedder",
     "EventSourcedStores",
     "InProcessMemoryStore",
+    "InProcessStores",
     "MemoriesConsolidated",
     "Memory",
     "MemoryEvent",

@@ -20,6 +20,7 @@ PUBLIC = [
     "Embedder",
     "EventSourcedStores",
     "InProcessMemoryStore",
+    "InProcessStores",
     "MemoriesConsolidated",
     "Memory",
     "MemoryEvent",

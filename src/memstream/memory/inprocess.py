@@ -26,7 +26,7 @@ from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
 from memstream.memory.tenancy import validate_tenant
 
-__all__ = ["InProcessMemoryStore"]
+__all__ = ["InProcessMemoryStore", "InProcessStores"]
 
 
 class InProcessMemoryStore:
@@ -105,3 +105,36 @@ class InProcessMemoryStore:
                 del self._memories[memory.id], self._vectors[memory.id]
                 self._forgotten.add(memory.id)
         self._forgotten.update(event.memory_ids)
+
+
+class InProcessStores:
+    """Every tenant's in-process store, made on first write: the `stores` resolver a memory
+    middleware takes, and the projection's read ports (`memory.ports.MemoryReader` and
+    `Recaller`) over the same memories, as the Redis projection gives them to the
+    event-sourced stores."""
+
+    def __init__(self, embedder: Embedder, *, bounds: Bounds | None = None) -> None:
+        self._embedder = embedder
+        self._bounds = bounds or Bounds()
+        self._stores: dict[str, InProcessMemoryStore] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, tenant: str) -> InProcessMemoryStore:
+        with self._lock:
+            if tenant not in self._stores:
+                store = InProcessMemoryStore(tenant, self._embedder, bounds=self._bounds)
+                self._stores[tenant] = store
+            return self._stores[tenant]
+
+    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+        store = self._existing(tenant)
+        return store.memories(where) if store is not None else []
+
+    def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
+        store = self._existing(tenant)
+        return store.search(text, k=k) if store is not None else []
+
+    def _existing(self, tenant: str) -> InProcessMemoryStore | None:
+        validate_tenant(tenant)  # a read names a tenant as carefully as a write
+        with self._lock:
+            return self._stores.get(tenant)
