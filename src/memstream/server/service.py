@@ -12,7 +12,6 @@ and the `semantic-memory` section the middleware would build (`memory.manager`).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,7 +54,6 @@ from memstream.streams.publisher import EventPublisher
 
 __all__ = ["MAX_DELETE_IDS", "Limits", "MemoryService"]
 
-_WAIT_POLL_S = 0.01
 MAX_DELETE_IDS = 1000
 _PROMPT_K = 12  # as many memories as the middleware's recall (MemoryManagerConfig.recall_k)
 
@@ -218,19 +216,14 @@ class MemoryService:
         await self._publisher.publish(events)
         if wait is None:
             return
-        deadline = time.monotonic() + wait
-        pending = list(events)
-        while True:
-            pending = await anyio.to_thread.run_sync(self._status.unapplied, pending)
-            if not pending:
-                return
-            if time.monotonic() >= deadline:
-                raise ProjectionLagError(
-                    f"{len(pending)} of {len(events)} event(s) were durable in the log but not "
-                    f"recallable within {wait:g}s; is a worker running? They will be applied; "
-                    "search again shortly, or wait longer"
-                )
-            await anyio.sleep(_WAIT_POLL_S)
+        # The projection's own wait (each tenant's last event polled), off the event loop.
+        pending = await anyio.to_thread.run_sync(self._status.wait_applied, events, wait)
+        if pending:
+            raise ProjectionLagError(
+                f"the events of {len(pending)} tenant(s) were durable in the log but not "
+                f"recallable within {wait:g}s; is a worker running? They will be applied; "
+                "search again shortly, or wait longer"
+            )
 
     def _present(self, tenant: str, memory_ids: Sequence[str]) -> int:
         return sum(m is not None for m in self._reader.memories_by_id(tenant, memory_ids))
