@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -130,6 +132,9 @@ def build_app(
         f"{settings.namespace}-projector",
         broker=";".join(f"kafka://{host}" for host in settings.bootstrap_servers.split(",")),
         store="memory://",
+        # Tables live in memory, so Faust's data folder only ever holds empty folders: keep
+        # them out of the working directory.
+        datadir=str(Path(tempfile.gettempdir()) / "memstream-faust"),
         web_enabled=False,
         # The leader topic is for Faust features memstream does not use; skipping it avoids
         # one more internal topic per app.
