@@ -33,6 +33,7 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
 from memstream.config import Settings
+from memstream.errors import ConfigurationError, InvalidInputError
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelClient
@@ -233,9 +234,26 @@ class Deployment:
             self.keys,
             embedder or self.embedder,
             url=self.settings.redis,
-            tuning=RecallTuning.from_settings(self.settings),
+            tuning=self.recall_tuning(),
             deduplicate=deduplicate,
         )
+
+    def recall_tuning(self) -> RecallTuning:
+        """Recall's ranking knobs, from the MEMSTREAM_RECALL_* settings."""
+        s = self.settings
+        try:
+            return RecallTuning(
+                vector_weight=s.recall_vector_weight,
+                importance_weight=s.recall_importance_weight,
+                recency_weight=s.recall_recency_weight,
+                recency_half_life_days=s.recall_recency_half_life_days,
+                duplicate_similarity=s.recall_duplicate_similarity,
+            )
+        except InvalidInputError as exc:
+            raise ConfigurationError(
+                f"{exc}: check MEMSTREAM_RECALL_IMPORTANCE_WEIGHT and "
+                "MEMSTREAM_RECALL_RECENCY_WEIGHT"
+            ) from None
 
     def writer(
         self, client: AsyncRedis, *, max_memories: int | None = None

@@ -164,7 +164,12 @@ class TestStack:
         )
 
     def recaller(self) -> RedisRecaller:
-        return RedisRecaller(self.redis, self.keys, shared_embedder(self.settings))
+        return RedisRecaller(
+            self.redis,
+            self.keys,
+            shared_embedder(self.settings),
+            tuning=Deployment(self.settings).recall_tuning(),
+        )
 
     def stored_memories(self, tenant: str) -> int:
         """Memory hashes of `tenant` in the live generation, counted by key (not by the order

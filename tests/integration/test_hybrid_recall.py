@@ -12,7 +12,6 @@ from memstream import MessageRecorded
 from memstream.bench.baselines import BM25
 from memstream.memory.embeddings import Vectors
 from memstream.memory.tenancy import tenant_token
-from memstream.projections.fusion import RecallTuning
 from memstream.projections.recall import HybridQuery
 from memstream.projections.schema import when_text
 from memstream.providers import embedder_from_settings
@@ -164,7 +163,7 @@ def test_the_lexical_list_scores_bm25_over_the_tenants_own_memories(stack: TestS
     stack.wait_applied(events)
     question = "Did Caroline try pottery?"
     recaller = stack.recaller()
-    words_only = RecallTuning(vector_weight=0.0)
+    words_only = replace(recaller.tuning, vector_weight=0.0)
 
     hits = recaller.search(
         HybridQuery(mine, question, _query_vector(stack, question), k=4), words_only

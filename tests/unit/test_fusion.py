@@ -1,12 +1,19 @@
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
 from memstream.config import Settings
-from memstream.errors import InvalidInputError
+from memstream.deployment import Deployment
+from memstream.errors import ConfigurationError, InvalidInputError
 from memstream.memory.model import Memory, MemoryType
 from memstream.projections.fusion import Candidate, RecallTuning, fuse, reciprocal_rank_fusion
+
+
+def _tuning(**changes: float) -> RecallTuning:
+    """The configured defaults (declared once, with the settings), with `changes`."""
+    return replace(Deployment(Settings()).recall_tuning(), **changes)
 
 
 def test_items_both_lists_rank_high_beat_an_item_only_one_ranks_first() -> None:
@@ -53,7 +60,7 @@ def test_score_fusion_keeps_the_lexical_head_that_rank_fusion_loses() -> None:
     exact = _candidate("exact", lexical=9.0, cosine=0.70)
     both = _candidate("both", lexical=2.0, cosine=0.72)
     vague = _candidate("vague", lexical=0.0, cosine=0.75)
-    fused = fuse([both, vague, exact], RecallTuning(vector_weight=4.0))
+    fused = fuse([both, vague, exact], _tuning(vector_weight=4.0))
     assert [c.memory.content for c, _ in fused] == ["exact", "both", "vague"]
     # (1 + 4 * 0.7) / 5: the best words among the candidates, and the cosine as it is.
     assert fused[0][1] == pytest.approx((1 + 4 * 0.70) / 5)
@@ -63,7 +70,7 @@ def test_score_fusion_keeps_the_lexical_head_that_rank_fusion_loses() -> None:
 def test_with_vector_weight_zero_the_order_is_bm25s() -> None:
     ranked = fuse(
         [_candidate("a", 1.0, 0.9), _candidate("b", 3.0, 0.1), _candidate("c", 2.0, 0.5)],
-        RecallTuning(vector_weight=0.0),
+        _tuning(vector_weight=0.0),
     )
     assert [c.memory.content for c, _ in ranked] == ["b", "c", "a"]
     assert ranked[0][1] == 1.0
@@ -76,11 +83,11 @@ def test_importance_and_recency_lift_a_result_only_when_weighted() -> None:
     new_trivial = _candidate(
         "new", 1.0, 0.52, importance=0.0, timestamp=datetime(2026, 1, 1, tzinfo=UTC)
     )
-    unweighted = fuse([old_important, new_trivial], RecallTuning())
+    unweighted = fuse([old_important, new_trivial], _tuning())
     assert [c.memory.content for c, _ in unweighted] == ["new", "old"]
-    by_importance = fuse([new_trivial, old_important], RecallTuning(importance_weight=0.2))
+    by_importance = fuse([new_trivial, old_important], _tuning(importance_weight=0.2))
     assert [c.memory.content for c, _ in by_importance] == ["old", "new"]
-    by_recency = fuse([old_important, new_trivial], RecallTuning(recency_weight=0.2))
+    by_recency = fuse([old_important, new_trivial], _tuning(recency_weight=0.2))
     assert [c.memory.content for c, _ in by_recency] == ["new", "old"]
     # A year behind the newest at a 30-day half-life: recency ~0, so the gap widens.
     gap = by_recency[0][1] - by_recency[1][1]
@@ -97,18 +104,16 @@ def test_importance_and_recency_lift_a_result_only_when_weighted() -> None:
 )
 def test_bad_tuning_is_refused_with_what_to_change(tuning: dict[str, float], says: str) -> None:
     with pytest.raises(InvalidInputError, match=says):
-        RecallTuning(**tuning)
+        _tuning(**tuning)
 
 
 def test_tuning_comes_from_the_settings() -> None:
     settings = Settings.from_env(
         {"MEMSTREAM_RECALL_VECTOR_WEIGHT": "2.5", "MEMSTREAM_RECALL_RECENCY_WEIGHT": "0.1"}
     )
-    assert RecallTuning.from_settings(settings) == RecallTuning(
-        vector_weight=2.5, recency_weight=0.1
-    )
+    assert Deployment(settings).recall_tuning() == _tuning(vector_weight=2.5, recency_weight=0.1)
     too_much = Settings.from_env(
         {"MEMSTREAM_RECALL_IMPORTANCE_WEIGHT": "0.7", "MEMSTREAM_RECALL_RECENCY_WEIGHT": "0.7"}
     )
-    with pytest.raises(InvalidInputError, match="MEMSTREAM_RECALL_IMPORTANCE_WEIGHT"):
-        RecallTuning.from_settings(too_much)
+    with pytest.raises(ConfigurationError, match="MEMSTREAM_RECALL_IMPORTANCE_WEIGHT"):
+        Deployment(too_much).recall_tuning()

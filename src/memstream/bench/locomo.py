@@ -42,6 +42,7 @@ from memstream.bench.harness import BenchNamespace
 from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Progress
 from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
@@ -232,7 +233,7 @@ def run_locomo(
     events = [e for es in per_conversation.values() for e in es]
     scores = _Scores()
     asked = 0
-    tuning = RecallTuning.from_settings(settings)
+    tuning = Deployment(settings).recall_tuning()
     lexical_only = replace(tuning, vector_weight=0.0)
     with BenchNamespace(settings, "locomo") as ns:
         progress.say("starting a worker")
@@ -367,7 +368,7 @@ def _score_fusion(words: Sequence[float], cosines: Vectors, weight: float) -> li
 def _sweep_tunings(
     settings: Settings, sweep: Mapping[str, Sequence[float]]
 ) -> dict[str, RecallTuning]:
-    base = RecallTuning.from_settings(settings)
+    base = Deployment(settings).recall_tuning()
     known = {f.name for f in fields(RecallTuning)}
     tunings = {}
     for name, values in sweep.items():

@@ -33,7 +33,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from memstream.config import Settings
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory
@@ -48,13 +47,14 @@ H = TypeVar("H", bound=Hashable)
 
 @dataclass(frozen=True, slots=True)
 class RecallTuning:
-    """The knobs of recall's ranking; `from_settings` reads them from the configuration."""
+    """The knobs of recall's ranking. Their defaults are declared once, with the settings
+    (MEMSTREAM_RECALL_*); `Deployment.recall_tuning` reads them from the configuration."""
 
-    vector_weight: float = 4.0
-    importance_weight: float = 0.0
-    recency_weight: float = 0.0
-    recency_half_life_days: float = 30.0
-    duplicate_similarity: float = 0.95
+    vector_weight: float
+    importance_weight: float
+    recency_weight: float
+    recency_half_life_days: float
+    duplicate_similarity: float
 
     def __post_init__(self) -> None:
         if self.vector_weight < 0:
@@ -72,22 +72,6 @@ class RecallTuning:
             raise InvalidInputError(
                 f"the recency half-life must be positive, got {self.recency_half_life_days} days"
             )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> RecallTuning:
-        try:
-            return cls(
-                vector_weight=settings.recall_vector_weight,
-                importance_weight=settings.recall_importance_weight,
-                recency_weight=settings.recall_recency_weight,
-                recency_half_life_days=settings.recall_recency_half_life_days,
-                duplicate_similarity=settings.recall_duplicate_similarity,
-            )
-        except InvalidInputError as exc:
-            raise InvalidInputError(
-                f"{exc}: check MEMSTREAM_RECALL_IMPORTANCE_WEIGHT and "
-                "MEMSTREAM_RECALL_RECENCY_WEIGHT"
-            ) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ return, and fuses the scores (`projections.fusion`):
   `TenantStatsQuery`'s counts sent in the same round trip. Names and dates, which dominate
   questions about past conversations, are matched exactly here.
 - `VectorQuery`: a KNN over the memory vectors. HYBRID_POLICY ADHOC_BF scores every vector
-  that passes the tenant filter instead of walking the HNSW graph and discarding other
+  that passes the tenant filter by brute force instead of walking a graph and discarding other
   tenants' hits: a tenant is bounded (MEMSTREAM_MAX_MEMORIES) and usually a small part of a
-  shared index, where the graph walk can time out (measured: a 1M-vector index with a filter
-  matching one document took over 500 ms without it, 0.2 ms with it).
+  shared index, where an HNSW walk can time out (measured: a 1M-vector index with a filter
+  matching one document took over 500 ms without it, 0.2 ms with it). The index is therefore
+  FLAT (`schema.memory_index_schema`); earlier HNSW indexes answer the same query.
 
 Both go to the alias of the live generation's index, so recall keeps answering while a
 replay rebuilds the next generation and switches when that one is swapped in. Both are
@@ -304,7 +305,7 @@ class RedisRecaller:
     `recall` is hybrid; its `score` is in 0..1 (`projections.fusion.fuse` defines it): it orders
     results and is not comparable across queries. `recall_vector` is the vector-only path,
     whose `score` is the cosine similarity. `tuning` holds the fusion weight, the importance and
-    recency weights and the duplicate threshold (`RecallTuning.from_settings`); with
+    recency weights and the duplicate threshold (`Deployment.recall_tuning`); with
     `deduplicate=False` no memory is dropped for restating a better-ranked one (a key-value
     store's items are each their own, however alike their values: the LangGraph store).
     """
@@ -315,15 +316,15 @@ class RedisRecaller:
         keyspace: Keyspace,
         embedder: Embedder,
         *,
+        tuning: RecallTuning,
         url: str = "",
-        tuning: RecallTuning | None = None,
         deduplicate: bool = True,
     ) -> None:
         self._client = client
         self._keys = keyspace
         self._embedder = embedder
         self._url = url
-        self.tuning = tuning or RecallTuning()
+        self.tuning = tuning
         self._deduplicate = deduplicate
 
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:

@@ -176,11 +176,15 @@ def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
         {"name": Fields.WHEN, "type": "text"},
         {"name": Fields.IMPORTANCE, "type": "numeric"},
         {"name": Fields.TIMESTAMP, "type": "numeric", "attrs": {"sortable": True}},
+        # FLAT, not HNSW: recall's KNN is HYBRID_POLICY ADHOC_BF (projections.recall), which
+        # scores the tenant's vectors by brute force and never walks a graph, so a graph would
+        # only cost time at every write, replay and restart, and memory. Indexes created as
+        # HNSW by earlier versions answer the same queries and give way at the next replay.
         {
             "name": Fields.EMBEDDING,
             "type": "vector",
             "attrs": {
-                "algorithm": "hnsw",
+                "algorithm": "flat",
                 "dims": dims,
                 "distance_metric": "cosine",
                 "datatype": "float32",
