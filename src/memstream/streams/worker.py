@@ -341,5 +341,6 @@ def run_app(
 ) -> None:
     """Run the worker's app until SIGINT or SIGTERM, under faust.Worker. `loghandlers` are
     added to the root logger after Faust has set logging up (it clears the root's handlers)."""
-    app.conf.loghandlers = [*app.conf.loghandlers, *loghandlers]  # faust.Worker reads them here
-    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker.loghandlers.extend(loghandlers)  # installed when the worker sets logging up
+    worker.execute_from_commandline()
