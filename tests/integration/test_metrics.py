@@ -218,7 +218,7 @@ def scrape_registry(deployment: Deployment) -> tuple[str, Samples]:
 
 
 def test_the_servers_metrics_count_requests_by_route_template_without_tenants(
-    server: str,
+    server: str, settings: Settings
 ) -> None:
     url = f"{server}/metrics"
     _, before = scrape(url)
@@ -247,3 +247,9 @@ def test_the_servers_metrics_count_requests_by_route_template_without_tenants(
     latency = "memstream_http_request_seconds_count"
     assert value(after, latency, method="GET", route="/v1/health") >= 2
     assert tenant not in text and "01JZ0000000000000000000000" not in text
+
+    # Its heartbeat puts it in `memstream status`, with its last error (none so far).
+    shown = status(Deployment(settings))
+    assert any(
+        row.startswith("server (pid ") and "last error" in row for row in shown.splitlines()
+    ), shown
