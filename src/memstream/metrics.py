@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -32,6 +32,9 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
 from memstream.memory.embeddings import Embedder, Vectors
+
+if TYPE_CHECKING:
+    from faust.sensors.prometheus import FaustMetrics
 from memstream.memory.monitoring import (
     Consolidated,
     DeadLettered,
@@ -339,6 +342,15 @@ class Metrics:
     @cached_property
     def server(self) -> ServerMetrics:
         return ServerMetrics(self.registry)
+
+    @cached_property
+    def faust(self) -> FaustMetrics:
+        """Faust's sensors' instruments, under the fixed prefix `faust_` (Faust's default
+        prefix is the app's name, which holds the namespace: a dashboard must not depend on
+        it). The worker's app reports into them through Faust's PrometheusMonitor."""
+        from faust.sensors.prometheus import FaustMetrics
+
+        return FaustMetrics.create(self.registry, "faust")
 
     def monitor(self, inner: Monitor | None = None) -> CountingMonitor:
         """A Monitor that counts notices into this registry, then hands them to `inner`."""

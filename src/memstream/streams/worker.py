@@ -165,12 +165,10 @@ def build_app(
     )
     raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
     memory_topic = app.topic(topics.memory, **raw)
-    if metrics is not None:
-        # Faust's sensors, under a fixed prefix: its default (the app's name) holds the
-        # namespace, and a dashboard's queries must not depend on it.
-        from faust.sensors.prometheus import FaustMetrics, PrometheusMonitor
+    if metrics is not None:  # Faust's own sensors, into memstream's registry
+        from faust.sensors.prometheus import PrometheusMonitor
 
-        app.monitor = PrometheusMonitor(metrics=FaustMetrics.create(metrics.registry, "faust"))
+        app.monitor = PrometheusMonitor(metrics=metrics.faust)
     monitoring = _Monitoring(app, topics, metrics.monitor() if metrics is not None else None)
     projector = Projector(
         embedder,
