@@ -9,7 +9,9 @@ import logging
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
+from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.health import LastError
@@ -23,6 +25,7 @@ from memstream.memory.monitoring import (
     Skipped,
 )
 from memstream.metrics import Metrics
+from memstream.streams.worker import _consumer_lag
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT = "acme-tenant-7f3e"
@@ -234,3 +237,47 @@ def test_the_last_error_keeps_our_warnings_and_everyones_errors_only() -> None:
         for logger in (ours, theirs):
             logger.removeHandler(handler)
             logger.propagate = True
+
+
+class FakeConsumer:
+    """Faust's consumer as the lag measurement reads it: assignment and high watermarks."""
+
+    def __init__(self, ends: dict[TP, int | None], started: bool = True) -> None:
+        self._ends = ends
+        self._started = started
+
+    def assignment(self) -> set[TP]:
+        if not self._started:
+            raise RuntimeError("consumer not started")
+        return set(self._ends)
+
+    def highwater(self, tp: TP) -> int | None:
+        return self._ends[tp]
+
+
+class FakeHealer:
+    def __init__(self, consumed: dict[str, int | None]) -> None:
+        self._consumed = consumed
+
+    def last_consumed(self, field: str) -> int | None:
+        return self._consumed.get(field, -1)
+
+
+def test_the_consumer_lag_counts_what_is_after_the_last_message_consumed() -> None:
+    consumer = FakeConsumer(
+        {
+            TP("ns.memory", 0): 10,  # consumed up to offset 6: 7, 8, 9 wait
+            TP("ns.memory", 1): 4,  # nothing consumed, nothing committed: all four wait
+            TP("ns.memory", 2): None,  # not fetched yet: unknown, left out
+            TP("ns.memory", 3): 5,  # its committed offset not read yet: unknown, left out
+            TP("ns.monitoring", 0): 99,  # another topic
+        }
+    )
+    app = SimpleNamespace(consumer=consumer)
+    healer = FakeHealer({"ns.memory/0": 6, "ns.memory/3": None})
+
+    lag = _consumer_lag(app, "ns.memory", healer)  # type: ignore[arg-type]
+
+    assert lag == {("ns.memory", 0): 3, ("ns.memory", 1): 4}
+    stopped = SimpleNamespace(consumer=FakeConsumer({}, started=False))
+    assert _consumer_lag(stopped, "ns.memory", healer) == {}  # type: ignore[arg-type]
