@@ -184,16 +184,23 @@ def exported() -> dict[str, set[str]]:
 def test_the_dashboard_asks_only_for_metrics_memstream_exports() -> None:
     dashboard = json.loads((ROOT / "infra" / "grafana" / "memstream.json").read_text())
     assert dashboard["schemaVersion"] >= 36 and dashboard["title"] == "memstream"
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids must be unique for Grafana to import them"
+    assert {i["pluginId"] for i in dashboard["__inputs"]} == {"prometheus"}
     names = exported()
     used = set()
     for panel in dashboard["panels"]:
+        place = panel["gridPos"]
+        assert place["x"] + place["w"] <= 24 and place["h"] > 0, panel["title"]
         if panel["type"] == "row":
             continue
         assert panel["datasource"]["type"] == "prometheus", panel["title"]
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
-            found = re.findall(r"\b(?:memstream|faust)_[a-z0-9_]+\b", target["expr"])
-            assert found, target["expr"]
+            expr = target["expr"]
+            assert expr.count("(") == expr.count(")"), expr
+            found = re.findall(r"\b(?:memstream|faust)_[a-z0-9_]+\b", expr)
+            assert found, expr
             unknown = [name for name in found if name not in names]
             assert not unknown, f"{panel['title']!r} asks for {unknown}, which nothing exports"
             used |= set(found)
