@@ -374,11 +374,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _status(args: argparse.Namespace, deployment: Deployment) -> int:
     stack = LocalStack(deployment.settings)
     states = stack.status()
+    unread = ""
     try:
         reports = deployment.processes()
     except MemstreamError as exc:  # Redis is down: the services' states still help
-        reports = []
-        print(f"(no heartbeats: {exc})")
+        reports, unread = [], str(exc)
     local = {(report.kind, report.pid): report for report in reports}
     for name, state in states.items():
         pid = stack.pid(name)
@@ -386,6 +386,8 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"{name}: {state}" + (f", {_health(report)}" if report else ""))
     for report in local.values():
         print(f"{report.kind} (pid {report.pid} on {report.host}): {_health(report)}")
+    if unread:
+        print(f"lag and last errors unknown: {unread}")
     if states["kafka"] != "stopped" and states["redis"] != "stopped":
         with contextlib.suppress(MemstreamError, KafkaError, OSError):
             lag = deployment.projection_lag()
