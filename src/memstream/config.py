@@ -272,6 +272,14 @@ class Settings:
         _label_positions,
         lambda positions: ",".join(map(str, positions)),
     )
+    # -- metrics (docs/operations.md, "Metrics") ---------------------------------------------
+    worker_metrics_port: int = _setting(
+        "MEMSTREAM_WORKER_METRICS_PORT",
+        0,
+        "Port `memstream worker` serves its Prometheus metrics on, at "
+        "http://127.0.0.1:PORT/metrics (`--metrics-port` overrides it). 0: not served.",
+        _non_negative_int,
+    )
     kafka_port: int = _setting(
         "MEMSTREAM_KAFKA_PORT", 9092, "Port of the local stack's broker.", _positive_int
     )

@@ -19,7 +19,7 @@ import dataclasses
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
@@ -35,18 +35,21 @@ from redis.asyncio import Redis as AsyncRedis
 from memstream.config import Settings
 from memstream.errors import ConfigurationError, InvalidInputError
 from memstream.eventsourced import EventSourcedStores
+from memstream.health import Heartbeat, LastError, ProcessReport, heartbeats
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelClient
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.store import MemoryStore
+from memstream.metrics import Metrics, TimedEmbedder
 from memstream.processes import running
 from memstream.projections.connection import (
     async_redis_client,
     compact,
     is_missing_index,
     redis_client,
+    redis_errors,
 )
 from memstream.projections.fusion import RecallTuning
 from memstream.projections.generations import RedisGenerations
@@ -59,7 +62,7 @@ from memstream.providers import chat_model, embedder_from_settings, embedding_mo
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.replay import Replayer
 from memstream.streams.sender import BackgroundPublisher
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.topics import Topics, end_offsets, ensure_topics
 
 if TYPE_CHECKING:
     import faust
@@ -81,6 +84,9 @@ class Deployment:
         self.keys = Keyspace(settings.namespace)
         self._embedder = embedder
         self._stores: EventSourcedStores | None = None
+        # This deployment's own registry (never prometheus_client's global one): serve it with
+        # `prometheus_client.start_http_server(port, registry=deployment.metrics.registry)`.
+        self.metrics = Metrics()
 
     @classmethod
     def from_env(cls) -> Deployment:
@@ -136,6 +142,7 @@ class Deployment:
                 recaller=self.recaller(),
                 embedding_model=self.embedding_model,
             )
+            self.metrics.agent.watch(self._stores.publisher)
         return self._stores
 
     def manager(self, store: MemoryStore, client: ModelClient) -> LLMMemoryManager:
@@ -154,7 +161,8 @@ class Deployment:
     ) -> SemanticMemoryMiddleware:
         """The memory middleware over this deployment's stores: recall and record are on
         (`record` cut to MEMSTREAM_MAX_RECORD_CHARS unless given), consolidation only when
-        `consolidate` is given, Skipped announced on the monitoring topic."""
+        `consolidate` is given, Skipped announced on the monitoring topic and counted in
+        `metrics`, as is the hooks' time."""
         stores = self.stores()
         return SemanticMemoryMiddleware(
             stores=stores,
@@ -163,7 +171,8 @@ class Deployment:
             recall=recall or RecallConfig(),
             record=record or RecordConfig(max_record_chars=self.settings.max_record_chars),
             consolidate=consolidate,
-            monitor=stores.monitor,
+            monitor=self.metrics.monitor(stores.monitor),
+            timer=self.metrics.agent,
             runs_before=runs_before,
         )
 
@@ -289,27 +298,76 @@ class Deployment:
         return build_app(
             self.settings,
             self.topics,
-            self.embedder,
+            TimedEmbedder(self.embedder, self.metrics.worker.embedding),
             self.writer(self.async_redis()),
             self.reader(),
             self.chat_model() or ExtractiveSummarizer(),
+            metrics=self.metrics,
         )
 
-    def run_worker(self, *, loglevel: str = "info") -> None:
-        """Create the topics if needed, then run the worker until SIGINT or SIGTERM."""
+    def run_worker(self, *, loglevel: str = "info", metrics_port: int | None = None) -> None:
+        """Create the topics if needed, then run the worker until SIGINT or SIGTERM: its
+        metrics served on `metrics_port` (default MEMSTREAM_WORKER_METRICS_PORT; 0: not
+        served), its lag and last error kept for `memstream status` (a heartbeat in Redis)."""
         from memstream.streams.worker import run_app
 
+        port = self.settings.worker_metrics_port if metrics_port is None else metrics_port
         asyncio.run(self.ensure_topics())
-        run_app(self.worker_app(), loglevel=loglevel)
+        app = self.worker_app()
+        stop_serving = self.metrics.serve(port) if port else None
+        errors = LastError()
+        lag = self.metrics.worker
+        beat = self.heartbeat("worker", errors, lag=lambda: lag.total_lag, metrics_port=port)
+        beat.start()
+        try:
+            run_app(app, loglevel=loglevel, loghandlers=[errors])
+        finally:
+            beat.stop()
+            if stop_serving is not None:
+                stop_serving()
 
     async def ensure_topics(self) -> None:
         await ensure_topics(self.settings.bootstrap_servers, self.topics)
 
+    # -- health (`memstream status`) --------------------------------------------------------
+
+    def heartbeat(
+        self,
+        kind: str,
+        errors: LastError,
+        *,
+        lag: Callable[[], int | None] = lambda: None,
+        metrics_port: int = 0,
+    ) -> Heartbeat:
+        """This process's heartbeat under the namespace (its kind, lag, last error and
+        metrics port), for `memstream status`; start it, and stop it on the way out."""
+        return Heartbeat(
+            self.redis,
+            self.keys,
+            kind,
+            errors=errors,
+            lag=lag,
+            metrics_port=metrics_port or None,
+        )
+
+    def processes(self) -> list[ProcessReport]:
+        """The processes of this namespace that beat lately (workers, servers)."""
+        with redis_errors(self.settings.redis, "reading the processes' heartbeats"):
+            return heartbeats(self.redis, self.keys)
+
+    def projection_lag(self) -> dict[int, int]:
+        """Per partition of the memory topic: messages the live projection has not applied."""
+        topic = self.topics.memory
+        positions = self.status().positions()
+        ends = asyncio.run(end_offsets(self.settings.bootstrap_servers, topic))
+        return {p: max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items()}
+
     def worker_process(
-        self, log: Path, probe: MemoryEvent, *, loglevel: str = "info"
+        self, log: Path, probe: MemoryEvent, *, loglevel: str = "info", metrics_port: int = 0
     ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
         """A `memstream worker` process on this namespace, projecting (it has applied `probe`)
-        when the block starts and stopped when it ends. Tests and benches use it."""
+        when the block starts and stopped when it ends (serving its metrics on
+        `metrics_port` when given). Tests and benches use it."""
 
         async def publish() -> None:
             await self.ensure_topics()  # a fresh namespace has none until a worker starts
@@ -318,8 +376,9 @@ class Deployment:
 
         asyncio.run(publish())
         status = self.status()
+        serve = ["--metrics-port", str(metrics_port)] if metrics_port else []
         return running(
-            [sys.executable, "-m", "memstream", "worker", "--loglevel", loglevel],
+            [sys.executable, "-m", "memstream", "worker", "--loglevel", loglevel, *serve],
             env={**os.environ, **self.settings.environ()},
             log=log,
             ready=lambda: not status.unapplied([probe]),

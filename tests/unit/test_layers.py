@@ -54,15 +54,17 @@ def _part_graph() -> dict[str, set[str]]:
         (
             "memory",
             {"agent", "hooks", "streams", "projections", "providers", "eventsourced", "cli",
-             "bench", "server", "integrations", "composition", "config"},
+             "bench", "server", "integrations", "composition", "config", "metrics", "health"},
         ),
-        ("agent", {"memory", "hooks", "streams", "projections", "eventsourced", "providers"}),
+        ("agent", {"memory", "hooks", "streams", "projections", "eventsourced", "providers",
+                   "metrics", "health"}),
         ("llm", {"agent", "memory", "providers"}),
         ("projections", {"streams", "hooks", "agent", "eventsourced", "cli", "bench"}),
         # The stream side and the stores reach the projection through memory.ports only.
         ("streams", {"projections", "providers", "hooks", "agent", "eventsourced", "cli", "bench"}),
         ("eventsourced", {"projections", "providers", "hooks", "agent", "cli", "bench"}),
-        ("hooks", {"streams", "projections", "eventsourced", "providers", "cli", "bench"}),
+        ("hooks", {"streams", "projections", "eventsourced", "providers", "cli", "bench",
+                   "metrics", "health"}),
     ],
 )  # fmt: skip
 def test_a_part_imports_nothing_above_it(part: str, forbidden: set[str]) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import logging
 import sys
 
 from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError
+from memstream.health import LastError
 
 __all__ = ["is_loopback", "missing_extra", "register"]
 
@@ -75,8 +77,18 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         max_body_bytes=settings.server_max_body_bytes,
         keyless=loopback or args.insecure,
         host=args.host,
+        metrics=deployment.metrics,
     )
     port = args.port or settings.server_port
-    print(f"memstream serve: http://{args.host}:{port} (MCP at /mcp)", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=port, log_level="warning", access_log=False)
+    print(f"memstream serve: http://{args.host}:{port} (MCP at /mcp, /metrics)", file=sys.stderr)
+    # Its last error goes to `memstream status`; uvicorn's own logger does not propagate.
+    errors = LastError()
+    for logger in (logging.getLogger(), logging.getLogger("uvicorn")):
+        logger.addHandler(errors)
+    beat = deployment.heartbeat("server", errors)
+    beat.start()
+    try:
+        uvicorn.run(app, host=args.host, port=port, log_level="warning", access_log=False)
+    finally:
+        beat.stop()
     return 0

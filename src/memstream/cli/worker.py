@@ -12,9 +12,15 @@ __all__ = ["register"]
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker = commands.add_parser("worker", help="project the memory topic into Redis")
     worker.add_argument("--loglevel", default="info", choices=["debug", "info", "warning"])
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics "
+        "(default MEMSTREAM_WORKER_METRICS_PORT; 0: not served)",
+    )
     worker.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
-    deployment.run_worker(loglevel=args.loglevel)
+    deployment.run_worker(loglevel=args.loglevel, metrics_port=args.metrics_port)
     return 0

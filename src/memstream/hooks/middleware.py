@@ -21,10 +21,11 @@ never recorded.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from memstream.agent.context import Clock, RunContext, SystemClock
 from memstream.agent.middleware import AgentMiddleware, Block, Proceed, Turn
@@ -45,7 +46,7 @@ from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, cut
 from memstream.memory.monitoring import LoggingMonitor, Monitor
 from memstream.memory.store import MemoryStore
 
-__all__ = ["ConsolidateConfig", "ManagerFactory", "SemanticMemoryMiddleware"]
+__all__ = ["ConsolidateConfig", "HookTimer", "ManagerFactory", "SemanticMemoryMiddleware"]
 
 T = TypeVar("T")
 ManagerFactory = Callable[[MemoryStore, ModelClient], LLMMemoryManager]
@@ -58,6 +59,12 @@ class ConsolidateConfig:
 
     older_than: timedelta
     min_count: int = 3
+
+
+class HookTimer(Protocol):
+    def observe_hook(self, hook: str, seconds: float) -> None:
+        """`hook` ("before_agent", "after_agent") took `seconds` (metrics)."""
+        ...
 
 
 def default_manager(store: MemoryStore, client: ModelClient) -> LLMMemoryManager:
@@ -79,6 +86,7 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         consolidate: ConsolidateConfig | None = None,
         clock: Clock | None = None,
         monitor: Monitor | None = None,
+        timer: HookTimer | None = None,
         id: str = "semantic-memory",
         runs_before: frozenset[str] = frozenset(),
     ) -> None:
@@ -99,6 +107,7 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         self._consolidate = consolidate
         self._clock = clock or SystemClock()
         self._monitor = monitor or LoggingMonitor()
+        self._timer = timer
 
     def with_store(self, tenant: str, f: Callable[[MemoryStore | None], T]) -> T:
         """`f` on the tenant's store as the middleware's last write left it, under the
@@ -108,6 +117,14 @@ class SemanticMemoryMiddleware(AgentMiddleware):
     # -- hooks ------------------------------------------------------------------------------
 
     def before_agent(self, input: str, context: RunContext) -> Proceed | Block:
+        started = time.perf_counter()
+        try:
+            return self._before_agent(input, context)
+        finally:
+            if self._timer is not None:
+                self._timer.observe_hook("before_agent", time.perf_counter() - started)
+
+    def _before_agent(self, input: str, context: RunContext) -> Proceed | Block:
         tenant = context.config.tenant_id
         if tenant is None:
             return Proceed()
@@ -143,6 +160,14 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         return PromptSection(self.SECTION, cut(recalled, self._recall.max_chars))
 
     def after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
+        started = time.perf_counter()
+        try:
+            return self._after_agent(turn, context)
+        finally:
+            if self._timer is not None:
+                self._timer.observe_hook("after_agent", time.perf_counter() - started)
+
+    def _after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
         tenant = context.config.tenant_id
         if tenant is None or self._record is None:
             return Proceed()

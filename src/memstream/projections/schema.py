@@ -110,6 +110,15 @@ class Keyspace:
     def alias(self) -> str:
         return f"{self.namespace}:memories"
 
+    def process(self, host: str, pid: int) -> str:
+        """A running process's heartbeat for `memstream status` (health.Heartbeat); it
+        expires when the process stops refreshing it."""
+        return f"{self.namespace}:process:{host}:{pid}"
+
+    @property
+    def process_pattern(self) -> str:
+        return f"{self.namespace}:process:*"
+
     @property
     def generation_prefix(self) -> str:
         return f"{self.namespace}:g{self.generation}:"

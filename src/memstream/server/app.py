@@ -6,6 +6,11 @@ status codes in one place (`_STATUS`), each answered as `{"detail", "code", "ret
 (`detail` is what AMS's client reads). A body over MEMSTREAM_SERVER_MAX_BODY_BYTES is refused
 with 413 before it is read whole. AMS routes memstream does not serve (working memory, summary
 views, tasks, edit, compact) answer 501 saying so. The MCP tools are served at `/mcp`.
+
+`/metrics` answers the server's metrics in Prometheus's text format without a key: requests
+counted and timed by route template and status, no tenant, path or query in any label. It
+says nothing about anyone's memories; keep it off the public network like the rest of the
+operator's scrape targets (docs/server.md).
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,6 +41,7 @@ from memstream.errors import (
     NotAuthenticatedError,
     ProjectionLagError,
 )
+from memstream.metrics import Metrics, ServerMetrics
 from memstream.server.keys import ApiKeys, Principal
 from memstream.server.mcp import build_mcp, http_principal, key_principal
 from memstream.server.models import (
@@ -172,6 +179,37 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
+class _Measured:
+    """Counts and times every HTTP request by its route's template
+    (`/v1/long-term-memory/{memory_id}`), never its path or query, which hold memory ids and
+    tenants; a request no route matched counts as `unmatched`."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self._app = app
+        self._metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the client gets if the app raises before answering
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self._app(scope, receive, sending)
+        finally:
+            # The router writes the matched route into the scope it was handed (this one).
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            elapsed = time.perf_counter() - started
+            self._metrics.observe(scope["method"], route, status, elapsed)
+
+
 class _McpGate:
     """Refuses a request to `/mcp` without a tenant key (401, or 403 for an admin key) before
     the MCP transport opens anything; the tools then read the same key for their tenant."""
@@ -202,10 +240,13 @@ def create_app(
     max_body_bytes: int,
     keyless: bool,
     host: str = "127.0.0.1",
+    metrics: Metrics | None = None,
 ) -> FastAPI:
     """The ASGI app. `service` opens the memory service for the app's lifetime. `keyless`:
     whether requests without a key act as admin while no key exists (only on loopback, or
-    when told --insecure). `host` is where it listens (the MCP transport checks Host)."""
+    when told --insecure). `host` is where it listens (the MCP transport checks Host).
+    `metrics` is the registry `/metrics` serves (a new one if not given)."""
+    metrics = metrics or Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -223,6 +264,8 @@ def create_app(
     )
     app.add_middleware(_BodyLimit, limit=max_body_bytes)
     app.add_middleware(_McpGate, keys=keys, keyless=keyless)
+    # Outermost: a request refused by the gates above is counted too.
+    app.add_middleware(_Measured, metrics=metrics.server)
     app.state.keys = keys
     app.state.keyless = keyless
     mcp = build_mcp(lambda: app.state.service, http_principal(keys, keyless=keyless))
@@ -249,6 +292,10 @@ def create_app(
             for error in exc.errors()[:10]
         )
         return _error(422, InvalidInputError.code, f"the request is not valid: {problems}")
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus_metrics() -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/health", response_model=HealthCheckResponse)
     def health() -> HealthCheckResponse:

@@ -128,6 +128,13 @@ class Healer:
         for position in partitions:
             self._unchecked[position.field] = position
 
+    def last_consumed(self, field: str) -> int | None:
+        """The last offset of partition `field` this worker consumed (-1: none, nothing was
+        committed either); None while its committed offset is not read yet (metrics)."""
+        if field in self._unchecked:
+            return None
+        return self._consumed.get(field, -1)
+
     def revoked(self, partitions: Collection[Position]) -> None:
         """Partitions taken away: their new owner checks them."""
         for position in partitions:

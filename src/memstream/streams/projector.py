@@ -32,7 +32,7 @@ from memstream.memory.model import Memory
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
 from memstream.memory.ports import AppliedOutcome, Embedded, Position, ProjectionWriter
 
-__all__ = ["DeadLetters", "Projector", "RawMessage", "notices_of"]
+__all__ = ["DeadLetters", "OnApplied", "Projector", "RawMessage", "notices_of"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,6 +60,11 @@ class RawMessage:
         return cls(record.topic, record.partition, record.offset, record.key, record.value, at)
 
 
+# Told of each event applied for the first time, with the time its message was written to the
+# log (metrics: events applied by type, end-to-end lag).
+OnApplied = Callable[[AppliedOutcome, datetime | None], None]
+
+
 class DeadLetters(Protocol):
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
         """Keep `message` byte for byte with the reason it was refused, and announce it."""
@@ -75,6 +80,7 @@ class Projector:
         *,
         default_importance: float,
         monitor: Monitor | None = None,
+        on_applied: OnApplied | None = None,
         into: int | None = None,
         reuse_vectors: bool = False,
         adopt_model: bool = False,
@@ -86,6 +92,7 @@ class Projector:
         self._writer = writer
         self._dead_letters = dead_letters
         self._monitor = monitor
+        self._on_applied = on_applied
         self._into = into
         self._reuse_vectors = reuse_vectors
         # A rebuild with this embedder (replay after MEMSTREAM_EMBEDDER changed) embeds events
@@ -124,6 +131,7 @@ class Projector:
         """Apply the good events; their outcomes, and the last offset of each partition an
         event was applied (or found applied) at."""
         ready = []
+        written: dict[str, datetime | None] = {}
         for message in messages:
             try:
                 event = decode_event(message.value or b"", self._context(message))
@@ -143,6 +151,7 @@ class Projector:
                 await self._dead_letters.send(message, exc)
                 continue
             ready.append((event, memories, message.position))
+            written[event.id] = message.timestamp
         if not ready:
             return [], {}
         flat = [memory for _, memories, _ in ready for memory in memories]
@@ -159,6 +168,10 @@ class Projector:
             for outcome in outcomes:
                 for notice in notices_of(outcome, at):
                     self._monitor.announce(notice)
+        if self._on_applied is not None:
+            for outcome in outcomes:
+                if outcome.applied_now:
+                    self._on_applied(outcome, written.get(outcome.event_id))
         return outcomes, {position.field: position.offset for _, _, position in ready}
 
     def _context(self, message: RawMessage) -> DecodeContext:

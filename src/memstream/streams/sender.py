@@ -60,6 +60,7 @@ class BackgroundPublisher:
         # What the buffer holds is counted here, not asked of librdkafka: len(producer) also
         # counts error events waiting to be polled, so it is no count of messages.
         self._held = 0
+        self._acknowledged = 0  # read by the metrics (memstream_messages_acknowledged)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="memstream-publisher", daemon=True)
@@ -85,7 +86,10 @@ class BackgroundPublisher:
             )
         try:
             self._producer.produce(
-                topic, value, key, on_delivery=_delivered(on_durable, self._release)
+                topic,
+                value,
+                key,
+                on_delivery=_delivered(on_durable, self._release, self._acknowledge),
             )
         except (BufferError, KafkaException) as exc:
             self._release()
@@ -100,9 +104,23 @@ class BackgroundPublisher:
         """Messages queued and not yet acknowledged (or dropped)."""
         return self._held
 
+    @property
+    def capacity(self) -> int:
+        """The most messages the buffer holds before `submit` refuses."""
+        return self._capacity
+
+    @property
+    def acknowledged(self) -> int:
+        """Messages the broker has acknowledged since this publisher started."""
+        return self._acknowledged
+
     def _release(self) -> None:
         with self._lock:
             self._held -= 1
+
+    def _acknowledge(self) -> None:
+        # Only the poller thread calls this, so the count needs no lock.
+        self._acknowledged += 1
 
     def close(self, timeout: float = 10.0) -> None:
         """Send what is queued (up to `timeout`), then stop the poller.
@@ -126,7 +144,9 @@ class BackgroundPublisher:
 
 
 def _delivered(
-    on_durable: Callable[[], None] | None, release: Callable[[], None]
+    on_durable: Callable[[], None] | None,
+    release: Callable[[], None],
+    acknowledge: Callable[[], None],
 ) -> Callable[[Any, Message], None]:
     def delivered(error: Any, message: Message) -> None:
         release()  # delivered or dropped, the message no longer takes room in the buffer
@@ -137,6 +157,7 @@ def _delivered(
             # effect stays "started" in the journal, so the run's recovery can send it again.
             log.error("Kafka did not take a message for %s: %s", message.topic(), error)
             return
+        acknowledge()
         if on_durable is not None:
             try:
                 on_durable()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,11 +46,13 @@ from memstream.llm import ModelClient
 from memstream.memory.embeddings import Embedder
 from memstream.memory.monitoring import (
     DeadLettered,
+    Monitor,
     MonitoringEvent,
     encode_monitoring,
     monitoring_key,
 )
 from memstream.memory.ports import MemoryReader, Position, ProjectionWriter
+from memstream.metrics import Metrics
 from memstream.streams.consolidation import ConsolidationJob, encoded
 from memstream.streams.heal import Healer, KafkaLog
 from memstream.streams.projector import Projector, RawMessage
@@ -65,16 +67,20 @@ BATCH_WITHIN_S = 0.02
 # How often the worker compares Redis's positions with what it consumed (streams.heal): the
 # longest a Redis that lost writes under an idle worker stays behind.
 _HEAL_CHECK_S = 1.0
+# How often the worker measures its consumer lag (metrics, `memstream status`).
+_LAG_CHECK_S = 1.0
 
 
 class _Monitoring:
     """Dead letters and monitoring events, written by the app's plain (non-transactional)
     producer. `announce` (the Monitor port) only starts a send; the agent awaits them all
-    (`drained`) before a batch is acknowledged, so notices are at-least-once."""
+    (`drained`) before a batch is acknowledged, so notices are at-least-once. Every notice is
+    also announced to `counted` (the metrics), when given."""
 
-    def __init__(self, app: faust.App, topics: Topics) -> None:
+    def __init__(self, app: faust.App, topics: Topics, counted: Monitor | None = None) -> None:
         self._app = app
         self._topics = topics
+        self._counted = counted
         self._sending: list[asyncio.Task[None]] = []
 
     async def _send(
@@ -103,11 +109,15 @@ class _Monitoring:
             at=datetime.now(UTC),
         )
         await self._send(self._topics.monitoring, message.key, encode_monitoring(notice), {})
+        if self._counted is not None:
+            self._counted.announce(notice)
 
     async def publish(self, topic: str, key: bytes, value: bytes) -> None:
         await self._send(topic, key, value, {})
 
     def announce(self, event: MonitoringEvent) -> None:
+        if self._counted is not None:
+            self._counted.announce(event)
         send = self._send(
             self._topics.monitoring, monitoring_key(event), encode_monitoring(event), {}
         )
@@ -126,8 +136,10 @@ def build_app(
     writer: ProjectionWriter,
     reader: MemoryReader,
     summarizer: ModelClient,
+    metrics: Metrics | None = None,
 ) -> faust.App:
-    """The worker's Faust app over the given parts (`Deployment.worker_app` gives them)."""
+    """The worker's Faust app over the given parts (`Deployment.worker_app` gives them);
+    with `metrics`, Faust's sensors and memstream's own are kept in its registry."""
     app = faust.App(
         f"{settings.namespace}-projector",
         broker=";".join(f"kafka://{host}" for host in settings.bootstrap_servers.split(",")),
@@ -153,13 +165,22 @@ def build_app(
     )
     raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
     memory_topic = app.topic(topics.memory, **raw)
-    monitoring = _Monitoring(app, topics)
+    if metrics is not None:  # Faust's own sensors, into memstream's registry
+        from faust.sensors.prometheus import PrometheusMonitor
+
+        app.monitor = PrometheusMonitor(metrics=metrics.faust)
+    monitoring = _Monitoring(app, topics, metrics.monitor() if metrics is not None else None)
     projector = Projector(
         embedder,
         writer,
         monitoring,
         default_importance=settings.default_importance,
         monitor=monitoring,
+        on_applied=(
+            (lambda o, at: metrics.worker.observe_applied(o.event.type, at))
+            if metrics is not None
+            else None
+        ),
     )
     # The group id Faust commits under is the app's id.
     healer = Healer(projector, writer, KafkaLog(settings.bootstrap_servers, app.conf.id))
@@ -197,6 +218,8 @@ def build_app(
                 )
                 for e in events
             ]
+            if metrics is not None:
+                metrics.worker.batch_size.observe(len(messages))
             outcomes = await healer.project(messages)
             await monitoring.drained()
             consolidation.observe(outcomes)
@@ -215,7 +238,34 @@ def build_app(
     async def heal() -> None:
         await healer.check()
 
+    if metrics is not None:
+        worker_metrics = metrics.worker
+
+        @app.timer(interval=_LAG_CHECK_S)  # type: ignore[untyped-decorator]
+        async def measure_lag() -> None:
+            worker_metrics.set_consumer_lag(_consumer_lag(app, topics.memory, healer))
+
     return app
+
+
+def _consumer_lag(app: faust.App, topic: str, healer: Healer) -> dict[tuple[str, int], int]:
+    """Per partition of `topic` this worker holds: messages after the last it consumed, by
+    the consumer's high watermark (refreshed by every fetch, so it moves while idle too)."""
+    consumer: Any = app.consumer
+    try:
+        held = consumer.assignment()
+    except Exception:  # noqa: BLE001 - not started yet, or rebalancing: measured next tick
+        return {}
+    lag = {}
+    for tp in held:
+        if tp.topic != topic:
+            continue
+        end = consumer.highwater(tp)
+        consumed = healer.last_consumed(f"{tp.topic}/{tp.partition}")
+        if end is None or consumed is None:
+            continue  # not fetched, or its committed offset not read yet: unknown
+        lag[(tp.topic, tp.partition)] = max(int(end) - consumed - 1, 0)
+    return lag
 
 
 async def ready_batches(
@@ -284,6 +334,11 @@ def _positions(partitions: set[faust.types.TP]) -> list[Position]:
     return [Position(tp.topic, tp.partition, -1) for tp in partitions]
 
 
-def run_app(app: faust.App, *, loglevel: str = "info") -> None:
-    """Run the worker's app until SIGINT or SIGTERM, under faust.Worker."""
-    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+def run_app(
+    app: faust.App, *, loglevel: str = "info", loghandlers: Sequence[logging.Handler] = ()
+) -> None:
+    """Run the worker's app until SIGINT or SIGTERM, under faust.Worker. `loghandlers` are
+    added to the root logger after Faust has set logging up (it clears the root's handlers)."""
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker.loghandlers.extend(loghandlers)  # installed when the worker sets logging up
+    worker.execute_from_commandline()
