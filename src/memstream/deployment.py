@@ -42,6 +42,7 @@ from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.store import MemoryStore
 from memstream.processes import running
 from memstream.projections.connection import (
+    RedisConnection,
     async_redis_client,
     compact,
     is_missing_index,
@@ -55,6 +56,7 @@ from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import chat_model, embedder_from_settings, embedding_model_id
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.replay import Replayer
 from memstream.streams.sender import BackgroundPublisher
@@ -123,13 +125,25 @@ class Deployment:
         """The configured chat model; None when none is configured (offline)."""
         return chat_model(self.settings)
 
+    # -- the connections ------------------------------------------------------------------------
+
+    @cached_property
+    def kafka(self) -> KafkaConnection:
+        """The brokers and the security every Kafka client of this deployment uses."""
+        return KafkaConnection.from_settings(self.settings)
+
+    @cached_property
+    def redis_connection(self) -> RedisConnection:
+        """The Redis URL, ACL user and TLS files every Redis client of this deployment uses."""
+        return RedisConnection.from_settings(self.settings)
+
     # -- the agent side ---------------------------------------------------------------------
 
     def stores(self, *, publisher: BackgroundPublisher | None = None) -> EventSourcedStores:
         """The tenant -> store resolver of the agent side (one per deployment)."""
         if self._stores is None:
             self._stores = EventSourcedStores(
-                publisher or BackgroundPublisher(self.settings.bootstrap_servers),
+                publisher or BackgroundPublisher(self.kafka),
                 self.topics,
                 reader=self.reader(),
                 recaller=self.recaller(),
@@ -168,7 +182,7 @@ class Deployment:
 
     def event_publisher(self) -> EventPublisher:
         """An asyncio publisher that waits for the broker (imports, forgets, tests)."""
-        return EventPublisher(self.settings.bootstrap_servers, self.topics)
+        return EventPublisher(self.kafka, self.topics)
 
     # -- the server (the `server` extra) ------------------------------------------------------
 
@@ -210,11 +224,11 @@ class Deployment:
 
     @cached_property
     def redis(self) -> Redis:
-        return redis_client(self.settings.redis)
+        return redis_client(self.redis_connection)
 
     def async_redis(self) -> AsyncRedis:
         """A new asyncio client: one belongs to one event loop, so each caller makes its own."""
-        return async_redis_client(self.settings.redis)
+        return async_redis_client(self.redis_connection)
 
     def status(self) -> ProjectionStatus:
         return ProjectionStatus(self.redis, self.keys, url=self.settings.redis)
@@ -252,7 +266,7 @@ class Deployment:
         client = self.async_redis()
         try:
             yield Replayer(
-                self.settings.bootstrap_servers,
+                self.kafka,
                 self.topics,
                 self.writer(client),
                 self.generations(client),
@@ -285,7 +299,7 @@ class Deployment:
         run_app(self.worker_app(), loglevel=loglevel)
 
     async def ensure_topics(self) -> None:
-        await ensure_topics(self.settings.bootstrap_servers, self.topics)
+        await ensure_topics(self.kafka, self.topics)
 
     def worker_process(
         self, log: Path, probe: MemoryEvent, *, loglevel: str = "info"
@@ -344,7 +358,7 @@ class Deployment:
             asyncio.run(self._delete_topics())
 
     async def _delete_topics(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap_servers)
+        admin = AIOKafkaAdminClient(**self.kafka.aiokafka())
         await admin.start()
         try:
             existing = set(await admin.list_topics())

@@ -17,7 +17,8 @@ import redis
 
 from memstream import Settings
 from memstream.deployment import Deployment
-from memstream.projections.connection import redis_client
+from memstream.projections.connection import RedisConnection, redis_client
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics, ensure_topics
 
 from .helpers import TestStack, running_worker
@@ -30,11 +31,13 @@ MAX_MEMORIES = 40
 
 def _stack_problem(settings: Settings) -> str | None:
     try:
-        redis_client(settings.redis).ping()
+        redis_client(RedisConnection.from_settings(settings)).ping()
     except redis.RedisError as exc:
         return f"Redis at {settings.redis} does not answer ({exc})"
     try:
-        asyncio.run(ensure_topics(settings.bootstrap_servers, Topics(settings.namespace, 2)))
+        asyncio.run(
+            ensure_topics(KafkaConnection.from_settings(settings), Topics(settings.namespace, 2))
+        )
     except Exception as exc:  # noqa: BLE001 - any failure means the broker is not usable
         return f"Kafka at {settings.bootstrap_servers} does not answer ({exc})"
     return None

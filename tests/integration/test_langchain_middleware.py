@@ -182,7 +182,7 @@ def test_a_failed_record_is_skipped_and_announced_never_raised(stack: TestStack)
     tenant = f"lc-skip-{uuid.uuid4().hex[:6]}"
     dead = BackgroundPublisher("127.0.0.1:1", capacity=1)
     dead.submit(stack.topics.memory, b"x", b"fills the only slot")
-    healthy = BackgroundPublisher(stack.settings.bootstrap_servers)
+    healthy = BackgroundPublisher(stack.kafka)
     deployment = Deployment(stack.settings)
     deployment.stores(publisher=dead)  # the agent side's memory writes go to the dead broker
     middleware = MemstreamMiddleware(deployment, monitor=KafkaMonitor(healthy, stack.topics))

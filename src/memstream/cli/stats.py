@@ -24,7 +24,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _lag(deployment: Deployment, positions: dict[str, int]) -> dict[int, int]:
     """Per partition: messages in the log the live projection has not taken in yet."""
     topic = deployment.topics.memory
-    ends = asyncio.run(end_offsets(deployment.settings.bootstrap_servers, topic))
+    ends = asyncio.run(end_offsets(deployment.kafka, topic))
     return {p: max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items()}
 
 

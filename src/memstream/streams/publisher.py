@@ -21,17 +21,18 @@ from memstream.errors import KafkaUnavailableError
 from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoryEvent, MemoryForgotten
 from memstream.memory.tenancy import tenant_key
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics
 
 __all__ = ["EventPublisher"]
 
 
 class EventPublisher:
-    def __init__(self, bootstrap: str, topics: Topics, *, timeout_s: float = 15.0) -> None:
-        self._bootstrap = bootstrap
+    def __init__(self, kafka: KafkaConnection, topics: Topics, *, timeout_s: float = 15.0) -> None:
+        self._kafka = kafka
         self._topic = topics.memory
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
+            **kafka.aiokafka(),
             enable_idempotence=True,
             acks="all",
             linger_ms=2,
@@ -97,7 +98,7 @@ class EventPublisher:
 
     def _unavailable(self, exc: BaseException) -> KafkaUnavailableError:
         return KafkaUnavailableError(
-            f"could not write to Kafka at {self._bootstrap} ({exc!r}); the events were not "
+            f"could not write to Kafka at {self._kafka.where} ({exc!r}); the events were not "
             "recorded. Check the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP, "
             "then try again: events carry deterministic ids, so a retry never duplicates."
         )

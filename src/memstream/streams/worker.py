@@ -53,6 +53,7 @@ from memstream.memory.monitoring import (
 from memstream.memory.ports import MemoryReader, Position, ProjectionWriter
 from memstream.streams.consolidation import ConsolidationJob, encoded
 from memstream.streams.heal import Healer, KafkaLog
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics
 
@@ -128,9 +129,11 @@ def build_app(
     summarizer: ModelClient,
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them)."""
+    kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
         f"{settings.namespace}-projector",
-        broker=";".join(f"kafka://{host}" for host in settings.bootstrap_servers.split(",")),
+        broker=kafka.faust_broker(),
+        broker_credentials=kafka.faust_credentials(),
         store="memory://",
         # Tables live in memory, so Faust's data folder only ever holds empty folders: keep
         # them out of the working directory.
@@ -162,7 +165,7 @@ def build_app(
         monitor=monitoring,
     )
     # The group id Faust commits under is the app's id.
-    healer = Healer(projector, writer, KafkaLog(settings.bootstrap_servers, app.conf.id))
+    healer = Healer(projector, writer, KafkaLog(kafka, app.conf.id))
 
     # Faust's signals call receivers with (sender, the partitions, signal=...).
     @app.on_partitions_assigned.connect
