@@ -16,7 +16,9 @@ import pytest
 import redis
 
 from memstream import Settings
+from memstream.cli.secure import SecureStack
 from memstream.deployment import Deployment
+from memstream.processes import free_port
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics, ensure_topics
@@ -97,3 +99,18 @@ def server(
     """A `memstream serve` process on the session's namespace; yields its base URL."""
     with serving(env, tmp_path_factory.mktemp("server") / "server.log") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureStack]:
+    """A broker that takes only SASL_SSL (SCRAM, mutual TLS, ACLs on) and a Redis that takes
+    only TLS with ACL users, on free ports, their certificates made in a temporary folder;
+    stopped at the end of the session."""
+    stack = SecureStack(
+        tmp_path_factory.mktemp("secure"),
+        kafka_port=free_port(),
+        controller_port=free_port(),
+        redis_port=free_port(),
+    )
+    with stack.running():
+        yield stack

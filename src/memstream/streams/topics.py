@@ -53,6 +53,11 @@ class Topics:
     def monitoring(self) -> str:
         return f"{self.namespace}.monitoring"
 
+    @property
+    def worker_group(self) -> str:
+        """The workers' consumer group: the Faust app's id."""
+        return f"{self.namespace}-projector"
+
     def specs(self) -> tuple[TopicSpec, ...]:
         return (
             TopicSpec(self.memory, self.partitions, _FOREVER),

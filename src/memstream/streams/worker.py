@@ -131,7 +131,7 @@ def build_app(
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them)."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
-        f"{settings.namespace}-projector",
+        topics.worker_group,
         broker=kafka.faust_broker(),
         broker_credentials=kafka.faust_credentials(),
         store="memory://",
