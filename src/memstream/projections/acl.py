@@ -25,33 +25,49 @@ __all__ = ["REDIS_ROLES", "redis_acl", "redis_acl_command"]
 
 REDIS_ROLES = ("agent", "worker", "importer")
 
+# redis-py's connection handshake (HELLO, AUTH, CLIENT SETINFO) and PING.
 _CONNECT = ("+@connection",)
-_READ_SEARCH = ("+FT.SEARCH", "+FT.AGGREGATE", "+FT.INFO", "+FT._LIST")
-_WRITE_SEARCH = (
-    "+FT.CREATE",
-    "+FT.ALIASADD",
-    "+FT.ALIASUPDATE",
-    "+FT.DROPINDEX",
-)
+# Reads of any kind, but none of the commands Redis marks dangerous (KEYS, DEBUG, ...).
+_READ = ("+@read", "-@dangerous")
+_WRITE = ("+@read", "+@write", "-@dangerous")
+# The apply-once and swap scripts (redis-py's registered scripts: EVALSHA, EVAL when the
+# server does not know the script yet, SCRIPT LOAD/EXISTS in pipelines).
+_SCRIPTS = ("+evalsha", "+eval", "+script|load", "+script|exists")
+_RIGHTS = {
+    # recall: FT.SEARCH over the live alias; memories, orders and positions read by key.
+    "agent": (*_READ, "+FT.SEARCH"),
+    # the projection: FT.INFO (does the generation's index exist?), FT.CREATE and FT.ALIASADD
+    # on first start; the rest through the scripts.
+    "worker": (*_WRITE, *_SCRIPTS, "+FT.SEARCH", "+FT.INFO", "+FT.CREATE", "+FT.ALIASADD"),
+    # replay, verify, stats: a new generation's index, FT.ALIASUPDATE (inside the swap
+    # script), FT.DROPINDEX of the retired generation, FT.AGGREGATE for per-tenant counts.
+    "importer": (
+        *_WRITE,
+        *_SCRIPTS,
+        "+FT.SEARCH",
+        "+FT.AGGREGATE",
+        "+FT.INFO",
+        "+FT.CREATE",
+        "+FT.ALIASADD",
+        "+FT.ALIASUPDATE",
+        "+FT.DROPINDEX",
+    ),
+}
 
 
 def redis_acl(role: str, keys: Keyspace) -> tuple[str, ...]:
     """The ACL rules (as `ACL SETUSER` takes them, after the user's name and password) that
     `role` needs on `keys`' namespace."""
-    confined = ("resetkeys", f"~{keys.namespace}:*", "resetchannels", "-@all", *_CONNECT)
-    if role == "agent":
-        return (*confined, "+@read", *_READ_SEARCH)
-    if role in ("worker", "importer"):
-        return (
-            *confined,
-            "+@read",
-            "+@write",
-            "+@scripting",
-            "-@dangerous",
-            *_READ_SEARCH,
-            *_WRITE_SEARCH,
-        )
-    raise ValueError(f"unknown role {role!r}; the roles are {', '.join(REDIS_ROLES)}")
+    if role not in _RIGHTS:
+        raise ValueError(f"unknown role {role!r}; the roles are {', '.join(REDIS_ROLES)}")
+    return (
+        "resetkeys",
+        f"~{keys.namespace}:*",
+        "resetchannels",
+        "-@all",
+        *_CONNECT,
+        *_RIGHTS[role],
+    )
 
 
 def redis_acl_command(role: str, keys: Keyspace, user: str | None = None) -> str:

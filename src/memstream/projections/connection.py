@@ -137,11 +137,16 @@ COMPACT_AFTER = 10_000
 def compact(client: redis.Redis, deleted: int) -> bool:
     """After `deleted` keys (or memories) were deleted at once: start a background rewrite of
     the append-only file if there were at least COMPACT_AFTER and Redis keeps one. False when
-    it did not start one (too few, no file, or a rewrite is running already)."""
-    if deleted < COMPACT_AFTER or client.config_get("appendonly").get("appendonly") != "yes":
+    it did not start one (too few, no file, a rewrite is running already, or the ACL user may
+    not: then Redis's own rewrite policy is left to do it)."""
+    if deleted < COMPACT_AFTER:
         return False
     try:
+        if client.config_get("appendonly").get("appendonly") != "yes":
+            return False
         client.bgrewriteaof()
+    except redis.exceptions.NoPermissionError:
+        return False  # an ACL user without @admin (docs/operations.md): Redis's own policy
     except redis.ResponseError as exc:
         if "in progress" not in str(exc):
             raise
@@ -153,10 +158,12 @@ async def compact_async(client: redis.asyncio.Redis, deleted: int) -> bool:
     """`compact` on an asyncio client."""
     if deleted < COMPACT_AFTER:
         return False
-    if (await client.config_get("appendonly")).get("appendonly") != "yes":
-        return False
     try:
+        if (await client.config_get("appendonly")).get("appendonly") != "yes":
+            return False
         await client.bgrewriteaof()
+    except redis.exceptions.NoPermissionError:
+        return False  # as in `compact`
     except redis.ResponseError as exc:
         if "in progress" not in str(exc):
             raise
