@@ -222,6 +222,9 @@ def test_a_wrong_kafka_password_or_untrusted_broker_fails_at_once_saying_where(
     assert time.monotonic() - started < PROMPT_S
     message = str(raised.value)
     assert secure_stack.bootstrap in message and "SASL_SSL" in message
+    assert (
+        "the SASL login failed" if what == "password" else "the TLS handshake failed"
+    ) in message
     assert wrong.password not in message and right.password not in message
 
 
@@ -261,4 +264,7 @@ def test_a_wrong_redis_password_or_untrusted_server_fails_at_once_saying_where(
     assert time.monotonic() - started < PROMPT_S
     message = str(raised.value)
     assert f"127.0.0.1:{secure_stack.redis_port}" in message
+    assert (
+        "invalid username-password" if what == "password" else "CERTIFICATE_VERIFY_FAILED"
+    ) in message
     assert wrong.password not in message and right.password not in message

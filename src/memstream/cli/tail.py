@@ -54,7 +54,7 @@ async def _tail(deployment: Deployment, args: argparse.Namespace) -> int:
                         return 0
     except KafkaError as exc:
         raise KafkaUnavailableError(
-            f"could not read {topic} from Kafka at {kafka.where}: {exc!r}; "
+            f"could not read {topic} from Kafka at {kafka.where}: {await kafka.explain(exc)}; "
             "check the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP"
         ) from exc
     finally:

@@ -11,10 +11,13 @@ show the password.
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aiokafka.conn import create_conn
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from memstream.config import Settings
@@ -66,6 +69,39 @@ class KafkaConnection:
         """Where and as whom, for messages: never the password."""
         who = f" as {self.username!r} ({self.mechanism})" if self.sasl else ""
         return f"{self.bootstrap} over {self.protocol}{who}"
+
+    async def explain(self, exc: BaseException) -> str:
+        """`exc` for a message, with what the broker refused when that is why: aiokafka says
+        only "Unable to bootstrap" and logs the cause, so one connection is tried again here
+        to name it (the TLS handshake or the SASL login)."""
+        if not isinstance(exc, KafkaConnectionError) or self.protocol == "PLAINTEXT":
+            return repr(exc)
+        refusal = await self.refusal()
+        return f"{exc!r}; {refusal}" if refusal else repr(exc)
+
+    async def refusal(self) -> str | None:
+        """Why the first broker refuses this client, in the driver's words; None when it does
+        not (or does not answer at all)."""
+        host, _, port = self.bootstrap.split(",")[0].strip().rpartition(":")
+        options = self.aiokafka()
+        del options["bootstrap_servers"]
+        try:
+            connection = await asyncio.wait_for(
+                create_conn(host, int(port), request_timeout_ms=5000, **options), 10
+            )
+        except ssl.SSLError as exc:
+            return f"the TLS handshake failed ({exc}): check MEMSTREAM_KAFKA_CA_FILE"
+        except KafkaError as exc:
+            if "Authentication" in type(exc).__name__ or "authentication" in str(exc):
+                return (
+                    f"the SASL login failed ({exc}): check MEMSTREAM_KAFKA_USERNAME and "
+                    "MEMSTREAM_KAFKA_PASSWORD"
+                )
+            return None
+        except (OSError, TimeoutError, ValueError):
+            return None
+        connection.close()
+        return None
 
     # -- the three dialects -------------------------------------------------------------------
 

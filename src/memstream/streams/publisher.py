@@ -45,7 +45,7 @@ class EventPublisher:
             await asyncio.wait_for(self._producer.start(), self._timeout_s)
         except (KafkaError, TimeoutError) as exc:
             await self._producer.stop()
-            raise self._unavailable(exc) from exc
+            raise self._unavailable(await self._kafka.explain(exc)) from exc
         return self
 
     async def __aexit__(
@@ -96,9 +96,10 @@ class EventPublisher:
         await self.publish([event])
         return event
 
-    def _unavailable(self, exc: BaseException) -> KafkaUnavailableError:
+    def _unavailable(self, why: BaseException | str) -> KafkaUnavailableError:
+        why = why if isinstance(why, str) else repr(why)
         return KafkaUnavailableError(
-            f"could not write to Kafka at {self._kafka.where} ({exc!r}); the events were not "
+            f"could not write to Kafka at {self._kafka.where} ({why}); the events were not "
             "recorded. Check the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP, "
             "then try again: events carry deterministic ids, so a retry never duplicates."
         )

@@ -259,7 +259,8 @@ class Replayer:
                 )
         except KafkaError as exc:
             raise KafkaUnavailableError(
-                f"could not read the memory log from Kafka at {self._kafka.where}: {exc!r}. Check "
+                f"could not read the memory log from Kafka at {self._kafka.where}: "
+                f"{await self._kafka.explain(exc)}. Check "
                 "the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP, then run the "
                 "replay again (the live projection was not touched)."
             ) from exc

@@ -92,7 +92,8 @@ async def ensure_topics(
         return [spec.name for spec in missing]
     except KafkaError as exc:
         raise KafkaUnavailableError(
-            f"could not create memstream's topics on Kafka at {kafka.where}: {exc!r}. Check "
+            f"could not create memstream's topics on Kafka at {kafka.where}: "
+            f"{await kafka.explain(exc)}. Check "
             "that the broker runs (`memstream status`), MEMSTREAM_KAFKA_BOOTSTRAP points at it "
             "and the MEMSTREAM_KAFKA_* security settings are the broker's."
         ) from exc
@@ -108,7 +109,7 @@ async def topic_partitions(kafka: KafkaConnection, topic: str) -> list[TopicPart
         (described,) = await admin.describe_topics([topic])
         return [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
     except KafkaError as exc:
-        raise _unreachable(kafka, f"describe {topic}", exc) from exc
+        raise await _unreachable(kafka, f"describe {topic}", exc) from exc
     finally:
         await admin.close()
 
@@ -124,14 +125,16 @@ async def end_offsets(kafka: KafkaConnection, topic: str) -> dict[int, int]:
         offsets = await consumer.end_offsets(partitions)
         return {tp.partition: offset for tp, offset in offsets.items()}
     except KafkaError as exc:
-        raise _unreachable(kafka, f"read the end offsets of {topic}", exc) from exc
+        raise await _unreachable(kafka, f"read the end offsets of {topic}", exc) from exc
     finally:
         await consumer.stop()
 
 
-def _unreachable(kafka: KafkaConnection, doing: str, exc: KafkaError) -> KafkaUnavailableError:
+async def _unreachable(
+    kafka: KafkaConnection, doing: str, exc: KafkaError
+) -> KafkaUnavailableError:
     return KafkaUnavailableError(
-        f"could not {doing} on Kafka at {kafka.where}: {exc!r}. Check that the broker runs "
-        "(`memstream status`), MEMSTREAM_KAFKA_BOOTSTRAP points at it and the "
+        f"could not {doing} on Kafka at {kafka.where}: {await kafka.explain(exc)}. Check that "
+        "the broker runs (`memstream status`), MEMSTREAM_KAFKA_BOOTSTRAP points at it and the "
         "MEMSTREAM_KAFKA_* security settings are the broker's."
     )
