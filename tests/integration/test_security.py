@@ -228,24 +228,37 @@ def test_a_wrong_kafka_password_or_untrusted_broker_fails_at_once_saying_where(
     assert wrong.password not in message and right.password not in message
 
 
-def test_the_hook_producer_reports_a_refused_login_naming_the_broker(
-    secure_stack: SecureStack, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("what", "says"),
+    [("password", "SASL authentication error"), ("certificate", "certificate verify failed")],
+)
+def test_the_hook_producer_reports_a_refusal_naming_the_broker(
+    secure_stack: SecureStack, caplog: pytest.LogCaptureFixture, what: str, says: str
 ) -> None:
-    wrong = dataclasses.replace(secure_stack.kafka("agent"), password="not-the-password")
+    right = secure_stack.kafka("agent")
+    wrong = (
+        dataclasses.replace(right, password="not-the-password")
+        if what == "password"
+        else dataclasses.replace(right, ca_file=str(secure_stack.certificates.untrusted_ca))
+    )
     caplog.set_level(logging.WARNING, logger="memstream.streams.sender")
+
+    def reported() -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno == logging.WARNING and says in r.getMessage()
+        ]
+
     publisher = BackgroundPublisher(wrong)
     try:
         publisher.submit("sec-nowhere.memory", b"k", b"v")
-        wait_until(
-            lambda: any("Authentication" in r.getMessage() for r in caplog.records),
-            "the producer to report the refused login",
-            PROMPT_S,
-        )
+        wait_until(lambda: bool(reported()), "the producer to report the refusal", PROMPT_S)
     finally:
         publisher.close(0)
-    (record,) = [r for r in caplog.records if "Authentication" in r.getMessage()][:1]
-    assert secure_stack.bootstrap in record.getMessage()
-    assert wrong.password not in record.getMessage()
+    message = reported()[0]
+    assert f"Kafka at {secure_stack.bootstrap} over SASL_SSL as 'agent'" in message
+    assert wrong.password not in message and right.password not in message
 
 
 @pytest.mark.parametrize("what", ["password", "certificate"])
