@@ -18,6 +18,7 @@ import redis
 from memstream import Settings
 from memstream.cli.secure import SecureStack
 from memstream.deployment import Deployment
+from memstream.errors import StackError
 from memstream.processes import free_port
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.streams.kafka import KafkaConnection
@@ -112,5 +113,15 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureSta
         controller_port=free_port(),
         redis_port=free_port(),
     )
-    with stack.running():
+    try:
+        stack.start()
+    except (StackError, OSError) as exc:  # no openssl, no java, no jars: `make install`
+        stack.stop()
+        message = f"the secured Kafka and Redis did not start: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
         yield stack
+    finally:
+        stack.stop()

@@ -17,8 +17,8 @@ import asyncio
 import secrets
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,20 +166,15 @@ class SecureStack:
 
     # -- starting and stopping ----------------------------------------------------------------
 
-    @contextmanager
-    def running(self) -> Iterator[SecureStack]:
-        try:
-            self.start()
-            yield self
-        finally:
-            self.stop()
-
     def start(self) -> None:
+        """Make the certificates, start Redis and the broker, and return once both answer
+        (StackError with the end of the log if one does not)."""
         self._certificates = make_certificates(self.folder / "certs")
         self._start("redis", self._redis_command(), self._redis_ready)
         self._start("kafka", self._kafka_command(), self._kafka_ready)
 
     def stop(self) -> None:
+        """Stop what `start` started (its data stays in the folder)."""
         for process in reversed(self._processes):
             stop(process)
         self._processes.clear()
