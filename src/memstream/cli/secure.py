@@ -28,6 +28,7 @@ from memstream.cli.stack import _cluster_id, _fill, _port_taken, _run, project_r
 from memstream.errors import StackError
 from memstream.processes import stop
 from memstream.projections.connection import RedisConnection, redis_client
+from memstream.streams.acls import KAFKA_ROLES
 from memstream.streams.kafka import KafkaConnection
 
 __all__ = ["ADMIN", "ROLES", "Certificates", "SecureStack", "make_certificates"]
@@ -35,7 +36,7 @@ __all__ = ["ADMIN", "ROLES", "Certificates", "SecureStack", "make_certificates"]
 ADMIN = "admin"
 # The users besides the admin, one per component: what each may do is docs/operations.md's
 # least-privilege table (memstream.streams.acls, memstream.projections.acl).
-ROLES = ("agent", "worker", "importer")
+ROLES = KAFKA_ROLES
 _MECHANISM = "SCRAM-SHA-512"
 _READY_S = 120.0
 _BROKER_SUBJECT = "memstream-broker"
