@@ -201,6 +201,8 @@ def test_each_user_is_refused_what_its_role_does_not_need(secured: Secured) -> N
     for client in (agent, worker):
         with pytest.raises(redis.exceptions.NoPermissionError):
             client.get("someone-else:generation")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.scan(0, match="someone-else:*")  # SCAN would list other namespaces' keys
     with pytest.raises(redis.exceptions.NoPermissionError):
         worker.config_get("appendonly")  # nobody gets @admin...
     assert not compact(worker, COMPACT_AFTER)  # ...so a large delete leaves the rewrite to Redis

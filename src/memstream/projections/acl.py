@@ -30,17 +30,29 @@ _CONNECT = ("+@connection",)
 # Reads of any kind, but none of the commands Redis marks dangerous (KEYS, DEBUG, ...).
 _READ = ("+@read", "-@dangerous")
 _WRITE = ("+@read", "+@write", "-@dangerous")
+# Key patterns do not filter what SCAN and RANDOMKEY return: they would show the names of
+# other namespaces' keys. Only the importer lists keys (a retired generation's, verify's).
+_NO_LISTING = ("-scan", "-randomkey")
 # The apply-once and swap scripts (redis-py's registered scripts: EVALSHA, EVAL when the
 # server does not know the script yet, SCRIPT LOAD/EXISTS in pipelines).
 _SCRIPTS = ("+evalsha", "+eval", "+script|load", "+script|exists")
 _RIGHTS = {
     # recall: FT.SEARCH over the live alias; memories, orders and positions read by key.
-    "agent": (*_READ, "+FT.SEARCH"),
+    "agent": (*_READ, *_NO_LISTING, "+FT.SEARCH"),
     # the projection: FT.INFO (does the generation's index exist?), FT.CREATE and FT.ALIASADD
     # on first start; the rest through the scripts.
-    "worker": (*_WRITE, *_SCRIPTS, "+FT.SEARCH", "+FT.INFO", "+FT.CREATE", "+FT.ALIASADD"),
+    "worker": (
+        *_WRITE,
+        *_NO_LISTING,
+        *_SCRIPTS,
+        "+FT.SEARCH",
+        "+FT.INFO",
+        "+FT.CREATE",
+        "+FT.ALIASADD",
+    ),
     # replay, verify, stats: a new generation's index, FT.ALIASUPDATE (inside the swap
-    # script), FT.DROPINDEX of the retired generation, FT.AGGREGATE for per-tenant counts.
+    # script), FT.DROPINDEX and SCAN of the retired generation, FT.AGGREGATE for per-tenant
+    # counts.
     "importer": (
         *_WRITE,
         *_SCRIPTS,
