@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -190,6 +193,23 @@ def test_each_user_is_refused_what_its_role_does_not_need(secured: Secured) -> N
     with pytest.raises(KafkaError, match="TopicAuthorizationFailed"):
         asyncio.run(asyncio.wait_for(consume_as_agent(), PROMPT_S))
 
+    async def join_the_workers_group_as_importer() -> None:
+        consumer = AIOKafkaConsumer(
+            topics.memory,
+            **KafkaConnection.from_settings(secured.importer).aiokafka(),
+            group_id=topics.worker_group,
+        )
+        try:
+            await consumer.start()
+            await consumer.getmany(timeout_ms=5000)
+        finally:
+            await consumer.stop()
+
+    # The importer reads the log without a group: it may not join (and take partitions from)
+    # the workers' group.
+    with pytest.raises(KafkaError, match="GroupAuthorizationFailed"):
+        asyncio.run(asyncio.wait_for(join_the_workers_group_as_importer(), PROMPT_S))
+
     # In Redis the agent reads its namespace and writes nothing; no user reaches another
     # namespace's keys, the worker included.
     agent = redis_client(Deployment(secured.agent).redis_connection)
@@ -283,3 +303,27 @@ def test_a_wrong_redis_password_or_untrusted_server_fails_at_once_saying_where(
         "invalid username-password" if what == "password" else "CERTIFICATE_VERIFY_FAILED"
     ) in message
     assert wrong.password not in message and right.password not in message
+
+
+def test_a_worker_with_a_wrong_password_exits_at_once_saying_why(secured: Secured) -> None:
+    env = {
+        **os.environ,
+        **secured.worker.environ(),
+        "MEMSTREAM_KAFKA_PASSWORD": "not-the-password",
+    }
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "memstream", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # Python and the package's imports take a few seconds of this on a busy machine.
+    assert time.monotonic() - started < 30
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"Kafka at {secured.stack.bootstrap} over SASL_SSL as 'worker'" in result.stderr
+    assert "the SASL login failed" in result.stderr
+    assert "not-the-password" not in result.stderr + result.stdout
+    assert secured.stack.passwords["worker"] not in result.stderr + result.stdout
