@@ -29,9 +29,16 @@ def _setting(
     doc: str,
     parse: Callable[[str], Any] = str,
     show: Callable[[Any], str] = str,
+    *,
+    secret: bool = False,
 ) -> Any:
-    """One setting; `show` writes a value back as its variable's text (`parse`'s inverse)."""
-    return field(default=default, metadata={"env": env, "doc": doc, "parse": parse, "show": show})
+    """One setting; `show` writes a value back as its variable's text (`parse`'s inverse). A
+    `secret` one is left out of the Settings' repr."""
+    return field(
+        default=default,
+        repr=not secret,
+        metadata={"env": env, "doc": doc, "parse": parse, "show": show, "secret": secret},
+    )
 
 
 def _positive_int(raw: str) -> int:
@@ -91,6 +98,20 @@ def _tenant_field(raw: str) -> str:
     if raw not in ("namespace", "user_id"):
         raise ValueError("must be 'namespace' or 'user_id'")
     return raw
+
+
+_KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.upper()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+
+    return parse
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +196,7 @@ class Settings:
         "MEMSTREAM_EMBEDDING_API_KEY",
         "",
         "API key for the OpenAI-compatible endpoint; read from the environment only.",
+        secret=True,
     )
     recall_vector_weight: float = _setting(
         "MEMSTREAM_RECALL_VECTOR_WEIGHT",
@@ -217,7 +239,10 @@ class Settings:
     )
     chat_model: str = _setting("MEMSTREAM_CHAT_MODEL", "", "Chat model name sent to that API.")
     chat_api_key: str = _setting(
-        "MEMSTREAM_CHAT_API_KEY", "", "API key for the chat API; read from the environment only."
+        "MEMSTREAM_CHAT_API_KEY",
+        "",
+        "API key for the chat API; read from the environment only.",
+        secret=True,
     )
     consolidation_window_s: float = _setting(
         "MEMSTREAM_CONSOLIDATION_WINDOW_S",
@@ -298,6 +323,73 @@ class Settings:
         "Folder of the local stack's data, logs and pid files (relative to the project root).",
     )
 
+    # -- Kafka and Redis security (streams/kafka.py and projections/connection.py translate
+    # these once into each client's configuration; docs/operations.md, "Security") ----------
+    kafka_security_protocol: str = _setting(
+        "MEMSTREAM_KAFKA_SECURITY_PROTOCOL",
+        "PLAINTEXT",
+        "How clients talk to Kafka: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+        _one_of(*_KAFKA_PROTOCOLS),
+    )
+    kafka_sasl_mechanism: str = _setting(
+        "MEMSTREAM_KAFKA_SASL_MECHANISM",
+        "",
+        "SASL mechanism for SASL_PLAINTEXT/SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+        _one_of(*_SASL_MECHANISMS),
+    )
+    kafka_username: str = _setting(
+        "MEMSTREAM_KAFKA_USERNAME", "", "SASL user name (SASL_PLAINTEXT/SASL_SSL)."
+    )
+    kafka_password: str = _setting(
+        "MEMSTREAM_KAFKA_PASSWORD",
+        "",
+        "SASL password; read from the environment only, never printed.",
+        secret=True,
+    )
+    kafka_ca_file: str = _setting(
+        "MEMSTREAM_KAFKA_CA_FILE",
+        "",
+        "PEM file of the CA(s) that signed the brokers' certificates (SSL/SASL_SSL). Empty: "
+        "the system's trust store.",
+    )
+    kafka_cert_file: str = _setting(
+        "MEMSTREAM_KAFKA_CERT_FILE",
+        "",
+        "PEM client certificate for mutual TLS (with MEMSTREAM_KAFKA_KEY_FILE).",
+    )
+    kafka_key_file: str = _setting(
+        "MEMSTREAM_KAFKA_KEY_FILE", "", "PEM private key of MEMSTREAM_KAFKA_CERT_FILE."
+    )
+    redis_username: str = _setting(
+        "MEMSTREAM_REDIS_USERNAME",
+        "",
+        "Redis ACL user (overrides one in MEMSTREAM_REDIS_URL).",
+    )
+    redis_password: str = _setting(
+        "MEMSTREAM_REDIS_PASSWORD",
+        "",
+        "Password of the Redis ACL user (overrides one in MEMSTREAM_REDIS_URL); read from the "
+        "environment only, never printed.",
+        secret=True,
+    )
+    redis_ca_file: str = _setting(
+        "MEMSTREAM_REDIS_CA_FILE",
+        "",
+        "PEM file of the CA(s) that signed Redis's certificate (rediss:// URLs). Empty: the "
+        "system's trust store.",
+    )
+    redis_cert_file: str = _setting(
+        "MEMSTREAM_REDIS_CERT_FILE",
+        "",
+        "PEM client certificate for mutual TLS with Redis (with MEMSTREAM_REDIS_KEY_FILE).",
+    )
+    redis_key_file: str = _setting(
+        "MEMSTREAM_REDIS_KEY_FILE", "", "PEM private key of MEMSTREAM_REDIS_CERT_FILE."
+    )
+
+    def __post_init__(self) -> None:
+        _check_security(self)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `environ` (default: the process environment)."""
@@ -337,3 +429,57 @@ class Settings:
         return [
             (f.metadata["env"], repr(f.default), f.metadata["doc"]) for f in dataclasses.fields(cls)
         ]
+
+
+def _check_security(settings: Settings) -> None:
+    """The Kafka and Redis security settings together: what one needs, the others give."""
+
+    def fail(env: str, problem: str) -> None:
+        raise ConfigurationError(f"{env}: {problem} (docs/operations.md, 'Security').")
+
+    sasl = settings.kafka_security_protocol.startswith("SASL_")
+    tls = settings.kafka_security_protocol in ("SSL", "SASL_SSL")
+    if sasl:
+        for env, value in (
+            ("MEMSTREAM_KAFKA_SASL_MECHANISM", settings.kafka_sasl_mechanism),
+            ("MEMSTREAM_KAFKA_USERNAME", settings.kafka_username),
+            ("MEMSTREAM_KAFKA_PASSWORD", settings.kafka_password),
+        ):
+            if not value:
+                fail(
+                    env,
+                    f"must be set when the security protocol is {settings.kafka_security_protocol}",
+                )
+    elif settings.kafka_sasl_mechanism or settings.kafka_username or settings.kafka_password:
+        fail(
+            "MEMSTREAM_KAFKA_SECURITY_PROTOCOL",
+            f"is {settings.kafka_security_protocol}, yet a SASL mechanism, user or password is "
+            "set; use SASL_SSL (or SASL_PLAINTEXT) to send them",
+        )
+    kafka_files = (
+        ("MEMSTREAM_KAFKA_CA_FILE", settings.kafka_ca_file),
+        ("MEMSTREAM_KAFKA_CERT_FILE", settings.kafka_cert_file),
+        ("MEMSTREAM_KAFKA_KEY_FILE", settings.kafka_key_file),
+    )
+    if not tls and any(value for _, value in kafka_files):
+        fail(
+            "MEMSTREAM_KAFKA_SECURITY_PROTOCOL",
+            f"is {settings.kafka_security_protocol}, yet TLS files are set; use SSL or SASL_SSL",
+        )
+    redis_files = (
+        ("MEMSTREAM_REDIS_CA_FILE", settings.redis_ca_file),
+        ("MEMSTREAM_REDIS_CERT_FILE", settings.redis_cert_file),
+        ("MEMSTREAM_REDIS_KEY_FILE", settings.redis_key_file),
+    )
+    if any(value for _, value in redis_files) and not settings.redis.startswith("rediss://"):
+        fail("MEMSTREAM_REDIS_URL", "must start with rediss:// when Redis TLS files are set")
+    for prefix, files in (("MEMSTREAM_KAFKA", kafka_files), ("MEMSTREAM_REDIS", redis_files)):
+        (_, cert), (_, key) = files[1], files[2]
+        if bool(cert) != bool(key):
+            fail(
+                f"{prefix}_CERT_FILE" if key else f"{prefix}_KEY_FILE",
+                "a client certificate and its key go together; set both or neither",
+            )
+        for env, value in files:
+            if value and not os.path.isfile(value):
+                fail(env, f"{value} is not a readable file")

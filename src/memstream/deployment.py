@@ -45,6 +45,7 @@ from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedder
 from memstream.processes import running
 from memstream.projections.connection import (
+    RedisConnection,
     async_redis_client,
     compact,
     is_missing_index,
@@ -59,6 +60,7 @@ from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import chat_model, embedder_from_settings, embedding_model_id
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.replay import Replayer
 from memstream.streams.sender import BackgroundPublisher
@@ -130,13 +132,25 @@ class Deployment:
         """The configured chat model; None when none is configured (offline)."""
         return chat_model(self.settings)
 
+    # -- the connections ------------------------------------------------------------------------
+
+    @cached_property
+    def kafka(self) -> KafkaConnection:
+        """The brokers and the security every Kafka client of this deployment uses."""
+        return KafkaConnection.from_settings(self.settings)
+
+    @cached_property
+    def redis_connection(self) -> RedisConnection:
+        """The Redis URL, ACL user and TLS files every Redis client of this deployment uses."""
+        return RedisConnection.from_settings(self.settings)
+
     # -- the agent side ---------------------------------------------------------------------
 
     def stores(self, *, publisher: BackgroundPublisher | None = None) -> EventSourcedStores:
         """The tenant -> store resolver of the agent side (one per deployment)."""
         if self._stores is None:
             self._stores = EventSourcedStores(
-                publisher or BackgroundPublisher(self.settings.bootstrap_servers),
+                publisher or BackgroundPublisher(self.kafka),
                 self.topics,
                 reader=self.reader(),
                 recaller=self.recaller(),
@@ -178,7 +192,7 @@ class Deployment:
 
     def event_publisher(self) -> EventPublisher:
         """An asyncio publisher that waits for the broker (imports, forgets, tests)."""
-        return EventPublisher(self.settings.bootstrap_servers, self.topics)
+        return EventPublisher(self.kafka, self.topics)
 
     # -- the server (the `server` extra) ------------------------------------------------------
 
@@ -220,11 +234,11 @@ class Deployment:
 
     @cached_property
     def redis(self) -> Redis:
-        return redis_client(self.settings.redis)
+        return redis_client(self.redis_connection)
 
     def async_redis(self) -> AsyncRedis:
         """A new asyncio client: one belongs to one event loop, so each caller makes its own."""
-        return async_redis_client(self.settings.redis)
+        return async_redis_client(self.redis_connection)
 
     def status(self) -> ProjectionStatus:
         return ProjectionStatus(self.redis, self.keys, url=self.settings.redis)
@@ -279,7 +293,7 @@ class Deployment:
         client = self.async_redis()
         try:
             yield Replayer(
-                self.settings.bootstrap_servers,
+                self.kafka,
                 self.topics,
                 self.writer(client),
                 self.generations(client),
@@ -327,7 +341,7 @@ class Deployment:
                 stop_serving()
 
     async def ensure_topics(self) -> None:
-        await ensure_topics(self.settings.bootstrap_servers, self.topics)
+        await ensure_topics(self.kafka, self.topics)
 
     # -- health (`memstream status`) --------------------------------------------------------
 
@@ -359,7 +373,7 @@ class Deployment:
         """Per partition of the memory topic: messages the live projection has not applied."""
         topic = self.topics.memory
         positions = self.status().positions()
-        ends = asyncio.run(end_offsets(self.settings.bootstrap_servers, topic))
+        ends = asyncio.run(end_offsets(self.kafka, topic))
         return {p: max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items()}
 
     def worker_process(
@@ -421,7 +435,7 @@ class Deployment:
             asyncio.run(self._delete_topics())
 
     async def _delete_topics(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap_servers)
+        admin = AIOKafkaAdminClient(**self.kafka.aiokafka())
         await admin.start()
         try:
             existing = set(await admin.list_topics())

@@ -16,8 +16,12 @@ import pytest
 import redis
 
 from memstream import Settings
+from memstream.cli.secure import SecureStack
 from memstream.deployment import Deployment
-from memstream.projections.connection import redis_client
+from memstream.errors import StackError
+from memstream.processes import free_port
+from memstream.projections.connection import RedisConnection, redis_client
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics, ensure_topics
 
 from .helpers import TestStack, running_worker
@@ -30,11 +34,13 @@ MAX_MEMORIES = 40
 
 def _stack_problem(settings: Settings) -> str | None:
     try:
-        redis_client(settings.redis).ping()
+        redis_client(RedisConnection.from_settings(settings)).ping()
     except redis.RedisError as exc:
         return f"Redis at {settings.redis} does not answer ({exc})"
     try:
-        asyncio.run(ensure_topics(settings.bootstrap_servers, Topics(settings.namespace, 2)))
+        asyncio.run(
+            ensure_topics(KafkaConnection.from_settings(settings), Topics(settings.namespace, 2))
+        )
     except Exception as exc:  # noqa: BLE001 - any failure means the broker is not usable
         return f"Kafka at {settings.bootstrap_servers} does not answer ({exc})"
     return None
@@ -94,3 +100,28 @@ def server(
     """A `memstream serve` process on the session's namespace; yields its base URL."""
     with serving(env, tmp_path_factory.mktemp("server") / "server.log") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureStack]:
+    """A broker that takes only SASL_SSL (SCRAM, mutual TLS, ACLs on) and a Redis that takes
+    only TLS with ACL users, on free ports, their certificates made in a temporary folder;
+    stopped at the end of the session."""
+    stack = SecureStack(
+        tmp_path_factory.mktemp("secure"),
+        kafka_port=free_port(),
+        controller_port=free_port(),
+        redis_port=free_port(),
+    )
+    try:
+        stack.start()
+    except (StackError, OSError) as exc:  # no openssl, no java, no jars: `make install`
+        stack.stop()
+        message = f"the secured Kafka and Redis did not start: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
+        yield stack
+    finally:
+        stack.stop()

@@ -20,11 +20,12 @@ from memstream.cli.stack import project_root
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
 from memstream.processes import free_port
-from memstream.projections.connection import redis_client
+from memstream.projections.connection import RedisConnection, redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
 from memstream.providers import embedder_from_settings, embedding_model_id
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.topics import Topics
 
@@ -121,7 +122,8 @@ class TestStack:
         self.settings = settings
         self.topics = Topics(settings.namespace, settings.partitions)
         self.keys = Keyspace(settings.namespace)
-        self.redis = redis_client(settings.redis)
+        self.kafka = KafkaConnection.from_settings(settings)
+        self.redis = redis_client(RedisConnection.from_settings(settings))
         self.status = ProjectionStatus(self.redis, self.keys)
         self.model_id = embedding_model_id(settings)
 
@@ -142,14 +144,14 @@ class TestStack:
 
     def publish(self, events: Sequence[MemoryEvent]) -> None:
         async def send() -> None:
-            async with EventPublisher(self.settings.bootstrap_servers, self.topics) as publisher:
+            async with EventPublisher(self.kafka, self.topics) as publisher:
                 await publisher.publish(events)
 
         asyncio.run(send())
 
     def publish_raw(self, key: bytes, value: bytes) -> None:
         async def send() -> None:
-            producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap_servers)
+            producer = AIOKafkaProducer(**self.kafka.aiokafka())
             await producer.start()
             try:
                 await producer.send_and_wait(self.topics.memory, value, key=key)
@@ -195,7 +197,7 @@ class TestStack:
         async def read() -> list[ConsumerRecord]:
             consumer = AIOKafkaConsumer(
                 topic,
-                bootstrap_servers=self.settings.bootstrap_servers,
+                **self.kafka.aiokafka(),
                 auto_offset_reset="earliest",
                 enable_auto_commit=False,
                 group_id=None,
@@ -220,7 +222,7 @@ class TestStack:
         """The next offset of each partition of `topic` (the memory topic's partitions)."""
 
         async def read() -> dict[int, int]:
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap_servers)
+            consumer = AIOKafkaConsumer(**self.kafka.aiokafka())
             await consumer.start()
             try:
                 partitions = [TopicPartition(topic, p) for p in range(self.settings.partitions)]

@@ -26,6 +26,7 @@ from memstream.errors import InvalidTenantError
 from memstream.eventsourced import KafkaMonitor
 from memstream.hooks.turns import RecallConfig
 from memstream.integrations.langchain import MemstreamMiddleware
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.sender import BackgroundPublisher
 
 from .helpers import TestStack, wait_until
@@ -180,9 +181,9 @@ def test_a_failed_record_is_skipped_and_announced_never_raised(stack: TestStack)
     """Kafka for memory writes is unreachable and its buffer full: the answer stands, and a
     Skipped event reaches the monitoring topic (through a healthy publisher)."""
     tenant = f"lc-skip-{uuid.uuid4().hex[:6]}"
-    dead = BackgroundPublisher("127.0.0.1:1", capacity=1)
+    dead = BackgroundPublisher(KafkaConnection("127.0.0.1:1"), capacity=1)
     dead.submit(stack.topics.memory, b"x", b"fills the only slot")
-    healthy = BackgroundPublisher(stack.settings.bootstrap_servers)
+    healthy = BackgroundPublisher(stack.kafka)
     deployment = Deployment(stack.settings)
     deployment.stores(publisher=dead)  # the agent side's memory writes go to the dead broker
     middleware = MemstreamMiddleware(deployment, monitor=KafkaMonitor(healthy, stack.topics))

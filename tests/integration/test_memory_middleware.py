@@ -25,6 +25,7 @@ from memstream.errors import RedisLoadingError
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.monitoring import Skipped
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.sender import BackgroundPublisher
 
 from ..doubles import CollectingMonitor, Crash, CrashAfterMemory
@@ -239,7 +240,7 @@ def test_while_kafka_is_down_turns_wait_in_a_bounded_buffer_then_are_skipped(
     settings: Settings,
 ) -> None:
     down = dataclasses.replace(settings, kafka_bootstrap="127.0.0.1:1")
-    publisher = BackgroundPublisher(down.bootstrap_servers, capacity=2)
+    publisher = BackgroundPublisher(KafkaConnection.from_settings(down), capacity=2)
     stores = Deployment(down).stores(publisher=publisher)
     monitor = CollectingMonitor()
     try:

@@ -193,7 +193,7 @@ def test_the_agent_sides_metrics_move_as_turns_are_recorded_or_skipped(
     # A full buffer (capacity 0 here) makes the turn skip recording: counted by stage and code.
     full = Deployment(deployment.settings, embedder=shared_embedder(deployment.settings))
     try:
-        full.stores(publisher=BackgroundPublisher(full.settings.bootstrap_servers, capacity=0))
+        full.stores(publisher=BackgroundPublisher(full.kafka, capacity=0))
         agent = Agent(
             ScriptedModel(["Noted."]), middleware=[full.memory_middleware(ScriptedModel([]))]
         )

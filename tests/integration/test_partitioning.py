@@ -19,7 +19,7 @@ def test_the_agent_side_publisher_partitions_by_tenant_like_the_java_client(
     stack: TestStack,
 ) -> None:
     tenants = [f"part-{i}-{uuid.uuid4().hex[:6]}" for i in range(12)]
-    publisher = BackgroundPublisher(stack.settings.bootstrap_servers)
+    publisher = BackgroundPublisher(stack.kafka)
     try:
         for tenant in tenants:
             # Not an event: the worker dead-letters it; only its partition matters here.

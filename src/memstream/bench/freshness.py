@@ -19,8 +19,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-import redis.asyncio
-
 from memstream.bench.corpus import turns
 from memstream.bench.harness import BenchNamespace
 from memstream.bench.raw import RawPipeline
@@ -97,7 +95,7 @@ def run_freshness(
     progress.say(f"embedder alone: {embedder_rate:.0f} turns/s; high load: {rate:.0f} turns/s")
 
     with BenchNamespace(settings, "fresh") as ns:
-        client = redis.asyncio.Redis.from_url(ns.settings.redis)
+        client = ns.deployment.async_redis()
         keys = ns.keys
 
         async def applied(events: Sequence[MemoryEvent]) -> list[bool]:
@@ -110,7 +108,7 @@ def run_freshness(
             return turns(n, embedder.model_id, tenants=50)
 
         async def phase(visible: Visible) -> tuple[list[float], list[float]]:
-            async with EventPublisher(ns.settings.bootstrap_servers, ns.topics) as publisher:
+            async with EventPublisher(ns.kafka, ns.topics) as publisher:
                 progress.say(f"light load: {light_count} turns one at a time")
                 light = await _light(publisher, batch(light_count), visible, 0.1)
                 progress.say(f"high load: {high_count} turns at {rate:.0f}/s")
@@ -123,15 +121,15 @@ def run_freshness(
         ns.stop_worker()
 
         pipeline = RawPipeline(
-            ns.settings.bootstrap_servers,
+            ns.kafka,
             ns.topics.memory,
-            ns.settings.redis,
+            ns.deployment.redis_connection,
             ns.settings.namespace,
             embedder,
         )
 
         async def raw_phase() -> tuple[list[float], list[float]]:
-            raw_client = redis.asyncio.Redis.from_url(ns.settings.redis)
+            raw_client = ns.deployment.async_redis()
 
             async def written(events: Sequence[MemoryEvent]) -> list[bool]:
                 async with raw_client.pipeline(transaction=False) as pipe:

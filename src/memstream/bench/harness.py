@@ -36,6 +36,7 @@ class BenchNamespace:
         self.settings = self.deployment.settings
         self.keys = self.deployment.keys
         self.topics = self.deployment.topics
+        self.kafka = self.deployment.kafka
         self.redis = self.deployment.redis
         self.status = self.deployment.status()
         self._scratch: list[str] = [f"{namespace}-raw"]

@@ -49,7 +49,7 @@ _ANSWER = "Noted: I will keep that in mind for next time."
 
 def _lag(ns: BenchNamespace) -> int:
     topic = ns.topics.memory
-    ends = asyncio.run(end_offsets(ns.settings.bootstrap_servers, topic))
+    ends = asyncio.run(end_offsets(ns.kafka, topic))
     positions = ns.status.positions()
     return sum(max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items())
 
@@ -58,11 +58,11 @@ def _log_events(ns: BenchNamespace) -> list[TurnCompleted]:
     """Every turn event in the memory topic, read back from the start."""
 
     async def read() -> list[TurnCompleted]:
-        ends = await end_offsets(ns.settings.bootstrap_servers, ns.topics.memory)
+        ends = await end_offsets(ns.kafka, ns.topics.memory)
         expected = sum(ends.values())
         consumer = AIOKafkaConsumer(
             ns.topics.memory,
-            bootstrap_servers=ns.settings.bootstrap_servers,
+            **ns.kafka.aiokafka(),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",

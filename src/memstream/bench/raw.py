@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import redis.asyncio
 from aiokafka import AIOKafkaConsumer
 from redisvl.index import AsyncSearchIndex
 
@@ -27,7 +26,9 @@ from memstream.memory.codec import decode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
 from memstream.memory.model import Memory
+from memstream.projections.connection import RedisConnection, async_redis_client
 from memstream.projections.schema import Keyspace, memory_index_schema, to_hash
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.worker import BATCH_SIZE
 
 __all__ = ["RawPipeline", "RawRun", "raw_consume", "raw_keyspace"]
@@ -47,10 +48,10 @@ def raw_keyspace(namespace: str) -> Keyspace:
     return Keyspace(f"{namespace}-raw")
 
 
-def _consumer(bootstrap: str, topic: str, *, from_start: bool) -> AIOKafkaConsumer:
+def _consumer(kafka: KafkaConnection, topic: str, *, from_start: bool) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(
         topic,
-        bootstrap_servers=bootstrap,
+        **kafka.aiokafka(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest" if from_start else "latest",
@@ -58,9 +59,11 @@ def _consumer(bootstrap: str, topic: str, *, from_start: bool) -> AIOKafkaConsum
     )
 
 
-async def raw_consume(bootstrap: str, topic: str, expected: int, timeout_s: float = 120) -> RawRun:
+async def raw_consume(
+    kafka: KafkaConnection, topic: str, expected: int, timeout_s: float = 120
+) -> RawRun:
     """Read `expected` records of `topic` from its start as fast as a plain consumer can."""
-    consumer = _consumer(bootstrap, topic, from_start=True)
+    consumer = _consumer(kafka, topic, from_start=True)
     await consumer.start()
     try:
         # From the first fetch, not the first record: one fetch can bring the whole topic.
@@ -78,11 +81,16 @@ class RawPipeline:
     """Consume, decode, embed, HSET: the baseline for projection throughput and freshness."""
 
     def __init__(
-        self, bootstrap: str, topic: str, redis_url: str, namespace: str, embedder: Embedder
+        self,
+        kafka: KafkaConnection,
+        topic: str,
+        redis: RedisConnection,
+        namespace: str,
+        embedder: Embedder,
     ) -> None:
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._topic = topic
-        self._client = redis.asyncio.Redis.from_url(redis_url)
+        self._client = async_redis_client(redis)
         self._keys = raw_keyspace(namespace)
         self._embedder = embedder
         self._consumer: AIOKafkaConsumer | None = None
@@ -96,7 +104,7 @@ class RawPipeline:
         )
         if not await index.exists():
             await index.create(overwrite=False)
-        self._consumer = _consumer(self._bootstrap, self._topic, from_start=from_start)
+        self._consumer = _consumer(self._kafka, self._topic, from_start=from_start)
         await self._consumer.start()
         if not from_start:
             # Resolve "latest" now, so records published after start() are all seen.

@@ -5,7 +5,7 @@ each POST body, parses the JSON, sends the body to the memory topic with an idem
 acks=all producer and answers `{"status": "ok"}` once Kafka has it. No keys, no validation,
 no events: what is left between this and `memstream serve` is memstream's own work.
 
-Run as `python -m memstream.bench.raw_http PORT BOOTSTRAP TOPIC` (the bench starts it).
+Run as `python -m memstream.bench.raw_http PORT TOPIC` (the bench starts it).
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
+from memstream.config import Settings
+from memstream.streams.kafka import KafkaConnection
+
 __all__ = ["RawWrites"]
 
 
 class RawWrites:
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._bootstrap = bootstrap
+    def __init__(self, kafka: KafkaConnection, topic: str) -> None:
+        self._kafka = kafka
         self._topic = topic
         self._producer: AIOKafkaProducer | None = None
 
@@ -31,7 +34,7 @@ class RawWrites:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
                     self._producer = AIOKafkaProducer(
-                        bootstrap_servers=self._bootstrap,
+                        **self._kafka.aiokafka(),
                         enable_idempotence=True,
                         acks="all",
                         linger_ms=2,
@@ -66,8 +69,10 @@ class RawWrites:
 def main() -> None:
     import uvicorn
 
-    port, bootstrap, topic = sys.argv[1:4]
-    uvicorn.run(RawWrites(bootstrap, topic), host="127.0.0.1", port=int(port), log_level="warning")
+    port, topic = sys.argv[1:3]
+    # The brokers and their security come from the MEMSTREAM_* variables the bench passes on.
+    kafka = KafkaConnection.from_settings(Settings.from_env())
+    uvicorn.run(RawWrites(kafka, topic), host="127.0.0.1", port=int(port), log_level="warning")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.ports import Embedded
 from memstream.memory.tenancy import tenant_token
-from memstream.projections.connection import async_redis_client
 from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
 from memstream.projections.schema import Fields
 from memstream.projections.writer import RedisProjectionWriter
@@ -59,7 +58,7 @@ def _seed(
 
     async def write() -> None:
         writer = RedisProjectionWriter(
-            async_redis_client(ns.settings.redis), ns.keys, max_memories=0, url=ns.settings.redis
+            ns.deployment.async_redis(), ns.keys, max_memories=0, url=ns.settings.redis
         )
         await writer.ensure_live_index(_MODEL, dims)
         for low in range(start, stop, 500):

@@ -35,9 +35,10 @@ from memstream.config import Settings
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import memories_of
-from memstream.projections.connection import async_redis_client
+from memstream.projections.connection import RedisConnection, async_redis_client
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import RedisProjectionWriter
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.replay import CountedDeadLetters
 from memstream.streams.replay import Progress as ReplayProgress
@@ -81,7 +82,7 @@ async def _rebuild(
     progress: Progress,
 ) -> RawRun:
     writer = RedisProjectionWriter(
-        async_redis_client(settings.redis),
+        async_redis_client(RedisConnection.from_settings(settings)),
         Keyspace(target),
         max_memories=settings.max_memories_per_tenant,
         url=settings.redis,
@@ -95,7 +96,7 @@ async def _rebuild(
     await projector.start()
     consumer = AIOKafkaConsumer(
         topic,
-        bootstrap_servers=settings.bootstrap_servers,
+        **KafkaConnection.from_settings(settings).aiokafka(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -134,9 +135,9 @@ async def _replay(ns: BenchNamespace, *, reembed: bool, progress: Progress) -> R
 
 async def _raw_writes(ns: BenchNamespace, cached: Embedder, count: int) -> RawRun:
     pipeline = RawPipeline(
-        ns.settings.bootstrap_servers,
+        ns.kafka,
         ns.topics.memory,
-        ns.settings.redis,
+        ns.deployment.redis_connection,
         ns.settings.namespace,
         cached,
     )
@@ -156,7 +157,7 @@ def run_replay(settings: Settings, embedder: Embedder, *, count: int = 1500) -> 
         ns.publish(events)
         topic = ns.topics.memory
         progress.say("bare consume of the topic")
-        bare = asyncio.run(raw_consume(ns.settings.bootstrap_servers, topic, count))
+        bare = asyncio.run(raw_consume(ns.kafka, topic, count))
 
         progress.say("replay --reembed (builds the live generation)")
         reembedded = asyncio.run(_replay(ns, reembed=True, progress=progress))

@@ -44,6 +44,7 @@ from memstream.memory.events import MemorySaved, memories_of
 from memstream.memory.model import MemoryType
 from memstream.memory.tenancy import tenant_key
 from memstream.processes import free_port, running
+from memstream.streams.kafka import KafkaConnection
 
 __all__ = ["run_serve"]
 
@@ -120,21 +121,17 @@ def run_serve(
             acked = [_timed_write(http, "") for _ in range(sequential)]
             waited = [_timed_write(http, "?wait=true") for _ in range(sequential)]
             raw_single = asyncio.run(
-                _raw_writes(
-                    ns.settings.bootstrap_servers, ns.topics.memory, embedder, sequential, 1
-                )
+                _raw_writes(ns.kafka, ns.topics.memory, embedder, sequential, 1)
             )[1]
             ns.stop_worker()
             progress.say(f"{writes} writes from {CLIENTS} concurrent clients, then raw Kafka")
             ours_s, ours_latency = asyncio.run(_concurrent_writes(url, key, writes))
             raw_s, raw_latency = asyncio.run(
-                _raw_writes(
-                    ns.settings.bootstrap_servers, ns.topics.memory, embedder, writes, CLIENTS
-                )
+                _raw_writes(ns.kafka, ns.topics.memory, embedder, writes, CLIENTS)
             )
         # Nothing consumes the dead-letter topic during the bench: the bare service's bodies
         # (no events) go there, and are dropped with the namespace.
-        bare = ("memstream.bench.raw_http", "{port}", ns.settings.bootstrap_servers)
+        bare = ("memstream.bench.raw_http", "{port}")
         with _serving(ns.settings, *bare, ns.topics.dead_letters) as raw_url:
             progress.say(f"{writes} writes from {CLIENTS} clients to a bare HTTP-to-Kafka service")
             bare_s, bare_latency = asyncio.run(_concurrent_writes(raw_url, key, writes))
@@ -290,12 +287,12 @@ async def _concurrent_writes(url: str, key: str, writes: int) -> tuple[float, li
 
 
 async def _raw_writes(
-    bootstrap: str, topic: str, embedder: Embedder, writes: int, clients: int
+    kafka: KafkaConnection, topic: str, embedder: Embedder, writes: int, clients: int
 ) -> tuple[float, list[float]]:
     """The same kind of event sent straight to Kafka (acks=all, idempotent, as the server's
     producer), `clients` at a time, each waiting for its acknowledgement."""
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=2
+        **kafka.aiokafka(), enable_idempotence=True, acks="all", linger_ms=2
     )
     await producer.start()
     latencies: list[float] = []

@@ -52,9 +52,7 @@ def run_store(
         progress.say("starting a worker")
         ns.start_worker(turns(1, embedder.model_id, tenants=1)[0])
         store = MemstreamStore(ns.deployment, tenants=NamespaceTenants((1,)))
-        raw = Producer(
-            {"bootstrap.servers": ns.settings.bootstrap_servers, "enable.idempotence": True}
-        )
+        raw = Producer({**ns.kafka.librdkafka(), "enable.idempotence": True})
         slots = [(("memories", f"user-{i % users}"), f"item-{i}") for i in range(items)]
         puts, raw_puts = [], []
         raw_events: list[ItemStored] = []

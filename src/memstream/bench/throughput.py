@@ -47,9 +47,9 @@ def run_throughput(
 
         progress.say("raw pipeline over the same topic")
         pipeline = RawPipeline(
-            ns.settings.bootstrap_servers,
+            ns.kafka,
             ns.topics.memory,
-            ns.settings.redis,
+            ns.deployment.redis_connection,
             ns.settings.namespace,
             embedder,
         )

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from memstream.cli import (
+    acls,
     bench,
     chat,
     demo,
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         mcp,
         keys,
+        acls,
     ):
         module.register(commands)
     return parser

@@ -38,6 +38,7 @@ from memstream.deployment import Deployment
 from memstream.errors import MemstreamError, StackError
 from memstream.health import ProcessReport
 from memstream.projections.connection import redis_client
+from memstream.streams.kafka import KafkaConnection
 
 __all__ = ["LocalStack", "register"]
 
@@ -321,7 +322,9 @@ def _where(service: _Service) -> str:
 
 def _kafka_answers(bootstrap: str) -> bool:
     async def probe() -> bool:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000)
+        admin = AIOKafkaAdminClient(
+            **KafkaConnection(bootstrap).aiokafka(), request_timeout_ms=2000
+        )
         try:
             await admin.start()
             await admin.list_topics()

@@ -31,11 +31,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 async def _tail(deployment: Deployment, args: argparse.Namespace) -> int:
-    settings = deployment.settings
+    kafka = deployment.kafka
     topic = deployment.topics.monitoring
     consumer = AIOKafkaConsumer(
         topic,
-        bootstrap_servers=settings.bootstrap_servers,
+        **kafka.aiokafka(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
@@ -54,7 +54,7 @@ async def _tail(deployment: Deployment, args: argparse.Namespace) -> int:
                         return 0
     except KafkaError as exc:
         raise KafkaUnavailableError(
-            f"could not read {topic} from Kafka at {settings.bootstrap_servers}: {exc!r}; "
+            f"could not read {topic} from Kafka at {kafka.where}: {await kafka.explain(exc)}; "
             "check the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP"
         ) from exc
     finally:

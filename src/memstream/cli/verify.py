@@ -107,7 +107,7 @@ async def _moved_partitions(deployment: Deployment, rebuilt: Rebuilt) -> _Moved:
     # A tenant whose partition moved on may differ only because live traffic arrived while
     # verify ran: comparing it would report drift that is not there.
     topic = deployment.topics.memory
-    partitions = await topic_partitions(deployment.settings.bootstrap_servers, topic)
+    partitions = await topic_partitions(deployment.kafka, topic)
     positions = await asyncio.to_thread(deployment.status().positions)
     moved = {
         tp.partition

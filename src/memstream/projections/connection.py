@@ -1,17 +1,27 @@
-"""Redis clients, created in one place, and the translation of driver errors at the boundary."""
+"""Redis clients, created in one place, and the translation of driver errors at the boundary.
+
+Every client comes from `redis_client` or `async_redis_client`, given a URL (the local stack,
+a bench's own server) or a `RedisConnection`: the URL with the TLS files (`rediss://`) and the
+ACL user of the settings, translated once into redis-py's options.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
 
+from memstream.config import Settings
 from memstream.errors import RedisLoadingError, RedisUnavailableError
 
 __all__ = [
     "COMPACT_AFTER",
+    "RedisConnection",
     "async_redis_client",
     "compact",
     "compact_async",
@@ -24,14 +34,74 @@ __all__ = [
 _TIMEOUT_S = 5.0
 
 
-def redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=_TIMEOUT_S, socket_connect_timeout=_TIMEOUT_S)
+@dataclass(frozen=True, slots=True)
+class RedisConnection:
+    """A Redis URL and what the settings add to it: an ACL user and password (which replace
+    any in the URL) and, for `rediss://`, the CA file and a client certificate for mutual
+    TLS. Its repr and `where` never show the password."""
+
+    url: str
+    username: str = ""
+    password: str = field(default="", repr=False)
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RedisConnection:
+        return cls(
+            url=settings.redis,
+            username=settings.redis_username,
+            password=settings.redis_password,
+            ca_file=settings.redis_ca_file,
+            cert_file=settings.redis_cert_file,
+            key_file=settings.redis_key_file,
+        )
+
+    @property
+    def where(self) -> str:
+        """The URL without its password, for messages."""
+        return _safe(self.url)
+
+    def options(self) -> tuple[str, dict[str, Any]]:
+        """redis-py's URL and keyword arguments (`from_url`)."""
+        url = self.url
+        options: dict[str, Any] = {}
+        if self.username or self.password:
+            # redis-py lets the URL's user and password win over keyword arguments: drop them
+            # from the URL so the settings' own variables are the ones used.
+            parts = urlsplit(url)
+            url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+            options |= {"username": self.username or None, "password": self.password or None}
+        if url.startswith("rediss://"):
+            options |= {
+                key: value
+                for key, value in (
+                    ("ssl_ca_certs", self.ca_file),
+                    ("ssl_certfile", self.cert_file),
+                    ("ssl_keyfile", self.key_file),
+                )
+                if value
+            }
+        return url, options
 
 
-def async_redis_client(url: str) -> redis.asyncio.Redis:
-    return redis.asyncio.Redis.from_url(
-        url, socket_timeout=_TIMEOUT_S, socket_connect_timeout=_TIMEOUT_S
+def redis_client(target: str | RedisConnection) -> redis.Redis:
+    url, options = _options(target)
+    return redis.Redis.from_url(
+        url, socket_timeout=_TIMEOUT_S, socket_connect_timeout=_TIMEOUT_S, **options
     )
+
+
+def async_redis_client(target: str | RedisConnection) -> redis.asyncio.Redis:
+    url, options = _options(target)
+    return redis.asyncio.Redis.from_url(
+        url, socket_timeout=_TIMEOUT_S, socket_connect_timeout=_TIMEOUT_S, **options
+    )
+
+
+def _options(target: str | RedisConnection) -> tuple[str, dict[str, Any]]:
+    return (target, {}) if isinstance(target, str) else target.options()
 
 
 @contextmanager
@@ -53,7 +123,8 @@ def redis_errors(url: str, doing: str) -> Iterator[None]:
         raise RedisUnavailableError(
             f"Redis at {_safe(url)} did not answer while {doing}: {str(exc).rstrip('.')}. "
             "Check that it runs "
-            "(`memstream status`) and that MEMSTREAM_REDIS_URL points at it."
+            "(`memstream status`), that MEMSTREAM_REDIS_URL points at it and that its user, "
+            "password and certificates (MEMSTREAM_REDIS_*) are the server's."
         ) from exc
 
 
@@ -66,11 +137,16 @@ COMPACT_AFTER = 10_000
 def compact(client: redis.Redis, deleted: int) -> bool:
     """After `deleted` keys (or memories) were deleted at once: start a background rewrite of
     the append-only file if there were at least COMPACT_AFTER and Redis keeps one. False when
-    it did not start one (too few, no file, or a rewrite is running already)."""
-    if deleted < COMPACT_AFTER or client.config_get("appendonly").get("appendonly") != "yes":
+    it did not start one (too few, no file, a rewrite is running already, or the ACL user may
+    not: then Redis's own rewrite policy is left to do it)."""
+    if deleted < COMPACT_AFTER:
         return False
     try:
+        if client.config_get("appendonly").get("appendonly") != "yes":
+            return False
         client.bgrewriteaof()
+    except redis.exceptions.NoPermissionError:
+        return False  # an ACL user without @admin (docs/operations.md): Redis's own policy
     except redis.ResponseError as exc:
         if "in progress" not in str(exc):
             raise
@@ -82,10 +158,12 @@ async def compact_async(client: redis.asyncio.Redis, deleted: int) -> bool:
     """`compact` on an asyncio client."""
     if deleted < COMPACT_AFTER:
         return False
-    if (await client.config_get("appendonly")).get("appendonly") != "yes":
-        return False
     try:
+        if (await client.config_get("appendonly")).get("appendonly") != "yes":
+            return False
         await client.bgrewriteaof()
+    except redis.exceptions.NoPermissionError:
+        return False  # as in `compact`
     except redis.ResponseError as exc:
         if "in progress" not in str(exc):
             raise

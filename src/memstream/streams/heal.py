@@ -32,6 +32,7 @@ from aiokafka.errors import KafkaError
 
 from memstream.errors import InfrastructureError, KafkaUnavailableError
 from memstream.memory.ports import AppliedOutcome, Position, ProjectionWriter
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 
 __all__ = ["Healer", "KafkaLog", "LogSource"]
@@ -58,13 +59,13 @@ class LogSource(Protocol):
 class KafkaLog:
     """The memory topic read again by a group-less consumer; the worker group's commits."""
 
-    def __init__(self, bootstrap: str, group: str) -> None:
-        self._bootstrap = bootstrap
+    def __init__(self, kafka: KafkaConnection, group: str) -> None:
+        self._kafka = kafka
         self._group = group
 
     async def committed(self, partitions: Collection[Position]) -> dict[str, int]:
         wanted = [TopicPartition(p.topic, p.partition) for p in partitions]
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=10_000)
+        admin = AIOKafkaAdminClient(**self._kafka.aiokafka(), request_timeout_ms=10_000)
         try:
             await admin.start()
             offsets = await admin.list_consumer_group_offsets(self._group, partitions=wanted)
@@ -83,7 +84,7 @@ class KafkaLog:
     ) -> AsyncIterator[list[RawMessage]]:
         tp = TopicPartition(topic, partition)
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+            **self._kafka.aiokafka(),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # the gap's start may be gone: read what is left
@@ -107,7 +108,7 @@ class KafkaLog:
 
     def _unavailable(self, doing: str, exc: KafkaError) -> KafkaUnavailableError:
         return KafkaUnavailableError(
-            f"could not {doing} on Kafka at {self._bootstrap}: {exc!r}; the worker retries. "
+            f"could not {doing} on Kafka at {self._kafka.where}: {exc!r}; the worker retries. "
             "Check that the broker runs (`memstream status`)."
         )
 

@@ -21,17 +21,18 @@ from memstream.errors import KafkaUnavailableError
 from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoryEvent, MemoryForgotten
 from memstream.memory.tenancy import tenant_key
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics
 
 __all__ = ["EventPublisher"]
 
 
 class EventPublisher:
-    def __init__(self, bootstrap: str, topics: Topics, *, timeout_s: float = 15.0) -> None:
-        self._bootstrap = bootstrap
+    def __init__(self, kafka: KafkaConnection, topics: Topics, *, timeout_s: float = 15.0) -> None:
+        self._kafka = kafka
         self._topic = topics.memory
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
+            **kafka.aiokafka(),
             enable_idempotence=True,
             acks="all",
             linger_ms=2,
@@ -44,7 +45,7 @@ class EventPublisher:
             await asyncio.wait_for(self._producer.start(), self._timeout_s)
         except (KafkaError, TimeoutError) as exc:
             await self._producer.stop()
-            raise self._unavailable(exc) from exc
+            raise self._unavailable(await self._kafka.explain(exc)) from exc
         return self
 
     async def __aexit__(
@@ -95,9 +96,10 @@ class EventPublisher:
         await self.publish([event])
         return event
 
-    def _unavailable(self, exc: BaseException) -> KafkaUnavailableError:
+    def _unavailable(self, why: BaseException | str) -> KafkaUnavailableError:
+        why = why if isinstance(why, str) else repr(why)
         return KafkaUnavailableError(
-            f"could not write to Kafka at {self._bootstrap} ({exc!r}); the events were not "
+            f"could not write to Kafka at {self._kafka.where} ({why}); the events were not "
             "recorded. Check the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP, "
             "then try again: events carry deterministic ids, so a retry never duplicates."
         )

@@ -33,6 +33,7 @@ from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayErro
 from memstream.memory.embeddings import Embedder
 from memstream.memory.ports import Generations, Position, ProjectionWriter, SwapResult
 from memstream.memory.tenancy import tenant_key, validate_tenant
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
 
@@ -104,7 +105,7 @@ class Replayer:
 
     def __init__(
         self,
-        bootstrap: str,
+        kafka: KafkaConnection,
         topics: Topics,
         writer: ProjectionWriter,
         generations: Generations,
@@ -112,7 +113,7 @@ class Replayer:
         *,
         default_importance: float,
     ) -> None:
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._topic = topics.memory
         self._writer = writer
         self._generations = generations
@@ -191,13 +192,13 @@ class Replayer:
         last_events: dict[str, int] = {}
         read_to: dict[str, int] = {}
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+            **self._kafka.aiokafka(),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
         )
         try:
-            partitions = await topic_partitions(self._bootstrap, self._topic)
+            partitions = await topic_partitions(self._kafka, self._topic)
             await consumer.start()
             if not partitions:
                 raise ReplayError(
@@ -258,7 +259,8 @@ class Replayer:
                 )
         except KafkaError as exc:
             raise KafkaUnavailableError(
-                f"could not read the memory log from Kafka at {self._bootstrap}: {exc!r}. Check "
+                f"could not read the memory log from Kafka at {self._kafka.where}: "
+                f"{await self._kafka.explain(exc)}. Check "
                 "the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP, then run the "
                 "replay again (the live projection was not touched)."
             ) from exc

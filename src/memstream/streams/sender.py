@@ -26,6 +26,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from memstream.errors import KafkaUnavailableError
+from memstream.streams.kafka import KafkaConnection
 
 __all__ = ["BackgroundPublisher"]
 
@@ -33,12 +34,12 @@ log = logging.getLogger(__name__)
 
 
 class BackgroundPublisher:
-    def __init__(self, bootstrap: str, *, capacity: int = 10_000) -> None:
-        self._bootstrap = bootstrap
+    def __init__(self, kafka: KafkaConnection, *, capacity: int = 10_000) -> None:
+        self._kafka = kafka
         self._capacity = capacity
         self._producer = Producer(
             {
-                "bootstrap.servers": bootstrap,
+                **kafka.librdkafka(),
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 2,
@@ -81,7 +82,7 @@ class BackgroundPublisher:
         if full:
             raise KafkaUnavailableError(
                 f"the publish buffer ({self._capacity} messages) is full: Kafka at "
-                f"{self._bootstrap} has not acknowledged messages for a while. This message "
+                f"{self._kafka.where} has not acknowledged messages for a while. This message "
                 "was not queued; check the broker (`memstream status`)."
             )
         try:
@@ -140,7 +141,7 @@ class BackgroundPublisher:
             self._producer.poll(0.1)
 
     def _on_error(self, error: KafkaError) -> None:
-        log.warning("Kafka at %s: %s (messages wait in the buffer)", self._bootstrap, error)
+        log.warning("Kafka at %s: %s (messages wait in the buffer)", self._kafka.where, error)
 
 
 def _delivered(

@@ -21,6 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from memstream.errors import KafkaUnavailableError
+from memstream.streams.kafka import KafkaConnection
 
 __all__ = ["TopicSpec", "Topics", "end_offsets", "ensure_topics", "topic_partitions"]
 
@@ -52,6 +53,11 @@ class Topics:
     def monitoring(self) -> str:
         return f"{self.namespace}.monitoring"
 
+    @property
+    def worker_group(self) -> str:
+        """The workers' consumer group: the Faust app's id."""
+        return f"{self.namespace}-projector"
+
     def specs(self) -> tuple[TopicSpec, ...]:
         return (
             TopicSpec(self.memory, self.partitions, _FOREVER),
@@ -60,9 +66,11 @@ class Topics:
         )
 
 
-async def ensure_topics(bootstrap: str, topics: Topics, replication_factor: int = 1) -> list[str]:
+async def ensure_topics(
+    kafka: KafkaConnection, topics: Topics, replication_factor: int = 1
+) -> list[str]:
     """Create whichever of the namespace's topics are missing; return the names created."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=10_000)
     try:
         await admin.start()
         existing = set(await admin.list_topics())
@@ -84,44 +92,49 @@ async def ensure_topics(bootstrap: str, topics: Topics, replication_factor: int 
         return [spec.name for spec in missing]
     except KafkaError as exc:
         raise KafkaUnavailableError(
-            f"could not create memstream's topics on Kafka at {bootstrap}: {exc!r}. Check that "
-            "the broker runs (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP points at it."
+            f"could not create memstream's topics on Kafka at {kafka.where}: "
+            f"{await kafka.explain(exc)}. Check "
+            "that the broker runs (`memstream status`), MEMSTREAM_KAFKA_BOOTSTRAP points at it "
+            "and the MEMSTREAM_KAFKA_* security settings are the broker's."
         ) from exc
     finally:
         await admin.close()
 
 
-async def topic_partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
+async def topic_partitions(kafka: KafkaConnection, topic: str) -> list[TopicPartition]:
     """The partitions of `topic` as the broker knows them now ([] if it does not exist)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=10_000)
     try:
         await admin.start()
         (described,) = await admin.describe_topics([topic])
         return [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
     except KafkaError as exc:
-        raise _unreachable(bootstrap, f"describe {topic}", exc) from exc
+        raise await _unreachable(kafka, f"describe {topic}", exc) from exc
     finally:
         await admin.close()
 
 
-async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+async def end_offsets(kafka: KafkaConnection, topic: str) -> dict[int, int]:
     """The log end offset of each partition of `topic` ({} if the topic does not exist)."""
-    partitions = await topic_partitions(bootstrap, topic)
+    partitions = await topic_partitions(kafka, topic)
     if not partitions:
         return {}
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    consumer = AIOKafkaConsumer(**kafka.aiokafka(), request_timeout_ms=10_000)
     try:
         await consumer.start()
         offsets = await consumer.end_offsets(partitions)
         return {tp.partition: offset for tp, offset in offsets.items()}
     except KafkaError as exc:
-        raise _unreachable(bootstrap, f"read the end offsets of {topic}", exc) from exc
+        raise await _unreachable(kafka, f"read the end offsets of {topic}", exc) from exc
     finally:
         await consumer.stop()
 
 
-def _unreachable(bootstrap: str, doing: str, exc: KafkaError) -> KafkaUnavailableError:
+async def _unreachable(
+    kafka: KafkaConnection, doing: str, exc: KafkaError
+) -> KafkaUnavailableError:
     return KafkaUnavailableError(
-        f"could not {doing} on Kafka at {bootstrap}: {exc!r}. Check that the broker runs "
-        "(`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP points at it."
+        f"could not {doing} on Kafka at {kafka.where}: {await kafka.explain(exc)}. Check that "
+        "the broker runs (`memstream status`), MEMSTREAM_KAFKA_BOOTSTRAP points at it and the "
+        "MEMSTREAM_KAFKA_* security settings are the broker's."
     )

@@ -55,6 +55,7 @@ from memstream.memory.ports import MemoryReader, Position, ProjectionWriter
 from memstream.metrics import Metrics
 from memstream.streams.consolidation import ConsolidationJob, encoded
 from memstream.streams.heal import Healer, KafkaLog
+from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics
 
@@ -140,9 +141,11 @@ def build_app(
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them);
     with `metrics`, Faust's sensors and memstream's own are kept in its registry."""
+    kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
-        f"{settings.namespace}-projector",
-        broker=";".join(f"kafka://{host}" for host in settings.bootstrap_servers.split(",")),
+        topics.worker_group,
+        broker=kafka.faust_broker(),
+        broker_credentials=kafka.faust_credentials(),
         store="memory://",
         # Tables live in memory, so Faust's data folder only ever holds empty folders: keep
         # them out of the working directory.
@@ -183,7 +186,7 @@ def build_app(
         ),
     )
     # The group id Faust commits under is the app's id.
-    healer = Healer(projector, writer, KafkaLog(settings.bootstrap_servers, app.conf.id))
+    healer = Healer(projector, writer, KafkaLog(kafka, app.conf.id))
 
     # Faust's signals call receivers with (sender, the partitions, signal=...).
     @app.on_partitions_assigned.connect

@@ -1,0 +1,87 @@
+"""The Redis rights each component needs on one namespace, and nothing more
+(docs/operations.md, "Security").
+
+Every key of a namespace, the search indexes and their alias included, starts with `{ns}:`
+(projections/schema.py), so one key pattern confines a user to its namespace: another
+namespace's memories are out of reach even for the worker. The search module's commands have
+no ACL category in Redis 7.4 (Redis 8 adds @search), so they are named one by one.
+
+    agent     recall: reads memories and the live generation, searches the index.
+    worker    the projection: applies events through Lua (apply-once), creates the
+              generation's index and its alias on first start, writes memories, positions and
+              tombstones.
+    importer  replay and verify: builds a new generation beside the live one, swaps the
+              alias, drops the old generation's index.
+
+Nobody gets @admin or @dangerous: after a very large delete the append-only file is left for
+Redis's own rewrite policy (`compact` skips when not allowed).
+"""
+
+from __future__ import annotations
+
+from memstream.projections.schema import Keyspace
+
+__all__ = ["REDIS_ROLES", "redis_acl", "redis_acl_command"]
+
+REDIS_ROLES = ("agent", "worker", "importer")
+
+# redis-py's connection handshake (HELLO, AUTH, CLIENT SETINFO) and PING.
+_CONNECT = ("+@connection",)
+# Reads of any kind, but none of the commands Redis marks dangerous (KEYS, DEBUG, ...).
+_READ = ("+@read", "-@dangerous")
+_WRITE = ("+@read", "+@write", "-@dangerous")
+# Key patterns do not filter what SCAN and RANDOMKEY return: they would show the names of
+# other namespaces' keys. Only the importer lists keys (a retired generation's, verify's).
+_NO_LISTING = ("-scan", "-randomkey")
+# The apply-once and swap scripts (redis-py's registered scripts: EVALSHA, EVAL when the
+# server does not know the script yet, SCRIPT LOAD/EXISTS in pipelines).
+_SCRIPTS = ("+evalsha", "+eval", "+script|load", "+script|exists")
+_RIGHTS = {
+    # recall: FT.SEARCH over the live alias; memories, orders and positions read by key.
+    "agent": (*_READ, *_NO_LISTING, "+FT.SEARCH"),
+    # the projection: FT.INFO (does the generation's index exist?), FT.CREATE and FT.ALIASADD
+    # on first start; the rest through the scripts.
+    "worker": (
+        *_WRITE,
+        *_NO_LISTING,
+        *_SCRIPTS,
+        "+FT.SEARCH",
+        "+FT.INFO",
+        "+FT.CREATE",
+        "+FT.ALIASADD",
+    ),
+    # replay, verify, stats: a new generation's index, FT.ALIASUPDATE (inside the swap
+    # script), FT.DROPINDEX and SCAN of the retired generation, FT.AGGREGATE for per-tenant
+    # counts.
+    "importer": (
+        *_WRITE,
+        *_SCRIPTS,
+        "+FT.SEARCH",
+        "+FT.AGGREGATE",
+        "+FT.INFO",
+        "+FT.CREATE",
+        "+FT.ALIASADD",
+        "+FT.ALIASUPDATE",
+        "+FT.DROPINDEX",
+    ),
+}
+
+
+def redis_acl(role: str, keys: Keyspace) -> tuple[str, ...]:
+    """The ACL rules (as `ACL SETUSER` takes them, after the user's name and password) that
+    `role` needs on `keys`' namespace."""
+    if role not in _RIGHTS:
+        raise ValueError(f"unknown role {role!r}; the roles are {', '.join(REDIS_ROLES)}")
+    return (
+        "resetkeys",
+        f"~{keys.namespace}:*",
+        "resetchannels",
+        "-@all",
+        *_CONNECT,
+        *_RIGHTS[role],
+    )
+
+
+def redis_acl_command(role: str, keys: Keyspace, user: str | None = None) -> str:
+    """The `ACL SETUSER` line an operator runs (PASSWORD is theirs to fill in)."""
+    return f"ACL SETUSER {user or role} on >PASSWORD {' '.join(redis_acl(role, keys))}"
