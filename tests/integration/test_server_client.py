@@ -165,6 +165,15 @@ async def test_edit_changes_some_fields_and_keeps_the_rest(
     assert stack.redis.zcard(stack.status.live().order(tenant)) == 1  # one place, the new one
     with pytest.raises(MemoryNotFoundError):
         await client.edit_long_term_memory("no-such-memory", {"text": "x"})
+    # Null leaves a field as it is (the fuzzer found a 500 here: a type cannot be unset).
+    nulls = await client._client.patch(
+        f"/v1/long-term-memory/{record.id}",
+        json={"memory_type": None, "text": None, "session_id": None},
+    )
+    assert nulls.status_code == 200, nulls.text
+    kept = nulls.json()
+    assert kept["memory_type"] == fetched["memory_type"] and kept["session_id"] == "trip"
+    assert kept["text"] == "The user's flight leaves at 11"
 
 
 async def test_forget_by_session_with_dry_run_first(

@@ -146,7 +146,8 @@ class CreateMemoryRecordRequest(BaseModel):
 
 
 class EditMemoryRecordRequest(BaseModel):
-    """AMS's edit: the fields to change; the rest of the memory stays as it is."""
+    """AMS's edit: the fields to change; the rest of the memory, and any field sent as null,
+    stays as it is."""
 
     model_config = ConfigDict(extra="forbid", regex_engine="python-re")
 

@@ -146,10 +146,12 @@ class MemoryService:
         wait: float | None,
     ) -> MemoryRecord:
         """Change some fields of a stored memory: one MemorySaved of the whole new memory
-        under the same id (its time stays; a pinned memory's importance follows `pinned`)."""
+        under the same id (its time stays; a pinned memory's importance follows `pinned`).
+        A field sent as null stays as it is, as in AMS (a memory's type or text cannot be
+        unset)."""
         self.limits.wait(wait)
         field = self.scoping.tenant_field
-        updates = changes.model_dump(exclude_unset=True)
+        updates = {k: v for k, v in changes.model_dump(exclude_unset=True).items() if v is not None}
         tenant = principal.tenant_for([named, updates.pop(field, None)], field)
         check_memory_id(memory_id)
         (memory,) = await anyio.to_thread.run_sync(self._reader.memories_by_id, tenant, [memory_id])
