@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,6 +19,7 @@ __all__ = [
     "is_missing_index",
     "redis_client",
     "redis_errors",
+    "rewrite_persistence",
     "text",
 ]
 
@@ -91,6 +93,50 @@ async def compact_async(client: redis.asyncio.Redis, deleted: int) -> bool:
             raise
         return False
     return True
+
+
+def rewrite_persistence(client: redis.Redis, timeout_s: float = 300.0) -> list[str]:
+    """Rewrite Redis's files from what it holds now, and wait until they are written: the
+    append-only file (a rewrite started after this call: one already running may predate a
+    deletion, so it is waited out first) and, where Redis keeps RDB snapshots, the snapshot.
+    Redis then deletes the old files, and what was deleted from memory is gone from its disk
+    (an erasure, docs/erasure.md). Returns what it rewrote ("aof", "rdb")."""
+    deadline = time.monotonic() + timeout_s
+    done: list[str] = []
+
+    def persistence() -> dict[str, object]:
+        info: dict[str, object] = client.info("persistence")
+        return info
+
+    def wait(busy: str) -> None:
+        while True:
+            info = persistence()
+            if not info.get(busy) and not info.get("aof_rewrite_scheduled"):
+                return
+            if time.monotonic() > deadline:
+                raise RedisUnavailableError(
+                    f"Redis did not finish rewriting its files within {timeout_s:.0f}s "
+                    f"({busy}); run the erasure again once it has (INFO persistence)"
+                )
+            time.sleep(0.05)  # polls INFO: Redis has no call that waits for a rewrite
+
+    if client.config_get("appendonly").get("appendonly") == "yes":
+        wait("aof_rewrite_in_progress")
+        client.bgrewriteaof()
+        wait("aof_rewrite_in_progress")
+        if persistence().get("aof_last_bgrewrite_status") != "ok":
+            raise RedisUnavailableError("Redis failed to rewrite its append-only file; see its log")
+        done.append("aof")
+    info = persistence()
+    snapshots = client.config_get("save").get("save") or int(str(info.get("rdb_saves", 0))) > 0
+    if snapshots:
+        wait("rdb_bgsave_in_progress")
+        client.bgsave()
+        wait("rdb_bgsave_in_progress")
+        if persistence().get("rdb_last_bgsave_status") != "ok":
+            raise RedisUnavailableError("Redis failed to write its RDB snapshot; see its log")
+        done.append("rdb")
+    return done
 
 
 def is_missing_index(exc: redis.ResponseError) -> bool:

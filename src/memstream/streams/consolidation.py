@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 
 from memstream.errors import MemstreamError
 from memstream.llm import ModelClient, ModelRequest, ModelResponse, Usage
+from memstream.memory.cipher import Keyring
 from memstream.memory.codec import encode_event
 from memstream.memory.consolidation import plan_consolidation
 from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated
@@ -163,6 +164,6 @@ class ConsolidationJob:
         return planned
 
 
-def encoded(event: MemoriesConsolidated) -> tuple[bytes, bytes]:
-    """Key and value of a summary on the memory topic."""
-    return tenant_key(event.tenant), encode_event(event)
+def encoded(event: MemoriesConsolidated, keyring: Keyring | None = None) -> tuple[bytes, bytes]:
+    """Key and value of a summary on the memory topic (sealed when given a keyring)."""
+    return tenant_key(event.tenant), encode_event(event, keyring)

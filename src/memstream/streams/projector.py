@@ -24,10 +24,21 @@ from typing import Protocol, TypeVar
 import numpy as np
 from aiokafka import ConsumerRecord
 
-from memstream.errors import EmbeddingModelMismatchError, EventDecodeError, InfrastructureError
+from memstream.errors import (
+    DataKeyErasedError,
+    EmbeddingModelMismatchError,
+    EventDecodeError,
+    InfrastructureError,
+)
+from memstream.memory.cipher import Keyring
 from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.events import MemoriesConsolidated, MemoryForgotten, memories_of
+from memstream.memory.events import (
+    MemoriesConsolidated,
+    MemoryForgotten,
+    TenantErased,
+    memories_of,
+)
 from memstream.memory.model import Memory
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
 from memstream.memory.ports import AppliedOutcome, Embedded, Position, ProjectionWriter
@@ -80,6 +91,7 @@ class Projector:
         adopt_model: bool = False,
         first_retry_s: float = 0.2,
         max_retry_s: float = 10.0,
+        keyring: Keyring | None = None,
     ) -> None:
         self._embedder = embedder
         self._default_importance = default_importance
@@ -93,6 +105,10 @@ class Projector:
         self._adopt_model = adopt_model
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
+        self._keyring = keyring
+        # Events sealed under a destroyed data key: skipped, neither applied nor dead-lettered
+        # (their content is gone by design, docs/erasure.md), counted here.
+        self.erased = 0
 
     async def start(self) -> None:
         model, dims = self._embedder.model_id, self._embedder.dims
@@ -127,6 +143,10 @@ class Projector:
         for message in messages:
             try:
                 event = decode_event(message.value or b"", self._context(message))
+                if isinstance(event, TenantErased) and self._keyring is not None:
+                    # Events after the erasure sealed under its keys (a producer that had
+                    # not yet heard of it) are erased too, whatever the keys topic says yet.
+                    self._keyring.forget(event.tenant, event.key_ids)
                 memories = memories_of(event)
                 foreign = {m.embedding_model for m in memories} - {self._embedder.model_id}
                 if foreign and self._adopt_model:
@@ -138,6 +158,10 @@ class Projector:
                         f"with {self._embedder.model_id!r}; run a worker with that model (or "
                         "replay into a namespace built with it)"
                     )
+            except DataKeyErasedError:
+                self.erased += 1
+                log.debug("skipped %s/%s@%s: sealed under an erased key", *_where(message))
+                continue
             except EventDecodeError as exc:
                 log.warning("dead-lettered %s/%s@%s: %s", *_where(message), exc)
                 await self._dead_letters.send(message, exc)
@@ -167,6 +191,7 @@ class Projector:
             timestamp=message.timestamp,
             embedding_model=self._embedder.model_id,
             importance=self._default_importance,
+            keyring=self._keyring,
         )
 
     async def _embed(self, memories: list[Memory]) -> Vectors:
@@ -205,7 +230,7 @@ def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:
         return []
     event = outcome.event
     notices: list[TenantNotice] = []
-    if isinstance(event, MemoryForgotten):
+    if isinstance(event, MemoryForgotten | TenantErased):
         notices.append(Forgotten(event.tenant, event.id, outcome.removed, at))
     elif isinstance(event, MemoriesConsolidated):
         notices.append(

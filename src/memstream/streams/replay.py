@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
+from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedder
 from memstream.memory.ports import Generations, Position, ProjectionWriter, SwapResult
 from memstream.memory.tenancy import tenant_key, validate_tenant
@@ -74,6 +75,8 @@ class Rebuilt:
     last_events: Mapping[str, int]
     read_to: Mapping[str, int]  # the last offset read of each partition, whoever's event
     dead_letters: Mapping[str, int]  # messages it could not read, by error code
+    # Events sealed under an erased tenant's destroyed key: skipped, and no failure.
+    erased: int = 0
 
 
 class CountedDeadLetters:
@@ -111,8 +114,10 @@ class Replayer:
         embedder: Embedder,
         *,
         default_importance: float,
+        keyring: Keyring | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._keyring = keyring
         self._topic = topics.memory
         self._writer = writer
         self._generations = generations
@@ -152,6 +157,7 @@ class Replayer:
             into=target,
             reuse_vectors=not reembed,
             adopt_model=reembed,
+            keyring=self._keyring,
         )
 
         try:
@@ -275,6 +281,7 @@ class Replayer:
             last_events=last_events,
             read_to=read_to,
             dead_letters=dict(unusable.by_reason),
+            erased=projector.erased,
         )
 
 

@@ -43,6 +43,7 @@ from faust.types import EventT
 from memstream.config import Settings
 from memstream.errors import EventDecodeError
 from memstream.llm import ModelClient
+from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedder
 from memstream.memory.monitoring import (
     DeadLettered,
@@ -126,8 +127,12 @@ def build_app(
     writer: ProjectionWriter,
     reader: MemoryReader,
     summarizer: ModelClient,
+    *,
+    keyring: Keyring | None = None,
+    sealer: Keyring | None = None,
 ) -> faust.App:
-    """The worker's Faust app over the given parts (`Deployment.worker_app` gives them)."""
+    """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
+    `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries it writes."""
     app = faust.App(
         f"{settings.namespace}-projector",
         broker=";".join(f"kafka://{host}" for host in settings.bootstrap_servers.split(",")),
@@ -160,6 +165,7 @@ def build_app(
         monitoring,
         default_importance=settings.default_importance,
         monitor=monitoring,
+        keyring=keyring,
     )
     # The group id Faust commits under is the app's id.
     healer = Healer(projector, writer, KafkaLog(settings.bootstrap_servers, app.conf.id))
@@ -177,7 +183,7 @@ def build_app(
         reader=reader,
         client=summarizer,
         embedding_model=embedder.model_id,
-        send=lambda event: monitoring.publish(topics.memory, *encoded(event)),
+        send=lambda event: monitoring.publish(topics.memory, *encoded(event, sealer)),
         monitor=monitoring,
         window_s=settings.consolidation_window_s,
     )

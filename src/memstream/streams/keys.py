@@ -1,0 +1,224 @@
+"""The keys topic: tenants' data keys, wrapped by the master key, and their destruction.
+
+    {ns}.keys   compacted, one partition. Record key ["tenant", "key id"]: a wrapped data
+                key (memory.cipher.KeyRecord); a tombstone destroys it. Record key
+                ["tenant", "erased"]: the ids an erasure destroyed, kept (no secret in it) so a
+                reader can tell an erased key from an unknown one after compaction.
+
+Why a topic (docs/erasure.md): replay must find the keys wherever it finds the log, and
+compaction is how a Kafka deployment already forgets a record for good; one partition keeps
+"the tenant's first key" the same for every reader (the lowest offset).
+
+`KafkaKeyring` reads the topic to its end on first use, and again whenever it is asked for a
+key it does not know (a key is written, and acknowledged, before any event is sealed under it,
+so one read to the end finds it) or its view is older than `stale_s` (how a long-running
+producer learns of an erasure). Creating a tenant's first key: write a record under a fresh
+key id, read to the end, and seal with the tenant's first key read — two processes racing
+both end up on the same one, and the loser's record is kept too (keyed by its own id), so
+nothing sealed under it is ever left without its key until an erasure destroys both.
+
+It is synchronous (confluent-kafka, as the agent side's publisher): the hooks call it inside
+a turn; the worker and other asyncio callers pay one short blocking read per new key.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
+
+from memstream.errors import KafkaUnavailableError
+from memstream.memory.cipher import (
+    ERASED,
+    DataKey,
+    KeyringState,
+    MasterKeys,
+    erased_marker,
+    new_data_key,
+    record_key,
+    unknown_key,
+)
+from memstream.streams.topics import Topics
+
+__all__ = ["KafkaKeyring", "keys_clients"]
+
+log = logging.getLogger(__name__)
+
+_TIMEOUT_S = 15.0
+
+
+def keys_clients(bootstrap: str) -> tuple[Producer, Consumer]:
+    """The keys topic's producer and consumer: every Kafka client of this module is made here."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "logger": log}
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            # Assigned, never subscribed: the group id is only what librdkafka insists on.
+            "group.id": f"memstream-keys-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "logger": log,
+        }
+    )
+    return producer, consumer
+
+
+class KafkaKeyring:
+    """The Keyring (memory.cipher) over the keys topic of one namespace."""
+
+    def __init__(
+        self, bootstrap: str, topics: Topics, masters: MasterKeys, *, stale_s: float = 30.0
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._topic = topics.keys
+        self.state = KeyringState(masters)
+        self._stale_s = stale_s
+        self._clients: tuple[Producer, Consumer] | None = None
+        self._next = 0  # the next offset to read
+        self._read_at = float("-inf")
+        self._lock = threading.RLock()
+
+    # -- the Keyring port ---------------------------------------------------------------------
+
+    def current(self, tenant: str) -> DataKey:
+        with self._lock:
+            if time.monotonic() - self._read_at > self._stale_s:
+                self.refresh()
+            key = self.state.first(tenant)
+            if key is None:
+                self._write(tenant)
+                key = self.state.first(tenant)
+            if key is None:  # destroyed between our write and our read: an erasure won
+                raise KafkaUnavailableError(
+                    f"tenant {tenant!r}'s new data key was destroyed as it was created (an "
+                    "erasure ran at the same moment); try again"
+                )
+            return key
+
+    def lookup(self, tenant: str, key_id: str) -> DataKey:
+        with self._lock:
+            key = self.state.find(tenant, key_id)
+            if key is None:
+                self.refresh()
+                key = self.state.find(tenant, key_id)
+            if key is None:
+                raise unknown_key(tenant, key_id)
+            return key
+
+    def forget(self, tenant: str, key_ids: Iterable[str]) -> None:
+        self.state.forget(tenant, key_ids)
+
+    # -- erasure and rotation -----------------------------------------------------------------
+
+    def erase(self, tenant: str) -> list[str]:
+        """Destroy every data key of `tenant`: a tombstone each, then the erasure marker naming
+        them (and those destroyed before). Returns the ids destroyed now."""
+        with self._lock:
+            self.refresh()
+            ids = self.state.key_ids(tenant)
+            producer = self._producer()
+            for key_id in ids:
+                self._produce(producer, record_key(tenant, key_id), None)
+            destroyed = self.state.erased(tenant) | set(ids)
+            self._produce(producer, record_key(tenant, ERASED), erased_marker(tenant, destroyed))
+            self._flush(producer, "destroy the data keys")
+            self.refresh()
+            return ids
+
+    def rewrap(self) -> int:
+        """Write every live data key again, wrapped by the current master key (the last step
+        of a rotation; compaction then drops the records wrapped by the old one)."""
+        with self._lock:
+            self.refresh()
+            producer = self._producer()
+            count = 0
+            for (tenant, key_id), record in self.state.records().items():
+                if record.kek_id == self.state.masters.kek_id:
+                    continue
+                key = self.state.find(tenant, key_id)
+                if key is not None:
+                    rewrapped = self.state.masters.wrap(key)
+                    self._produce(producer, rewrapped.record_key, rewrapped.encode())
+                    count += 1
+            self._flush(producer, "re-wrap the data keys")
+            self.refresh()
+            return count
+
+    # -- reading and writing the topic --------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Read the keys topic from where this keyring stopped to its current end."""
+        with self._lock:
+            _, consumer = self._started()
+            partition = KafkaPartition(self._topic, 0)
+            try:
+                _, high = consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)
+                deadline = time.monotonic() + _TIMEOUT_S
+                while self._next < high:
+                    if time.monotonic() > deadline:
+                        raise KafkaException(f"reading {self._topic} to offset {high} timed out")
+                    message = consumer.poll(0.5)
+                    if message is None:
+                        continue
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            # The end, even where compaction left no record at the last offsets.
+                            self._next = max(self._next, message.offset() or 0)
+                            continue
+                        raise KafkaException(error)
+                    self.state.apply(message.key(), message.value())
+                    self._next = (message.offset() or 0) + 1
+            except KafkaException as exc:
+                raise self._unavailable("read the keys topic", exc) from exc
+            self._read_at = time.monotonic()
+
+    def _write(self, tenant: str) -> None:
+        record = self.state.masters.wrap(new_data_key(tenant))
+        producer = self._producer()
+        self._produce(producer, record.record_key, record.encode())
+        self._flush(producer, "write a new data key")
+        self.refresh()
+
+    def _produce(self, producer: Producer, key: bytes, value: bytes | None) -> None:
+        try:
+            producer.produce(self._topic, value, key)
+        except (BufferError, KafkaException) as exc:
+            raise self._unavailable("write the keys topic", exc) from exc
+
+    def _flush(self, producer: Producer, doing: str) -> None:
+        if producer.flush(_TIMEOUT_S) != 0:
+            raise self._unavailable(doing, TimeoutError(f"not acknowledged in {_TIMEOUT_S}s"))
+
+    def _producer(self) -> Producer:
+        producer, _ = self._started()
+        return producer
+
+    def _started(self) -> tuple[Producer, Consumer]:
+        if self._clients is None:
+            producer, consumer = keys_clients(self._bootstrap)
+            consumer.assign([KafkaPartition(self._topic, 0, OFFSET_BEGINNING)])
+            self._clients = (producer, consumer)
+        return self._clients
+
+    def close(self) -> None:
+        with self._lock:
+            if self._clients is not None:
+                producer, consumer = self._clients
+                producer.flush(_TIMEOUT_S)
+                consumer.close()
+                self._clients = None
+
+    def _unavailable(self, doing: str, exc: Any) -> KafkaUnavailableError:
+        return KafkaUnavailableError(
+            f"could not {doing} ({self._topic}) on Kafka at {self._bootstrap}: {exc!r}. Check "
+            "the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP."
+        )
