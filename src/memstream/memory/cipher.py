@@ -26,6 +26,7 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -60,6 +61,8 @@ __all__ = [
     "seal_field",
     "unknown_key",
 ]
+
+log = logging.getLogger(__name__)
 
 ALGORITHM = "A256GCM"
 _NONCE = 12
@@ -261,20 +264,22 @@ class KeyringState:
         """Take in one record of the keys topic (a tombstone when `value` is None)."""
         try:
             tenant, name = json.loads(key or b"")
-        except (ValueError, TypeError):
-            return  # not a key record: nothing memstream wrote
+            body = json.loads(value) if value is not None else None
+            record = KeyRecord(**body) if body is not None and name != ERASED else None
+            erased = set(body["erased"]) if body is not None and name == ERASED else set()
+        except (ValueError, TypeError, KeyError):
+            log.warning("ignored a record of the keys topic that memstream did not write")
+            return
         with self._lock:
             if name == ERASED:
-                if value is not None:
-                    self._erased.setdefault(tenant, set()).update(json.loads(value)["erased"])
+                self._erased.setdefault(tenant, set()).update(erased)
                 return
-            if value is None:
+            if record is None:
                 self._records.pop((tenant, name), None)
                 self._unwrapped.pop((tenant, name), None)
                 self._erased.setdefault(tenant, set()).add(name)
                 return
-            body = json.loads(value)
-            self._records[(tenant, name)] = KeyRecord(**body)
+            self._records[(tenant, name)] = record
             self._unwrapped.pop((tenant, name), None)  # a re-wrapped record: unwrap again
             self._erased.get(tenant, set()).discard(name)
 
