@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import subprocess
 import sys
 import uuid
@@ -22,12 +23,12 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from memstream import Settings, TurnCompleted
+from memstream import DecodeContext, Settings, TurnCompleted, decode_event
 from memstream.deployment import Deployment
 from memstream.processes import project_root
 from memstream.streams.topics import KEYS_CONFIG
 
-from .helpers import running_worker, wait_until
+from .helpers import TestStack, running_worker, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -163,3 +164,54 @@ def test_an_erased_tenant_is_gone_from_every_disk_and_the_other_is_untouched(
         assert verify.returncode == 0, verify.stdout + verify.stderr
         assert "5 erased" in verify.stderr, verify.stderr
         assert sorted((m.id, m.content) for m in reader.memories(b)) == before_b
+
+
+def test_an_old_plaintext_log_is_copied_sealed_and_reads_the_same(
+    namespace_env: dict[str, str],
+) -> None:
+    old = TestStack(Settings.from_env({**namespace_env, "MEMSTREAM_ENCRYPTION": "off"}))
+    new_namespace = f"{old.settings.namespace}-sealed"
+    new_env = {**namespace_env, "MEMSTREAM_NAMESPACE": new_namespace}
+    marker = f"numbat{uuid.uuid4().hex}"
+    events = [
+        old.turn(f"tenant-{n % 3}", f"q {marker} {n}", f"a {marker}", turn=n) for n in range(9)
+    ]
+    asyncio.run(Deployment(old.settings).ensure_topics())
+    old.publish(events)  # plaintext, as memstream wrote before encryption (or another producer)
+    old.publish_raw(b"tenant-0", b"not an event")  # a dead letter of the old log
+    try:
+        copy = subprocess.run(
+            [sys.executable, "-m", "memstream", "erasure", "encrypt", "--to", new_namespace],
+            env=old.settings.environ() | {"PATH": os.environ.get("PATH", "")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        # A message that is no event is not copied silently: the copy fails, saying so.
+        assert copy.returncode == 2 and "1 event_decode" in copy.stderr, copy.stderr
+        copy = subprocess.run(
+            [
+                sys.executable, "-m", "memstream", "erasure", "encrypt", "--to",
+                f"{new_namespace}2", "--allow-dead-letters",
+            ],
+            env=old.settings.environ() | {"PATH": os.environ.get("PATH", "")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )  # fmt: skip
+        assert copy.returncode == 0, copy.stderr
+        assert "copied 9 events" in copy.stderr
+        sealed = TestStack(
+            Settings.from_env({**new_env, "MEMSTREAM_NAMESPACE": f"{new_namespace}2"})
+        )
+        records = sealed.read_topic(sealed.topics.memory, lambda rs: len(rs) >= 9)
+        assert len(records) == 9
+        assert all(marker.encode() not in r.value and b'"sealed"' in r.value for r in records)
+        keyring = Deployment(sealed.settings).keyring()
+        copies = [decode_event(r.value, DecodeContext(key=r.key, keyring=keyring)) for r in records]
+        assert sorted(copies, key=lambda e: e.id) == sorted(events, key=lambda e: e.id)
+    finally:
+        for namespace in (new_namespace, f"{new_namespace}2"):
+            Deployment(Settings.from_env({**new_env, "MEMSTREAM_NAMESPACE": namespace})).drop()

@@ -128,6 +128,7 @@ def run_freshness(
             ns.settings.redis,
             ns.settings.namespace,
             embedder,
+            ns.deployment.keyring(),
         )
 
         async def raw_phase() -> tuple[list[float], list[float]]:

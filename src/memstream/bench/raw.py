@@ -23,7 +23,8 @@ import redis.asyncio
 from aiokafka import AIOKafkaConsumer
 from redisvl.index import AsyncSearchIndex
 
-from memstream.memory.codec import decode_event
+from memstream.memory.cipher import Keyring
+from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
 from memstream.memory.model import Memory
@@ -78,9 +79,16 @@ class RawPipeline:
     """Consume, decode, embed, HSET: the baseline for projection throughput and freshness."""
 
     def __init__(
-        self, bootstrap: str, topic: str, redis_url: str, namespace: str, embedder: Embedder
+        self,
+        bootstrap: str,
+        topic: str,
+        redis_url: str,
+        namespace: str,
+        embedder: Embedder,
+        keyring: Keyring | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._context = DecodeContext(keyring=keyring)  # sealed events: opened as the worker does
         self._topic = topic
         self._client = redis.asyncio.Redis.from_url(redis_url)
         self._keys = raw_keyspace(namespace)
@@ -133,7 +141,7 @@ class RawPipeline:
         memories: list[Memory] = []
         for value in values:
             # The same decoding as memstream's: writing the same hashes needs the same fields.
-            memories.extend(memories_of(decode_event(value)))
+            memories.extend(memories_of(decode_event(value, self._context)))
         vectors = await asyncio.to_thread(
             self._embedder.embed_documents, [m.content for m in memories]
         )

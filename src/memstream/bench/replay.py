@@ -139,6 +139,7 @@ async def _raw_writes(ns: BenchNamespace, cached: Embedder, count: int) -> RawRu
         ns.settings.redis,
         ns.settings.namespace,
         cached,
+        ns.deployment.keyring(),
     )
     await pipeline.start(from_start=True)
     try:

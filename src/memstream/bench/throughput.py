@@ -52,6 +52,7 @@ def run_throughput(
             ns.settings.redis,
             ns.settings.namespace,
             embedder,
+            ns.deployment.keyring(),
         )
 
         async def raw() -> float:

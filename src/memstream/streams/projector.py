@@ -43,7 +43,7 @@ from memstream.memory.model import Memory
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
 from memstream.memory.ports import AppliedOutcome, Embedded, Position, ProjectionWriter
 
-__all__ = ["DeadLetters", "Projector", "RawMessage", "notices_of"]
+__all__ = ["DeadLetters", "Projector", "RawMessage", "notices_of", "worker_context"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -186,12 +186,8 @@ class Projector:
         return outcomes, {position.field: position.offset for _, _, position in ready}
 
     def _context(self, message: RawMessage) -> DecodeContext:
-        return DecodeContext(
-            key=message.key or b"",  # a message without a key is nobody's: a mismatch
-            timestamp=message.timestamp,
-            embedding_model=self._embedder.model_id,
-            importance=self._default_importance,
-            keyring=self._keyring,
+        return worker_context(
+            message, self._embedder.model_id, self._default_importance, self._keyring
         )
 
     async def _embed(self, memories: list[Memory]) -> Vectors:
@@ -247,6 +243,19 @@ def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:
     if outcome.evicted:
         notices.append(Evicted(event.tenant, event.id, outcome.evicted, at))
     return notices
+
+
+def worker_context(
+    message: RawMessage, embedding_model: str, importance: float, keyring: Keyring | None
+) -> DecodeContext:
+    """How the worker reads `message`: what it fills in for fields a producer left out."""
+    return DecodeContext(
+        key=message.key or b"",  # a message without a key is nobody's: a mismatch
+        timestamp=message.timestamp,
+        embedding_model=embedding_model,
+        importance=importance,
+        keyring=keyring,
+    )
 
 
 def _where(message: RawMessage) -> tuple[str, int, int]:

@@ -37,7 +37,7 @@ from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
 
-__all__ = ["CountedDeadLetters", "Progress", "Rebuilt", "Replayer"]
+__all__ = ["CountedDeadLetters", "Progress", "Rebuilt", "Replayer", "reached_ends"]
 
 _BATCH = 512
 _MAX_SWAP_TRIES = 20
@@ -215,7 +215,7 @@ class Replayer:
             for _ in range(_MAX_SWAP_TRIES):
                 ends = await consumer.end_offsets(partitions)
                 total = sum(ends.values())
-                while not await _reached(consumer, ends):
+                while not await reached_ends(consumer, ends):
                     batches = await consumer.getmany(timeout_ms=500, max_records=_BATCH)
                     # Every partition's records in one projection: one embedding call, one
                     # pipeline to Redis (per-partition order is kept; partitions are independent).
@@ -285,7 +285,8 @@ class Replayer:
         )
 
 
-async def _reached(consumer: AIOKafkaConsumer, ends: Mapping[TopicPartition, int]) -> bool:
+async def reached_ends(consumer: AIOKafkaConsumer, ends: Mapping[TopicPartition, int]) -> bool:
+    """Whether `consumer` has read every partition up to its end in `ends`."""
     for tp, end in ends.items():
         if await consumer.position(tp) < end:
             return False
