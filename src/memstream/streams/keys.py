@@ -51,6 +51,11 @@ __all__ = ["KafkaKeyring", "keys_clients"]
 log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 15.0
+_NO_LEADER_YET = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
 
 
 def keys_clients(bootstrap: str) -> tuple[Producer, Consumer]:
@@ -65,6 +70,7 @@ def keys_clients(bootstrap: str) -> tuple[Producer, Consumer]:
             "group.id": f"memstream-keys-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            "fetch.wait.max.ms": 10,
             "logger": log,
         }
     )
@@ -159,9 +165,9 @@ class KafkaKeyring:
         with self._lock:
             _, consumer = self._started()
             partition = KafkaPartition(self._topic, 0)
+            deadline = time.monotonic() + _TIMEOUT_S
             try:
-                _, high = consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)
-                deadline = time.monotonic() + _TIMEOUT_S
+                high = self._end(consumer, partition, deadline)
                 while self._next < high:
                     if time.monotonic() > deadline:
                         raise KafkaException(f"reading {self._topic} to offset {high} timed out")
@@ -180,6 +186,23 @@ class KafkaKeyring:
             except KafkaException as exc:
                 raise self._unavailable("read the keys topic", exc) from exc
             self._read_at = time.monotonic()
+
+    @staticmethod
+    def _end(consumer: Consumer, partition: KafkaPartition, deadline: float) -> int:
+        """The partition's end offset, retrying what Kafka says is retriable (a topic just
+        created has no leader for a moment)."""
+        while True:
+            try:
+                _, high = consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)
+                return int(high)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retriable = isinstance(error, KafkaError) and (
+                    error.retriable() or error.code() in _NO_LEADER_YET
+                )
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)  # the leader election takes milliseconds; nothing to wait on
 
     def _write(self, tenant: str) -> None:
         record = self.state.masters.wrap(new_data_key(tenant))
