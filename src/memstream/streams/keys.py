@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 
 from memstream.errors import KafkaUnavailableError
@@ -70,6 +70,9 @@ def keys_clients(bootstrap: str) -> tuple[Producer, Consumer]:
             "group.id": f"memstream-keys-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            # A refresh waits for the end of the topic: the broker's default long poll (500 ms)
+            # would be added to every refresh that finds nothing new.
             "fetch.wait.max.ms": 10,
             "logger": log,
         }
@@ -167,11 +170,12 @@ class KafkaKeyring:
             partition = KafkaPartition(self._topic, 0)
             deadline = time.monotonic() + _TIMEOUT_S
             try:
+                consumer.resume([partition])
                 high = self._end(consumer, partition, deadline)
                 while self._next < high:
                     if time.monotonic() > deadline:
                         raise KafkaException(f"reading {self._topic} to offset {high} timed out")
-                    message = consumer.poll(0.5)
+                    message = consumer.poll(0.05)
                     if message is None:
                         continue
                     error = message.error()
@@ -183,6 +187,9 @@ class KafkaKeyring:
                         raise KafkaException(error)
                     self.state.apply(message.key(), message.value())
                     self._next = (message.offset() or 0) + 1
+                # Paused between refreshes: an idle consumer would otherwise fetch every
+                # fetch.wait.max.ms, on the CPU the agent's turns need.
+                consumer.pause([partition])
             except KafkaException as exc:
                 raise self._unavailable("read the keys topic", exc) from exc
             self._read_at = time.monotonic()
@@ -228,7 +235,9 @@ class KafkaKeyring:
     def _started(self) -> tuple[Producer, Consumer]:
         if self._clients is None:
             producer, consumer = keys_clients(self._bootstrap)
-            consumer.assign([KafkaPartition(self._topic, 0, OFFSET_BEGINNING)])
+            # Offset 0, not OFFSET_BEGINNING, whose lookup costs librdkafka half a second; a
+            # compacted topic keeps offset 0 as its start (out of range: auto.offset.reset).
+            consumer.assign([KafkaPartition(self._topic, 0, 0)])
             self._clients = (producer, consumer)
         return self._clients
 
