@@ -26,9 +26,10 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from memstream import DecodeContext, Settings, TurnCompleted, decode_event
 from memstream.deployment import Deployment
 from memstream.processes import project_root
+from memstream.projections.connection import rewrite_persistence
 from memstream.streams.topics import KEYS_CONFIG
 
-from .helpers import TestStack, running_worker, wait_until
+from .helpers import OwnRedis, TestStack, running_worker, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -215,3 +216,23 @@ def test_an_old_plaintext_log_is_copied_sealed_and_reads_the_same(
     finally:
         for namespace in (new_namespace, f"{new_namespace}2"):
             Deployment(Settings.from_env({**new_env, "MEMSTREAM_NAMESPACE": namespace})).drop()
+
+
+def test_redis_files_are_rewritten_without_what_was_deleted_aof_and_rdb(tmp_path: Path) -> None:
+    server = OwnRedis(tmp_path)
+    data = tmp_path / "data"
+    with server.running(data, "--appendonly", "yes", "--save", "3600 1"):
+        client = server.client()
+        marker = f"bilby{uuid.uuid4().hex}".encode()
+        client.hset("memory:a", mapping={"content": marker})
+        client.set("memory:b", b"kept")
+        client.save()  # an RDB snapshot holding the marker, as a scheduled save would make
+
+        def holding(needle: bytes) -> bool:
+            return files_holding(data, needle) != []
+
+        wait_until(lambda: holding(marker), "the marker on disk (the positive control)")
+        client.delete("memory:a")
+        assert rewrite_persistence(client, 60) == ["aof", "rdb"]
+        wait_until(lambda: not holding(marker), "Redis's old files to be deleted")
+        assert client.get("memory:b") == b"kept"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import redis
@@ -120,21 +120,29 @@ def rewrite_persistence(client: redis.Redis, timeout_s: float = 300.0) -> list[s
                 )
             time.sleep(0.05)  # polls INFO: Redis has no call that waits for a rewrite
 
+    def rewrite(start: Callable[[], object], busy: str, status: str, what: str) -> None:
+        wait(busy)
+        start()
+        wait(busy)
+        if persistence().get(status) != "ok":
+            raise RedisUnavailableError(f"Redis failed to {what}; see its log")
+
     if client.config_get("appendonly").get("appendonly") == "yes":
-        wait("aof_rewrite_in_progress")
-        client.bgrewriteaof()
-        wait("aof_rewrite_in_progress")
-        if persistence().get("aof_last_bgrewrite_status") != "ok":
-            raise RedisUnavailableError("Redis failed to rewrite its append-only file; see its log")
+        rewrite(
+            client.bgrewriteaof,
+            "aof_rewrite_in_progress",
+            "aof_last_bgrewrite_status",
+            "rewrite its append-only file",
+        )
         done.append("aof")
     info = persistence()
-    snapshots = client.config_get("save").get("save") or int(str(info.get("rdb_saves", 0))) > 0
-    if snapshots:
-        wait("rdb_bgsave_in_progress")
-        client.bgsave()
-        wait("rdb_bgsave_in_progress")
-        if persistence().get("rdb_last_bgsave_status") != "ok":
-            raise RedisUnavailableError("Redis failed to write its RDB snapshot; see its log")
+    if client.config_get("save").get("save") or int(str(info.get("rdb_saves", 0))) > 0:
+        rewrite(
+            client.bgsave,
+            "rdb_bgsave_in_progress",
+            "rdb_last_bgsave_status",
+            "write its RDB snapshot",
+        )
         done.append("rdb")
     return done
 

@@ -252,5 +252,7 @@ class KafkaKeyring:
     def _unavailable(self, doing: str, exc: Any) -> KafkaUnavailableError:
         return KafkaUnavailableError(
             f"could not {doing} ({self._topic}) on Kafka at {self._bootstrap}: {exc!r}. Check "
-            "the broker (`memstream status`) and MEMSTREAM_KAFKA_BOOTSTRAP."
+            "the broker (`memstream status`), MEMSTREAM_KAFKA_BOOTSTRAP, and that the "
+            "namespace's topics exist (a worker, an import or `memstream up --worker` creates "
+            "them)."
         )
