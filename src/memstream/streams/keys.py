@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -51,6 +51,11 @@ __all__ = ["KafkaKeyring", "keys_clients"]
 log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 15.0
+# How long a turn may wait for the keys topic when it meets a tenant with no key known here;
+# beyond it the key is made here and its record waits in the producer (Kafka away), and the
+# topic is not asked again on the turn's path for _OFFLINE_S.
+_HOT_PATH_S = 2.0
+_OFFLINE_S = 5.0
 _NO_LEADER_YET = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
@@ -61,7 +66,15 @@ _NO_LEADER_YET = {
 def keys_clients(bootstrap: str) -> tuple[Producer, Consumer]:
     """The keys topic's producer and consumer: every Kafka client of this module is made here."""
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "logger": log}
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            # No delivery deadline: a key made while Kafka is away waits for it, as the
+            # events sealed under it do in the agent side's publisher.
+            "message.timeout.ms": 0,
+            "logger": log,
+        }
     )
     consumer = Consumer(
         {
@@ -93,24 +106,50 @@ class KafkaKeyring:
         self._clients: tuple[Producer, Consumer] | None = None
         self._next = 0  # the next offset to read
         self._read_at = float("-inf")
+        self._offline_until = float("-inf")  # after a failed read, when to try again
         self._lock = threading.RLock()
 
     # -- the Keyring port ---------------------------------------------------------------------
 
     def current(self, tenant: str) -> DataKey:
         with self._lock:
-            if time.monotonic() - self._read_at > self._stale_s:
-                self.refresh()
+            now = time.monotonic()
+            if now - self._read_at > self._stale_s and now >= self._offline_until:
+                self._try(self.refresh, _HOT_PATH_S)
             key = self.state.first(tenant)
-            if key is None:
-                self._write(tenant)
-                key = self.state.first(tenant)
-            if key is None:  # destroyed between our write and our read: an erasure won
-                raise KafkaUnavailableError(
-                    f"tenant {tenant!r}'s new data key was destroyed as it was created (an "
-                    "erasure ran at the same moment); try again"
-                )
+            if key is not None:
+                return key
+            record = self.state.masters.wrap(new_data_key(tenant))
+            producer = self._producer()
+            self._produce(producer, record.record_key, record.encode())
+            if time.monotonic() >= self._offline_until and self._try(self._settle, _HOT_PATH_S):
+                key = self.state.first(tenant)  # the first key read: racers agree on it
+                if key is not None:
+                    return key
+            # Kafka is away (or an erasure raced the write): the record waits in the producer
+            # like the events do, and this process seals with its key at once. A worker that
+            # meets the event first waits for the key (Projector, key_wait_s).
+            self.state.apply(record.record_key, record.encode())
+            key = self.state.first(tenant)
+            assert key is not None  # just applied
             return key
+
+    def _settle(self, timeout_s: float) -> None:
+        """Wait until what was produced is durable, then read the topic to its end."""
+        if self._producer().flush(timeout_s) != 0:
+            raise self._unavailable("write a new data key", TimeoutError(f"{timeout_s}s"))
+        self.refresh(timeout_s)
+
+    def _try(self, attempt: Callable[[float], None], timeout_s: float) -> bool:
+        """`attempt(timeout_s)`; on failure, note Kafka as away for a while and say False (the
+        agent's turn does not wait for the broker: docs/erasure.md)."""
+        try:
+            attempt(timeout_s)
+            return True
+        except KafkaUnavailableError as exc:
+            self._offline_until = time.monotonic() + _OFFLINE_S
+            log.warning("data keys: %s; sealing with keys known or made here", exc)
+            return False
 
     def lookup(self, tenant: str, key_id: str) -> DataKey:
         with self._lock:
@@ -163,12 +202,12 @@ class KafkaKeyring:
 
     # -- reading and writing the topic --------------------------------------------------------
 
-    def refresh(self) -> None:
+    def refresh(self, timeout_s: float = _TIMEOUT_S) -> None:
         """Read the keys topic from where this keyring stopped to its current end."""
         with self._lock:
             _, consumer = self._started()
             partition = KafkaPartition(self._topic, 0)
-            deadline = time.monotonic() + _TIMEOUT_S
+            deadline = time.monotonic() + timeout_s
             try:
                 consumer.resume([partition])
                 high = self._end(consumer, partition, deadline)
@@ -200,7 +239,8 @@ class KafkaKeyring:
         created has no leader for a moment)."""
         while True:
             try:
-                _, high = consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)
+                left = max(deadline - time.monotonic(), 0.1)
+                _, high = consumer.get_watermark_offsets(partition, timeout=left)
                 return int(high)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
@@ -210,13 +250,6 @@ class KafkaKeyring:
                 if not retriable or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)  # the leader election takes milliseconds; nothing to wait on
-
-    def _write(self, tenant: str) -> None:
-        record = self.state.masters.wrap(new_data_key(tenant))
-        producer = self._producer()
-        self._produce(producer, record.record_key, record.encode())
-        self._flush(producer, "write a new data key")
-        self.refresh()
 
     def _produce(self, producer: Producer, key: bytes, value: bytes | None) -> None:
         try:

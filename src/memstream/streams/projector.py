@@ -29,12 +29,14 @@ from memstream.errors import (
     EmbeddingModelMismatchError,
     EventDecodeError,
     InfrastructureError,
+    UnknownDataKeyError,
 )
 from memstream.memory.cipher import Keyring
 from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import (
     MemoriesConsolidated,
+    MemoryEvent,
     MemoryForgotten,
     TenantErased,
     memories_of,
@@ -92,6 +94,7 @@ class Projector:
         first_retry_s: float = 0.2,
         max_retry_s: float = 10.0,
         keyring: Keyring | None = None,
+        key_wait_s: float = 0.0,
     ) -> None:
         self._embedder = embedder
         self._default_importance = default_importance
@@ -106,6 +109,7 @@ class Projector:
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
         self._keyring = keyring
+        self._key_wait_s = key_wait_s
         # Events sealed under a destroyed data key: skipped, neither applied nor dead-lettered
         # (their content is gone by design, docs/erasure.md), counted here.
         self.erased = 0
@@ -142,7 +146,7 @@ class Projector:
         ready = []
         for message in messages:
             try:
-                event = decode_event(message.value or b"", self._context(message))
+                event = await self._decode(message)
                 if isinstance(event, TenantErased) and self._keyring is not None:
                     # Events after the erasure sealed under its keys (a producer that had
                     # not yet heard of it) are erased too, whatever the keys topic says yet.
@@ -184,6 +188,22 @@ class Projector:
                 for notice in notices_of(outcome, at):
                     self._monitor.announce(notice)
         return outcomes, {position.field: position.offset for _, _, position in ready}
+
+    async def _decode(self, message: RawMessage) -> MemoryEvent:
+        """The message's event. One sealed under a data key the keys topic does not hold yet
+        (an agent made it while Kafka was away, and its record is still on the way) is waited
+        for, up to `key_wait_s`, before it counts as unreadable."""
+        delay, waited = self._first_retry_s, 0.0
+        while True:
+            try:
+                return decode_event(message.value or b"", self._context(message))
+            except UnknownDataKeyError as exc:
+                if waited >= self._key_wait_s:
+                    raise
+                log.info("waiting %.1fs for a data key: %s", delay, exc)
+                await asyncio.sleep(delay)  # the key's record arrives on another topic
+                waited += delay
+                delay = min(delay * 2, self._max_retry_s)
 
     def _context(self, message: RawMessage) -> DecodeContext:
         return worker_context(

@@ -57,11 +57,15 @@ from memstream.streams.heal import Healer, KafkaLog
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics
 
-__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "build_app", "run_app"]
+__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "KEY_WAIT_S", "build_app", "run_app"]
 
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 128
+# How long the worker waits for a data key its keys topic does not hold yet before it
+# dead-letters the event sealed under it: an agent that made the key while Kafka was away
+# sends the key's record and the event from two producers, which may land in either order.
+KEY_WAIT_S = 60.0
 BATCH_WITHIN_S = 0.02
 # How often the worker compares Redis's positions with what it consumed (streams.heal): the
 # longest a Redis that lost writes under an idle worker stays behind.
@@ -166,6 +170,7 @@ def build_app(
         default_importance=settings.default_importance,
         monitor=monitoring,
         keyring=keyring,
+        key_wait_s=KEY_WAIT_S,
     )
     # The group id Faust commits under is the app's id.
     healer = Healer(projector, writer, KafkaLog(settings.bootstrap_servers, app.conf.id))
