@@ -30,6 +30,7 @@ from memstream.projections.connection import rewrite_persistence
 from memstream.streams.topics import KEYS_CONFIG
 
 from .helpers import OwnRedis, TestStack, running_worker, wait_until
+from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 
@@ -236,3 +237,47 @@ def test_redis_files_are_rewritten_without_what_was_deleted_aof_and_rdb(tmp_path
         assert rewrite_persistence(client, 60) == ["aof", "rdb"]
         wait_until(lambda: not holding(marker), "Redis's old files to be deleted")
         assert client.get("memory:b") == b"kept"
+
+
+def test_forget_erase_on_the_command_line_erases_the_tenant_and_says_what_it_did(
+    settings: Settings, env: dict[str, str], worker: Path
+) -> None:
+    deployment = Deployment(settings)
+    tenant, other = f"cli-erase-{uuid.uuid4().hex[:6]}", f"cli-keep-{uuid.uuid4().hex[:6]}"
+    stack = TestStack(settings)
+    turns = [stack.turn(t, f"where is the {t} key?", "under the mat") for t in (tenant, other)]
+    stores = deployment.stores()
+    for event in turns:
+        stores(event.tenant).write(event)
+    assert stores.publisher.flush(30)
+    assert not deployment.status().wait_applied(turns, 60)
+    done = memstream(env, "forget", "--tenant", tenant, "--erase")
+    assert done.returncode == 0, done.stderr
+    assert "data keys destroyed: 1" in done.stderr and "aof" in done.stderr
+    assert deployment.reader().memories(tenant) == []
+    assert len(deployment.reader().memories(other)) == 2
+    refused = memstream(env, "forget", "--tenant", tenant, "--erase", "--all")
+    assert refused.returncode != 0 and "leave out" in refused.stderr
+    deployment.close()
+
+
+def test_rewrap_moves_every_data_key_to_the_new_master_key(
+    namespace_env: dict[str, str],
+) -> None:
+    old, new = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
+    before = Deployment(Settings.from_env({**namespace_env, "MEMSTREAM_MASTER_KEY": old}))
+    asyncio.run(before.ensure_topics())
+    keyring = before.keyring()
+    assert keyring is not None
+    keys = {t: keyring.current(t) for t in ("acme", "globex")}
+    before.close()
+    rotating = {**namespace_env, "MEMSTREAM_MASTER_KEY": new, "MEMSTREAM_PREVIOUS_MASTER_KEYS": old}
+    done = memstream(rotating, "erasure", "rewrap")
+    assert done.returncode == 0 and "re-wrapped 2 data keys" in done.stderr, done.stderr
+    # Only the new master key now: the same data keys unwrap from the re-wrapped records.
+    after = Deployment(Settings.from_env({**namespace_env, "MEMSTREAM_MASTER_KEY": new}))
+    reader = after.keyring()
+    assert reader is not None
+    for tenant, key in keys.items():
+        assert reader.lookup(tenant, key.key_id).secret == key.secret
+    after.close()
