@@ -310,8 +310,8 @@ class Deployment:
 
         async def publish() -> None:
             await self.ensure_topics()
-            # Plaintext: an erasure names no content, and must be readable after it.
-            async with EventPublisher(self.settings.bootstrap_servers, self.topics) as publisher:
+            # TenantErased has no sealed fields: it names no content and stays readable.
+            async with self.event_publisher() as publisher:
                 await publisher.publish([event])
 
         asyncio.run(publish())
