@@ -178,7 +178,7 @@ class StoreContract:
         self.settle(store, 0)
         # Tombstones went with it: a replay of the log (whose sealed content is unreadable)
         # holds none, so neither does the live projection. New turns are recorded afresh.
-        store.write(self.turn(store, 2, "second", "two again"))
+        store.write(self.turn(store, 3, "second", "two again"))
         self.settle(store, 2)
         assert self.contents(store) == {"second", "two again"}
 

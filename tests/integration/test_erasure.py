@@ -49,13 +49,16 @@ FAST_COMPACTION = {
 def files_holding(folder: Path, *needles: bytes) -> list[str]:
     """The files under `folder` that contain any of `needles`, byte for byte."""
     found = []
-    for path in folder.rglob("*"):
-        try:
-            data = path.read_bytes() if path.is_file() else b""
-        except OSError:  # deleted while we looked (a segment cleaned, an AOF file retired)
-            continue
-        if any(needle in data for needle in needles):
-            found.append(str(path.relative_to(folder)))
+    # os.walk skips folders that vanish while it walks (Kafka deletes dropped topics' folders).
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = Path(root) / name
+            try:
+                data = path.read_bytes()
+            except OSError:  # deleted while we looked (a segment cleaned, an AOF file retired)
+                continue
+            if any(needle in data for needle in needles):
+                found.append(str(path.relative_to(folder)))
     return found
 
 

@@ -112,7 +112,7 @@ class Applies(enum.StrEnum):
     FORGET = "forget"  # delete and tombstone the memories the event selects
     CONSOLIDATE = "consolidate"  # replace a group with the summary, if every member is there
     PUT = "put"  # write a store item's memory into its slot, replacing what the slot held
-    ERASE = "erase"  # delete the whole tenant: memories, tombstones, applied markers
+    ERASE = "erase"  # delete the whole tenant: its memories and tombstones
 
 
 class Event(Protocol):
@@ -600,8 +600,9 @@ MEMORY_SAVED = EventType(
 class TenantErased:
     """A tenant was erased (`memstream forget --tenant T --erase`): its data keys `key_ids`
     were destroyed, so every event of it sealed under them is unreadable for good, and the
-    projection deletes the tenant: its memories, tombstones and applied markers. Applied at
-    its place in the log, so a replay erases exactly the same. The tenant may record again
+    projection deletes the tenant: its memories and tombstones (applied markers, which hold
+    ids only, stay, so nothing earlier is applied twice). Applied at its place in the log, so
+    a replay erases exactly the same. The tenant may record again
     afterwards (under a new key). `request_id` is decided once by the requester."""
 
     type: ClassVar[str] = "TenantErased"

@@ -155,15 +155,17 @@ elseif kind == 'forget' then
     end
   end
 elseif kind == 'erase' then
-  -- A TenantErased: every memory of the tenant, its tombstones and the applied markers of its
-  -- earlier events. Its content in the log is unreadable now (its keys are destroyed), so a
-  -- rebuild has none of it either: the tenant starts over, as it does in any replay.
+  -- A TenantErased: every memory of the tenant and its tombstones. Its content in the log is
+  -- unreadable now (its keys are destroyed), so a rebuild has none of it either: the tenant
+  -- starts over, as in any replay. The applied markers (event ids and memory ids, no content)
+  -- stay: an earlier event redelivered after a crash (a plaintext one could still be read)
+  -- must find its marker and write nothing.
   for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
     local id = id_of(member)
     redis.call('DEL', prefix .. id)
     removed[#removed + 1] = id
   end
-  redis.call('DEL', KEYS[3], KEYS[5], KEYS[2])
+  redis.call('DEL', KEYS[3], KEYS[5])
 else
   return redis.error_reply('unknown event kind ' .. kind)
 end
