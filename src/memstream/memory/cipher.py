@@ -346,6 +346,13 @@ class KeyringState:
             self._unwrapped[(tenant, key_id)] = key
             return key
 
+    def require(self, tenant: str, key_id: str) -> DataKey:
+        """`find`, but an unknown key is an UnknownDataKeyError."""
+        key = self.find(tenant, key_id)
+        if key is None:
+            raise unknown_key(tenant, key_id)
+        return key
+
     def key_ids(self, tenant: str) -> list[str]:
         """The tenant's live key ids, in the order they were read."""
         with self._lock:
@@ -385,10 +392,7 @@ class InProcessKeyring:
         return key
 
     def lookup(self, tenant: str, key_id: str) -> DataKey:
-        key = self.state.find(tenant, key_id)
-        if key is None:
-            raise unknown_key(tenant, key_id)
-        return key
+        return self.state.require(tenant, key_id)
 
     def forget(self, tenant: str, key_ids: Iterable[str]) -> None:
         self.state.forget(tenant, key_ids)

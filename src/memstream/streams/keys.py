@@ -42,7 +42,6 @@ from memstream.memory.cipher import (
     erased_marker,
     new_data_key,
     record_key,
-    unknown_key,
 )
 from memstream.streams.topics import Topics
 
@@ -153,13 +152,9 @@ class KafkaKeyring:
 
     def lookup(self, tenant: str, key_id: str) -> DataKey:
         with self._lock:
-            key = self.state.find(tenant, key_id)
-            if key is None:
-                self.refresh()
-                key = self.state.find(tenant, key_id)
-            if key is None:
-                raise unknown_key(tenant, key_id)
-            return key
+            if self.state.find(tenant, key_id) is None:
+                self.refresh()  # written before any event sealed under it: it is there now
+            return self.state.require(tenant, key_id)
 
     def forget(self, tenant: str, key_ids: Iterable[str]) -> None:
         self.state.forget(tenant, key_ids)
