@@ -23,6 +23,7 @@ from memstream.memory.events import (
     MemoryForgotten,
     MemorySaved,
     MessageRecorded,
+    TenantErased,
     TurnCompleted,
     memories_of,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "RecordConfig",
     "SemanticMemoryMiddleware",
     "Settings",
+    "TenantErased",
     "TurnCompleted",
     "__version__",
     "decode_event",

@@ -94,6 +94,12 @@ def _namespace(raw: str) -> str:
     return raw
 
 
+def _on_off(raw: str) -> bool:
+    if raw.lower() not in ("on", "off"):
+        raise ValueError("must be 'on' or 'off'")
+    return raw.lower() == "on"
+
+
 def _tenant_field(raw: str) -> str:
     if raw not in ("namespace", "user_id"):
         raise ValueError("must be 'namespace' or 'user_id'")
@@ -385,6 +391,45 @@ class Settings:
     )
     redis_key_file: str = _setting(
         "MEMSTREAM_REDIS_KEY_FILE", "", "PEM private key of MEMSTREAM_REDIS_CERT_FILE."
+    )
+
+    # -- erasure: crypto-shredding of tenants' content (docs/erasure.md) ---------------------
+    encryption: bool = _setting(
+        "MEMSTREAM_ENCRYPTION",
+        True,
+        "'on': events' content is encrypted under a per-tenant data key, so `memstream forget "
+        "--erase` reaches the log; 'off': written in plaintext (events already sealed still "
+        "need the master key to be read).",
+        _on_off,
+        lambda on: "on" if on else "off",
+    )
+    master_key: str = _setting(
+        "MEMSTREAM_MASTER_KEY",
+        "",
+        "The key-encryption key wrapping tenants' data keys: 32 random bytes in base64; read "
+        "from the environment only, never printed. Empty: MEMSTREAM_MASTER_KEY_FILE.",
+        secret=True,
+    )
+    master_key_file: str = _setting(
+        "MEMSTREAM_MASTER_KEY_FILE",
+        "",
+        "A file holding the master key (base64). Empty: the local stack's development key, "
+        "which `memstream up` writes to master.key in MEMSTREAM_STATE_DIR.",
+    )
+    previous_master_keys: str = _setting(
+        "MEMSTREAM_PREVIOUS_MASTER_KEYS",
+        "",
+        "Older master keys (base64, comma-separated) still accepted to unwrap data keys while "
+        "a rotation re-wraps them (`memstream erasure rewrap`); never printed.",
+        secret=True,
+    )
+    keys_refresh_s: float = _setting(
+        "MEMSTREAM_KEYS_REFRESH_S",
+        30.0,
+        "How stale a producer's view of the keys topic may get before it reads it again: how "
+        "long after an erasure a running agent may still seal under the destroyed key (those "
+        "events are then unreadable, i.e. erased too).",
+        _positive_float,
     )
 
     def __post_init__(self) -> None:

@@ -19,8 +19,11 @@ import dataclasses
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
@@ -33,17 +36,19 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
 from memstream.config import Settings
-from memstream.errors import ConfigurationError, InvalidInputError
+from memstream.errors import ConfigurationError, InvalidInputError, ProjectionLagError, StackError
 from memstream.eventsourced import EventSourcedStores
 from memstream.health import Heartbeat, LastError, ProcessReport, heartbeats
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelClient
+from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemoryEvent
+from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.store import MemoryStore
+from memstream.memory.tenancy import validate_tenant
 from memstream.metrics import Metrics, TimedEmbedder
-from memstream.processes import running
+from memstream.processes import project_root, running
 from memstream.projections.connection import (
     RedisConnection,
     async_redis_client,
@@ -51,6 +56,7 @@ from memstream.projections.connection import (
     is_missing_index,
     redis_client,
     redis_errors,
+    rewrite_persistence,
 )
 from memstream.projections.fusion import RecallTuning
 from memstream.projections.generations import RedisGenerations
@@ -61,6 +67,7 @@ from memstream.projections.status import ProjectionStatus
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import chat_model, embedder_from_settings, embedding_model_id
 from memstream.streams.kafka import KafkaConnection
+from memstream.streams.keys import KafkaKeyring
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.replay import Replayer
 from memstream.streams.sender import BackgroundPublisher
@@ -72,9 +79,21 @@ if TYPE_CHECKING:
     from memstream.server.keys import ApiKeys
     from memstream.server.service import MemoryService
 
-__all__ = ["Deployment"]
+__all__ = ["Deployment", "Erasure"]
 
 _WORKER_READY_S = 90.0
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """What erasing a tenant did: its event, the data keys destroyed, the Redis files
+    rewritten, and whether the log was sealed at all (False: encryption was never set up, so
+    the log's plaintext was not reached)."""
+
+    event: TenantErased
+    destroyed: tuple[str, ...]
+    rewritten: tuple[str, ...]
+    sealed: bool
 
 
 class Deployment:
@@ -89,6 +108,7 @@ class Deployment:
         # This deployment's own registry (never prometheus_client's global one): serve it with
         # `prometheus_client.start_http_server(port, registry=deployment.metrics.registry)`.
         self.metrics = Metrics()
+        self._keyring: KafkaKeyring | None = None
 
     @classmethod
     def from_env(cls) -> Deployment:
@@ -111,6 +131,9 @@ class Deployment:
         if self._stores is not None:
             self._stores.close(timeout)
             self._stores = None
+        if self._keyring is not None:
+            self._keyring.close()
+            self._keyring = None
 
     # -- models -----------------------------------------------------------------------------
 
@@ -155,6 +178,7 @@ class Deployment:
                 reader=self.reader(),
                 recaller=self.recaller(),
                 embedding_model=self.embedding_model,
+                keyring=self.sealer(),
             )
             self.metrics.agent.watch(self._stores.publisher)
         return self._stores
@@ -192,7 +216,7 @@ class Deployment:
 
     def event_publisher(self) -> EventPublisher:
         """An asyncio publisher that waits for the broker (imports, forgets, tests)."""
-        return EventPublisher(self.kafka, self.topics)
+        return EventPublisher(self.kafka, self.topics, keyring=self.sealer())
 
     # -- the server (the `server` extra) ------------------------------------------------------
 
@@ -229,6 +253,99 @@ class Deployment:
                 ),
                 embedding_model=self.embedding_model,
             )
+
+    # -- erasure: the tenants' data keys (docs/erasure.md) -----------------------------------
+
+    def master_keys(self) -> MasterKeys:
+        """The master key (MEMSTREAM_MASTER_KEY, else MEMSTREAM_MASTER_KEY_FILE, else the local
+        stack's development key) and the older ones a rotation still accepts."""
+        settings = self.settings
+        previous = tuple(
+            parse_master_key(raw, "each of MEMSTREAM_PREVIOUS_MASTER_KEYS")
+            for raw in settings.previous_master_keys.split(",")
+            if raw.strip()
+        )
+        if settings.master_key:
+            return MasterKeys(
+                parse_master_key(settings.master_key, "MEMSTREAM_MASTER_KEY"), previous
+            )
+        path = self._master_key_file()
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except OSError:
+            raise ConfigurationError(
+                f"no master key: MEMSTREAM_MASTER_KEY is unset and {path} cannot be read. Set "
+                "MEMSTREAM_MASTER_KEY (32 random bytes, base64) or MEMSTREAM_MASTER_KEY_FILE; "
+                "`memstream up` makes a development key for the local stack; "
+                "MEMSTREAM_ENCRYPTION=off writes plaintext (docs/erasure.md)"
+            ) from None
+        return MasterKeys(parse_master_key(raw, f"the master key in {path}"), previous)
+
+    def _master_key_file(self) -> Path:
+        if self.settings.master_key_file:
+            return Path(self.settings.master_key_file)
+        state = Path(self.settings.state_dir)
+        if state.is_absolute():
+            return state / "master.key"
+        try:
+            return project_root() / state / "master.key"
+        except StackError:
+            return Path.cwd() / state / "master.key"
+
+    def keyring(self) -> KafkaKeyring | None:
+        """The tenants' data keys (the keys topic), which open sealed events. With encryption
+        off it is None unless a master key is found (sealed events then fail to decode, while
+        plaintext ones read as ever); with it on, a missing key is a ConfigurationError."""
+        settings = self.settings
+        if self._keyring is None:
+            try:
+                masters = self.master_keys()
+            except ConfigurationError:
+                if settings.encryption:
+                    raise
+                return None
+            self._keyring = KafkaKeyring(
+                self.kafka, self.topics, masters, stale_s=settings.keys_refresh_s
+            )
+        return self._keyring
+
+    def sealer(self) -> KafkaKeyring | None:
+        """The keyring writers seal with: the keyring when MEMSTREAM_ENCRYPTION is on, else
+        None (plaintext)."""
+        return self.keyring() if self.settings.encryption else None
+
+    def erase_tenant(self, tenant: str, *, timeout_s: float = 120.0) -> Erasure:
+        """Crypto-shred `tenant` (`memstream forget --tenant T --erase`, docs/erasure.md):
+        destroy its data keys (tombstones in the keys topic, gone from disk once compacted),
+        write a TenantErased event, wait until the live projection has deleted the tenant's
+        memories, then rewrite Redis's files so their plaintext copy is gone from its disk.
+        Idempotent: running it again destroys what keys the tenant has since made."""
+        validate_tenant(tenant)
+        keyring = self.keyring()
+        destroyed = keyring.erase(tenant) if keyring is not None else []
+        event = TenantErased(
+            tenant=tenant,
+            request_id=uuid.uuid4().hex,
+            requested_at=datetime.now(UTC),
+            key_ids=tuple(destroyed),
+        )
+
+        async def publish() -> None:
+            await self.ensure_topics()
+            # TenantErased has no sealed fields: it names no content and stays readable.
+            async with self.event_publisher() as publisher:
+                await publisher.publish([event])
+
+        asyncio.run(publish())
+        if self.status().wait_applied([event], timeout_s):
+            raise ProjectionLagError(
+                f"the erasure of tenant {tenant!r} is in the log (its keys are destroyed) but no "
+                f"worker applied it within {timeout_s:.0f}s, so Redis's files were not rewritten; "
+                "start a worker (`memstream worker`) and run the erasure again"
+            )
+        with redis_errors(self.settings.redis, "rewriting Redis's files"):
+            rewritten = rewrite_persistence(self.redis, timeout_s)
+        return Erasure(event, tuple(destroyed), tuple(rewritten), sealed=keyring is not None)
 
     # -- the projection ---------------------------------------------------------------------
 
@@ -299,6 +416,7 @@ class Deployment:
                 self.generations(client),
                 self.embedder,
                 default_importance=self.settings.default_importance,
+                keyring=self.keyring(),
             )
         finally:
             await client.aclose()
@@ -317,6 +435,8 @@ class Deployment:
             self.reader(),
             self.chat_model() or ExtractiveSummarizer(),
             metrics=self.metrics,
+            keyring=self.keyring(),
+            sealer=self.sealer(),
         )
 
     def run_worker(self, *, loglevel: str = "info", metrics_port: int | None = None) -> None:

@@ -13,7 +13,10 @@
     │   ├── EventVersionError                  a known event type in a version we cannot read
     │   ├── EventIdMismatchError               an `id` its fields do not derive
     │   ├── EventKeyMismatchError              a Kafka key that is not the event's tenant
-    │   └── EmbeddingModelMismatchError        an event for another embedding model's index
+    │   ├── EmbeddingModelMismatchError        an event for another embedding model's index
+    │   └── SealedEventError                   encrypted content that cannot be opened
+    │       ├── UnknownDataKeyError            sealed under a data key this reader lacks
+    │       └── DataKeyErasedError             sealed under a key destroyed by an erasure
     ├── InfrastructureError                    a service failed at run time (retryable)
     │   ├── KafkaUnavailableError
     │   ├── RedisUnavailableError
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "DataKeyErasedError",
     "EffectRefusedError",
     "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
@@ -63,7 +67,9 @@ __all__ = [
     "RedisLoadingError",
     "RedisUnavailableError",
     "ReplayError",
+    "SealedEventError",
     "StackError",
+    "UnknownDataKeyError",
     "UnknownEventTypeError",
 ]
 
@@ -145,6 +151,26 @@ class EmbeddingModelMismatchError(EventDecodeError):
     """The event was recorded for an index of another embedding model than this worker's."""
 
     code = "embedding_model_mismatch"
+
+
+class SealedEventError(EventDecodeError):
+    """The event's content is encrypted (docs/erasure.md) and could not be opened: no keyring
+    was given, the ciphertext was altered, or it names a key the keyring cannot unwrap."""
+
+    code = "sealed"
+
+
+class UnknownDataKeyError(SealedEventError):
+    """Sealed under a tenant data key that is not in the keys topic this reader follows."""
+
+    code = "unknown_data_key"
+
+
+class DataKeyErasedError(SealedEventError):
+    """Sealed under a tenant data key that `memstream forget --erase` destroyed: its content
+    is gone for good. Readers skip such events and count them as erased, not as failures."""
+
+    code = "erased"
 
 
 class InfrastructureError(MemstreamError):

@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import Callable
 
 from memstream.errors import ConfigurationError, KafkaUnavailableError
+from memstream.memory.cipher import Keyring
 from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoryEvent, memories_of
 from memstream.memory.model import Memory, RecalledMemory
@@ -110,8 +111,10 @@ class EventSourcedStores:
         reader: MemoryReader,
         recaller: Recaller,
         embedding_model: str,
+        keyring: Keyring | None = None,
     ) -> None:
         self.publisher = publisher
+        self._keyring = keyring
         self._topics = topics
         self._reader = reader
         self._recaller = recaller
@@ -129,7 +132,8 @@ class EventSourcedStores:
 
     def _send(self, event: MemoryEvent, on_durable: Callable[[], None] | None) -> None:
         key = tenant_key(event.tenant)
-        self.publisher.submit(self._topics.memory, key, encode_event(event), on_durable)
+        value = encode_event(event, self._keyring)
+        self.publisher.submit(self._topics.memory, key, value, on_durable)
 
     def close(self, timeout: float = 10.0) -> None:
         self.publisher.close(timeout)

@@ -5,6 +5,7 @@ ready (or say why it is not, with the end of its log), and to stop it."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import time
@@ -13,7 +14,21 @@ from pathlib import Path
 
 from memstream.errors import StackError
 
-__all__ = ["free_port", "running", "stop"]
+__all__ = ["free_port", "project_root", "running", "stop"]
+
+
+def project_root() -> Path:
+    """The folder holding infra/: MEMSTREAM_HOME, or the nearest one above the working folder."""
+    if home := os.environ.get("MEMSTREAM_HOME"):
+        return Path(home).resolve()
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "infra" / "kafka" / "server.properties").is_file():
+            return folder
+    raise StackError(
+        "cannot find memstream's infra/ folder above the working folder; run this from the "
+        "project checkout or set MEMSTREAM_HOME to it"
+    )
 
 
 def free_port() -> int:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream import MemoriesConsolidated, MemoryForgotten, TurnCompleted
+from memstream import MemoriesConsolidated, MemoryForgotten, TenantErased, TurnCompleted
 from memstream.errors import InvalidInputError
 from memstream.memory.model import MemoryType
 from memstream.memory.store import MemoryFilter, MemoryStore
@@ -162,6 +162,25 @@ class StoreContract:
         store.write(self.forget(store, **selection))
         self.settle(store, len(kept))
         assert self.contents(store) == kept
+
+    def test_an_erasure_deletes_the_tenant_and_its_tombstones_and_it_may_start_over(
+        self,
+    ) -> None:
+        store = self.create_store(self.tenant())
+        first = self.turn(store, 1, "My locker code is 4411.", "Noted.")
+        store.write(first)
+        store.write(self.turn(store, 2, "second", "two"))
+        self.settle(store, 4)
+        (question,) = [m.id for m in store.memories() if m.content == "second"]
+        store.write(self.forget(store, memory_ids=(question,)))
+        self.settle(store, 3)
+        store.write(TenantErased(store.tenant, uuid.uuid4().hex, T0 + timedelta(days=1)))
+        self.settle(store, 0)
+        # Tombstones went with it: a replay of the log (whose sealed content is unreadable)
+        # holds none, so neither does the live projection. New turns are recorded afresh.
+        store.write(self.turn(store, 3, "second", "two again"))
+        self.settle(store, 2)
+        assert self.contents(store) == {"second", "two again"}
 
     def test_a_consolidation_replaces_its_group_with_the_summary(self) -> None:
         store = self.create_store(self.tenant())

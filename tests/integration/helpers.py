@@ -16,10 +16,9 @@ import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from memstream import MemoryEvent, Settings, TurnCompleted
-from memstream.cli.stack import project_root
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
-from memstream.processes import free_port
+from memstream.processes import free_port, project_root
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace

@@ -160,3 +160,19 @@ def test_bench_replay_drives_the_real_replayer_against_consume_and_writes(
     assert replay["ratio"] == pytest.approx(
         replay["events_per_s"] / replay["raw_events_per_s"], 0.01
     )
+
+
+def test_bench_encryption_measures_sealed_against_plaintext_in_one_run(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--enc-turns", "60", "--enc-events", "40", "--enc-rounds", "2"]
+    done = memstream(env, "bench", "encryption", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)["results"]["encryption"]
+    for side in ("on", "off"):
+        assert result[f"hook_p99_ms_{side}"] > 0
+        assert result[f"projection_events_per_s_{side}"] > 0
+        assert result[f"replay_events_per_s_{side}"] > 0
+    assert result["replay_ratio"] == pytest.approx(
+        result["replay_events_per_s_on"] / result["replay_events_per_s_off"], 0.01
+    )

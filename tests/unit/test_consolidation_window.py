@@ -42,3 +42,11 @@ def test_tenants_have_windows_of_their_own() -> None:
     window.add(request("globex", "t1", 1), now=102.0)
     assert [p.tenant for p in window.due(106.0)] == ["acme"]
     assert [p.tenant for p in window.due(107.0)] == ["globex"]
+
+
+def test_an_erased_tenants_window_closes_without_consolidating() -> None:
+    window = ConsolidationWindow(5.0)
+    window.add(request("acme", "t1", 1), now=100.0)
+    window.add(request("globex", "t1", 1), now=100.0)
+    window.drop("acme")
+    assert [p.tenant for p in window.due(106.0)] == ["globex"]

@@ -19,6 +19,7 @@ from memstream import (
     DecodeContext,
     MemoryForgotten,
     MessageRecorded,
+    TenantErased,
     TurnCompleted,
     decode_event,
     encode_event,
@@ -291,5 +292,7 @@ def test_the_id_test_vectors_hold() -> None:
                 embedding_model="m",
             )
             assert event.id == vector["id"]
+        elif vector["type"] == "TenantErased":
+            assert TenantErased(**fields, requested_at=AT).id == vector["id"]
         elif vector["type"] == "memory":
             assert derive_id(fields["event_id"], fields["part"]) == vector["id"]

@@ -33,6 +33,7 @@ PUBLIC = [
     "RecordConfig",
     "SemanticMemoryMiddleware",
     "Settings",
+    "TenantErased",
     "TurnCompleted",
     "__version__",
     "decode_event",

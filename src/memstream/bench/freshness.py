@@ -126,6 +126,7 @@ def run_freshness(
             ns.deployment.redis_connection,
             ns.settings.namespace,
             embedder,
+            ns.deployment.keyring(),
         )
 
         async def raw_phase() -> tuple[list[float], list[float]]:

@@ -33,7 +33,7 @@ from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
-from memstream.memory.codec import decode_event
+from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import TurnCompleted
 from memstream.projections.connection import text
@@ -69,13 +69,14 @@ def _log_events(ns: BenchNamespace) -> list[TurnCompleted]:
         )
         await consumer.start()
         events, read_count = [], 0
+        context = DecodeContext(keyring=ns.deployment.keyring())
         try:
             while read_count < expected:
                 batches = await consumer.getmany(timeout_ms=500)
                 for records in batches.values():
                     read_count += len(records)
                     for record in records:
-                        event = decode_event(record.value or b"")
+                        event = decode_event(record.value or b"", context)
                         if isinstance(event, TurnCompleted):
                             events.append(event)
         finally:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer
 from redisvl.index import AsyncSearchIndex
 
-from memstream.memory.codec import decode_event
+from memstream.memory.cipher import Keyring
+from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
 from memstream.memory.model import Memory
@@ -87,8 +88,10 @@ class RawPipeline:
         redis: RedisConnection,
         namespace: str,
         embedder: Embedder,
+        keyring: Keyring | None = None,
     ) -> None:
         self._kafka = kafka
+        self._context = DecodeContext(keyring=keyring)  # sealed events: opened as the worker does
         self._topic = topic
         self._client = async_redis_client(redis)
         self._keys = raw_keyspace(namespace)
@@ -141,7 +144,7 @@ class RawPipeline:
         memories: list[Memory] = []
         for value in values:
             # The same decoding as memstream's: writing the same hashes needs the same fields.
-            memories.extend(memories_of(decode_event(value)))
+            memories.extend(memories_of(decode_event(value, self._context)))
         vectors = await asyncio.to_thread(
             self._embedder.embed_documents, [m.content for m in memories]
         )

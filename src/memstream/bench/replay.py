@@ -32,7 +32,9 @@ from memstream.bench.raw import RawPipeline, RawRun, raw_consume
 from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Progress, ratio
 from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
+from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import memories_of
 from memstream.projections.connection import RedisConnection, async_redis_client
@@ -44,7 +46,7 @@ from memstream.streams.replay import CountedDeadLetters
 from memstream.streams.replay import Progress as ReplayProgress
 from memstream.streams.worker import BATCH_SIZE
 
-__all__ = ["PrecomputedEmbedder", "run_replay"]
+__all__ = ["PrecomputedEmbedder", "rebuild_loop", "replay_run", "run_replay"]
 
 TARGET = "≥ 0.7x raw"
 
@@ -73,14 +75,17 @@ class PrecomputedEmbedder:
         return vector
 
 
-async def _rebuild(
+async def rebuild_loop(
     settings: Settings,
     topic: str,
     target: str,
     embedder: Embedder,
     expected: int,
     progress: Progress,
+    keyring: Keyring | None = None,
 ) -> RawRun:
+    """The projector loop alone over `topic`, into the keyspace `target` (`keyring` opens
+    sealed events)."""
     writer = RedisProjectionWriter(
         async_redis_client(RedisConnection.from_settings(settings)),
         Keyspace(target),
@@ -92,6 +97,7 @@ async def _rebuild(
         writer,
         CountedDeadLetters(),
         default_importance=settings.default_importance,
+        keyring=keyring,
     )
     await projector.start()
     consumer = AIOKafkaConsumer(
@@ -120,13 +126,13 @@ async def _rebuild(
         await consumer.stop()
 
 
-async def _replay(ns: BenchNamespace, *, reembed: bool, progress: Progress) -> RawRun:
+async def replay_run(deployment: Deployment, *, reembed: bool, progress: Progress) -> RawRun:
     """`memstream replay` (swap included), timed from the call to its return."""
 
     def tick(at: ReplayProgress) -> None:
         progress.tick("replayed", at.done, at.total)
 
-    async with ns.deployment.replayer() as replayer:
+    async with deployment.replayer() as replayer:
         first = time.perf_counter()
         rebuilt = await replayer.rebuild(swap=True, reembed=reembed, progress=tick)
         seconds = time.perf_counter() - first
@@ -140,6 +146,7 @@ async def _raw_writes(ns: BenchNamespace, cached: Embedder, count: int) -> RawRu
         ns.deployment.redis_connection,
         ns.settings.namespace,
         cached,
+        ns.deployment.keyring(),
     )
     await pipeline.start(from_start=True)
     try:
@@ -160,7 +167,7 @@ def run_replay(settings: Settings, embedder: Embedder, *, count: int = 1500) -> 
         bare = asyncio.run(raw_consume(ns.kafka, topic, count))
 
         progress.say("replay --reembed (builds the live generation)")
-        reembedded = asyncio.run(_replay(ns, reembed=True, progress=progress))
+        reembedded = asyncio.run(replay_run(ns.deployment, reembed=True, progress=progress))
 
         texts = sorted({m.content for e in events for m in memories_of(e)})
         vectors = dict(zip(texts, embedder.embed_documents(texts), strict=True))
@@ -169,11 +176,19 @@ def run_replay(settings: Settings, embedder: Embedder, *, count: int = 1500) -> 
         raw = asyncio.run(_raw_writes(ns, cached, count))
 
         progress.say("replay, reusing the stored vectors, swap included")
-        replayed = asyncio.run(_replay(ns, reembed=False, progress=progress))
+        replayed = asyncio.run(replay_run(ns.deployment, reembed=False, progress=progress))
 
         progress.say("the projector loop alone, vectors precomputed")
         loop = asyncio.run(
-            _rebuild(ns.settings, topic, ns.scratch("loop"), cached, count, progress)
+            rebuild_loop(
+                ns.settings,
+                topic,
+                ns.scratch("loop"),
+                cached,
+                count,
+                progress,
+                ns.deployment.keyring(),
+            )
         )
 
     figures = {

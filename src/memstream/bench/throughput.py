@@ -52,6 +52,7 @@ def run_throughput(
             ns.deployment.redis_connection,
             ns.settings.namespace,
             embedder,
+            ns.deployment.keyring(),
         )
 
         async def raw() -> float:

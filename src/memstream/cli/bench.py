@@ -72,6 +72,20 @@ def _load(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> B
     )
 
 
+def _encryption(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.encryption import run_encryption
+
+    return run_encryption(
+        settings, embedder, turns=args.enc_turns, events=args.enc_events, rounds=args.enc_rounds
+    )
+
+
+def _encryption_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--enc-turns", type=int, default=2000, help="hook turns per side")
+    parser.add_argument("--enc-events", type=int, default=1000, help="log events per side")
+    parser.add_argument("--enc-rounds", type=int, default=2, help="alternating rounds")
+
+
 def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
     from memstream.bench.locomo import run_locomo
 
@@ -201,6 +215,11 @@ _BENCHES.update(
             _replay_options,
         ),
         "load": (_load, "agent threads recording under load; 0 lost, 0 doubled", _load_options),
+        "encryption": (
+            _encryption,
+            "hook p99, projection and replay with sealed content vs plaintext",
+            _encryption_options,
+        ),
         "locomo": (_locomo, "LoCoMo evidence recall@k vs BM25 and vector", _locomo_options),
         "store": (_store, "LangGraph store put/get/search vs raw Kafka and Redis", _store_options),
         "serve": (

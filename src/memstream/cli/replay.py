@@ -57,6 +57,7 @@ def report(rebuilt: Rebuilt) -> str:
     return (
         f"read {rebuilt.messages} events ({rebuilt.applied} applied"
         f"{' for tenant ' + repr(rebuilt.tenant) if rebuilt.tenant is not None else ''}"
+        f"{f'; {rebuilt.erased} erased' if rebuilt.erased else ''}"
         f"{'; dead letters allowed: ' + unread if unread else ''}) in "
         f"{rebuilt.elapsed_s:.1f}s, {rate:.0f} events/s"
     )

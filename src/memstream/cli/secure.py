@@ -24,9 +24,9 @@ from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from memstream.cli.stack import _cluster_id, _fill, _port_taken, _run, project_root
+from memstream.cli.stack import _cluster_id, _fill, _port_taken, _run
 from memstream.errors import StackError
-from memstream.processes import stop
+from memstream.processes import project_root, stop
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.streams.acls import KAFKA_ROLES
 from memstream.streams.kafka import KafkaConnection

@@ -37,6 +37,7 @@ from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError, StackError
 from memstream.health import ProcessReport
+from memstream.processes import project_root
 from memstream.projections.connection import redis_client
 from memstream.streams.kafka import KafkaConnection
 
@@ -46,20 +47,6 @@ __all__ = ["LocalStack", "register"]
 # indexes, which takes minutes for a large projection; Kafka is ready in seconds.
 _READY_TIMEOUT_S = 600.0
 _STOP_TIMEOUT_S = 30.0
-
-
-def project_root() -> Path:
-    """The folder holding infra/: MEMSTREAM_HOME, or the nearest one above the working folder."""
-    if home := os.environ.get("MEMSTREAM_HOME"):
-        return Path(home).resolve()
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "infra" / "kafka" / "server.properties").is_file():
-            return folder
-    raise StackError(
-        "cannot find memstream's infra/ folder above the working folder; run this from the "
-        "project checkout or set MEMSTREAM_HOME to it"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +164,7 @@ class LocalStack:
     def up(
         self, *, worker: bool = False, serve: bool = False, say: Callable[[str], None] = print
     ) -> None:
+        self.ensure_master_key(say)
         services = [self._kafka(), self._redis()] + ([self._worker()] if worker else [])
         services += [self._server()] if serve else []
         for service in services:
@@ -193,6 +181,19 @@ class LocalStack:
             self._start(service)
             self._wait_ready(service)
             say(f"{service.name}: ready in {time.monotonic() - started:.1f}s{_where(service)}")
+
+    def ensure_master_key(self, say: Callable[[str], None] = print) -> Path:
+        """The local stack's development master key (docs/erasure.md): made once, readable by
+        this user only, and used when MEMSTREAM_MASTER_KEY and MEMSTREAM_MASTER_KEY_FILE are
+        unset, so a fresh machine needs no hand step. Production sets its own key."""
+        path = self._state / "master.key"
+        if not path.exists():
+            self._state.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+            say(f"master key: made a development key in {path}")
+        return path
 
     def down(self, say: Callable[[str], None] = print) -> None:
         for name in ("server", "worker", "redis", "kafka"):

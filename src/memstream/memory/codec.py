@@ -6,6 +6,7 @@ JSON Schema), and the registry row of the event's type (`events.REGISTRY`) says 
 names, version and upcasters. Decoding a payload goes:
 
     JSON object -> its row, by any name the type was ever written under
+                -> sealed fields opened with the tenant's data key (the cipher stage)
                 -> upcasters, from the payload's version up to the current one
                 -> fields, each read by its type's transcoding
                 -> the event, whose id must be the one the payload carries (if it does)
@@ -14,6 +15,14 @@ A producer other than memstream may leave out `id` (derived from the fields), `v
 current one of the name it writes), `recorded_at` (the Kafka record's timestamp),
 `importance` (the configured default), `embedding_model` (the reader's model) and any field
 with a default (`metadata`, ...): `DecodeContext` carries what the reader knows for those.
+
+The cipher stage (memory.cipher, docs/erasure.md): `encode_event(event, keyring)` encrypts the
+row's `sealed` fields under the tenant's data key and says so in the envelope,
+`"sealed": {"key": <key id>, "alg": "A256GCM", "fields": [...]}`; each such field then holds
+base64 ciphertext bound to the event id, field name, tenant and key id. Decoding opens them
+with the keyring in `DecodeContext` before anything else reads them. A payload without
+`sealed` is plaintext and decodes as it always did (old logs, other producers). The id is
+derived from the plaintext fields, sealed or not: the same turn has the same id either way.
 Every failure is an `EventDecodeError` (a subclass says which kind), never anything else:
 the projector dead-letters the message and goes on. No pickles, nothing implicit.
 """
@@ -32,8 +41,10 @@ from memstream.errors import (
     EventIdMismatchError,
     EventKeyMismatchError,
     EventVersionError,
+    SealedEventError,
     UnknownEventTypeError,
 )
+from memstream.memory.cipher import ALGORITHM, Keyring, open_field, seal_field
 from memstream.memory.events import REGISTRY, EventType, MemoryEvent, Registry
 from memstream.memory.model import MemoryType
 from memstream.memory.tenancy import tenant_key
@@ -49,8 +60,9 @@ __all__ = [
     "encode_event",
 ]
 
-# The fields every payload has besides its event's own: which type, which version, which id.
-ENVELOPE = ("type", "version", "id")
+# The fields every payload has besides its event's own: which type, which version, which id,
+# and (for sealed content) which data key.
+ENVELOPE = ("type", "version", "id", "sealed")
 # Fields a producer may leave out, though the event needs them: the reader fills them in.
 FILLED_BY_READER = ("recorded_at", "embedding_model", "importance")
 
@@ -163,23 +175,31 @@ class DecodeContext:
     `key` (the Kafka key, b"" for none) must then be the event's tenant. The others fill
     fields a producer may leave out: `timestamp` (the record's) for `recorded_at`,
     `embedding_model` (the reader's) and `importance` (the configured default). Without them
-    those fields are required."""
+    those fields are required. `keyring` finds the data keys of sealed events."""
 
     key: bytes | None = None
     timestamp: datetime | None = None
     embedding_model: str | None = None
     importance: float | None = None
+    keyring: Keyring | None = None  # opens sealed content; without it sealed events fail
 
     def default(self, name: str) -> object | None:
         values = (self.timestamp, self.embedding_model, self.importance)
         return dict(zip(FILLED_BY_READER, values, strict=True)).get(name)
 
 
-def encode_event(event: MemoryEvent) -> bytes:
+def encode_event(event: MemoryEvent, keyring: Keyring | None = None) -> bytes:
+    """The event's wire form; with a `keyring`, its content fields sealed under the tenant's
+    data key (the keyring creates the tenant's first key if it has none)."""
     row = REGISTRY.of(event)
     body: dict[str, Any] = {"type": row.name, "version": row.version, "id": event.id}
     for f in dataclasses.fields(event):
         body[f.name] = TRANSCODINGS[str(f.type)].encode(getattr(event, f.name))
+    if keyring is not None and row.sealed:
+        key = keyring.current(event.tenant)
+        for name in row.sealed:
+            body[name] = seal_field(key, event.id, name, body[name])
+        body["sealed"] = {"key": key.key_id, "alg": ALGORITHM, "fields": list(row.sealed)}
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -199,6 +219,8 @@ def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEven
             f"unknown event type {kind!r}; known: {', '.join(REGISTRY.names)}"
         )
     row, newest = found  # the newest version written under this name
+    if "sealed" in body:
+        body = _opened(kind, body, context.keyring)
     body = _upcast(row, kind, body, body.get("version", newest), newest)
     event = _fields(row, body, context)
     given = body.get("id")
@@ -215,6 +237,29 @@ def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEven
             "be the tenant id (UTF-8), which keeps a tenant's events in order"
         )
     return event
+
+
+def _opened(kind: str, body: dict[str, Any], keyring: Keyring | None) -> dict[str, Any]:
+    """The body with its sealed fields opened (the cipher stage)."""
+    sealed, event_id, tenant = body.pop("sealed"), body.get("id"), body.get("tenant")
+    if not isinstance(sealed, dict) or sealed.get("alg") != ALGORITHM:
+        raise SealedEventError(f"{kind} has a malformed `sealed` marker: {sealed!r}")
+    key_id, names = sealed.get("key"), sealed.get("fields")
+    if not isinstance(key_id, str) or not isinstance(names, list):
+        raise SealedEventError(f"{kind} has a malformed `sealed` marker: {sealed!r}")
+    if not isinstance(event_id, str) or not isinstance(tenant, str):
+        raise SealedEventError(f"sealed {kind} must carry its `id` and `tenant` in clear")
+    if keyring is None:
+        raise SealedEventError(
+            f"{kind} {event_id} is sealed under data key {key_id} and this reader has no "
+            "keyring; read it through a Deployment (which follows the keys topic)"
+        )
+    key = keyring.lookup(tenant, key_id)  # DataKeyErasedError, UnknownDataKeyError
+    for name in names:
+        if not isinstance(name, str) or name not in body:
+            raise SealedEventError(f"sealed {kind} lists field {name!r}, which it lacks")
+        body[name] = open_field(key, event_id, name, body[name])
+    return body
 
 
 def _upcast(

@@ -9,7 +9,8 @@ before the event is written and carried in it; turning an event into memories
 
 Four kinds of effect reach the log: memories recorded (`TurnCompleted`, `MessageRecorded`,
 `MemorySaved` under a client's own id, `ItemStored` by the LangGraph store),
-memories forgotten (`MemoryForgotten`, the users' right to erasure), groups of memories
+memories forgotten (`MemoryForgotten`, the users' right to erasure; `TenantErased`, a whole
+tenant crypto-shredded), groups of memories
 replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job), and
 requests for that (`ConsolidationRequested`).
 
@@ -55,6 +56,7 @@ __all__ = [
     "MemorySaved",
     "MessageRecorded",
     "Registry",
+    "TenantErased",
     "TurnCompleted",
     "check_memory_id",
     "consolidate_effect_key",
@@ -110,6 +112,7 @@ class Applies(enum.StrEnum):
     FORGET = "forget"  # delete and tombstone the memories the event selects
     CONSOLIDATE = "consolidate"  # replace a group with the summary, if every member is there
     PUT = "put"  # write a store item's memory into its slot, replacing what the slot held
+    ERASE = "erase"  # delete the whole tenant: its memories and tombstones
 
 
 class Event(Protocol):
@@ -144,8 +147,14 @@ class EventType(Generic[E]):
     memories: Callable[[E], tuple[Memory, ...]]
     aliases: Mapping[str, int] = field(default_factory=dict)
     upcasters: tuple[Upcaster, ...] = ()
+    # The content fields, encrypted under the tenant's data key when the writer seals
+    # (memory.cipher, docs/erasure.md); every other field is routing and stays clear.
+    sealed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        names = {f.name for f in dataclasses.fields(self.event)}  # type: ignore[arg-type]
+        if not set(self.sealed) <= names:
+            raise TypeError(f"{self.name} seals fields it does not have: {self.sealed}")
         if len(self.upcasters) != self.version - 1:
             raise TypeError(
                 f"{self.name} is version {self.version}: it needs {self.version - 1} upcasters "
@@ -241,6 +250,7 @@ TURN_COMPLETED = EventType(
     memories=_turn_memories,
     aliases={"TurnRecorded": 1},
     upcasters=(_upcast_turn_v1_v2,),
+    sealed=("query", "answer", "metadata"),
 )
 
 
@@ -281,6 +291,7 @@ MESSAGE_RECORDED = EventType(
     effect="memory.record",
     applies=Applies.RECORD,
     memories=lambda e: (_written(e, "message", e.content, e.speaker, e.recorded_at),),
+    sealed=("content", "metadata"),
 )
 
 
@@ -374,6 +385,7 @@ MEMORIES_CONSOLIDATED = EventType(
     effect="memory.consolidate",
     applies=Applies.CONSOLIDATE,
     memories=lambda e: (_written(e, "summary", e.summary, "summary", e.timestamp, e.memory_type),),
+    sealed=("summary", "metadata"),
 )
 
 
@@ -494,7 +506,11 @@ def _item_memories(event: ItemStored) -> tuple[Memory, ...]:
 
 
 ITEM_STORED = EventType(
-    ItemStored, effect="store.put", applies=Applies.PUT, memories=_item_memories
+    ItemStored,
+    effect="store.put",
+    applies=Applies.PUT,
+    memories=_item_memories,
+    sealed=("value", "text"),
 )
 
 
@@ -572,7 +588,45 @@ def _saved_memories(event: MemorySaved) -> tuple[Memory, ...]:
 
 
 MEMORY_SAVED = EventType(
-    MemorySaved, effect="memory.save", applies=Applies.RECORD, memories=_saved_memories
+    MemorySaved,
+    effect="memory.save",
+    applies=Applies.RECORD,
+    memories=_saved_memories,
+    sealed=("content", "metadata"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantErased:
+    """A tenant was erased (`memstream forget --tenant T --erase`): its data keys `key_ids`
+    were destroyed, so every event of it sealed under them is unreadable for good, and the
+    projection deletes the tenant: its memories and tombstones (applied markers, which hold
+    ids only, stay, so nothing earlier is applied twice). Applied at its place in the log, so
+    a replay erases exactly the same. The tenant may record again
+    afterwards (under a new key). `request_id` is decided once by the requester."""
+
+    type: ClassVar[str] = "TenantErased"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    request_id: str
+    requested_at: datetime
+    key_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        _check_time(self.requested_at)
+        object.__setattr__(self, "key_ids", tuple(sorted(set(self.key_ids))))
+        if not self.request_id:
+            raise InvalidInputError("an erasure needs a request id, decided once")
+
+    @property
+    def id(self) -> str:
+        return derive_id("tenant.erase", self.tenant, self.request_id)
+
+
+TENANT_ERASED = EventType(
+    TenantErased, effect="tenant.erase", applies=Applies.ERASE, memories=_nothing
 )
 
 
@@ -584,6 +638,7 @@ MemoryEvent = (
     | ConsolidationRequested
     | ItemStored
     | MemorySaved
+    | TenantErased
 )
 
 
@@ -623,6 +678,7 @@ REGISTRY = Registry(
     CONSOLIDATION_REQUESTED,
     ITEM_STORED,
     MEMORY_SAVED,
+    TENANT_ERASED,
 )
 
 

@@ -20,6 +20,7 @@ from memstream.memory.events import (
     MemoriesConsolidated,
     MemoryEvent,
     MemoryForgotten,
+    TenantErased,
     memories_of,
 )
 from memstream.memory.model import Memory, RecalledMemory
@@ -71,7 +72,11 @@ class InProcessMemoryStore:
         written = memories_of(event)
         vectors = self._embedder.embed_documents([m.content for m in written])
         with self._lock:
-            if isinstance(event, MemoryForgotten):
+            if isinstance(event, TenantErased):  # the whole tenant, tombstones included
+                self._memories.clear()
+                self._vectors.clear()
+                self._forgotten.clear()
+            elif isinstance(event, MemoryForgotten):
                 self._forget(event)
             elif isinstance(event, MemoriesConsolidated):
                 if not all(i in self._memories for i in event.memory_ids):

@@ -12,12 +12,19 @@ import dataclasses
 import json
 from typing import Any
 
+from memstream.memory.cipher import ALGORITHM
 from memstream.memory.codec import FILLED_BY_READER, TRANSCODINGS
 from memstream.memory.events import REGISTRY, EventType
 
 __all__ = ["event_schema", "schema_files"]
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_SEALED = {
+    "type": "string",
+    "contentEncoding": "base64",
+    "description": "when listed in `sealed.fields`: AES-256-GCM nonce, ciphertext and tag of "
+    "the field's JSON value",
+}
 
 
 def event_schema(row: EventType[Any]) -> dict[str, Any]:
@@ -32,9 +39,25 @@ def event_schema(row: EventType[Any]) -> dict[str, Any]:
             "the worker derives it; given, it must be that one",
         },
     }
+    if row.sealed:
+        properties["sealed"] = {
+            "type": "object",
+            "description": "present when the content fields are encrypted (docs/erasure.md): "
+            "the tenant's data key, the AEAD and which fields are sealed; left out, the "
+            "content is plaintext",
+            "properties": {
+                "key": {"type": "string"},
+                "alg": {"const": ALGORITHM},
+                "fields": {"type": "array", "items": {"enum": list(row.sealed)}},
+            },
+            "required": ["key", "alg", "fields"],
+            "additionalProperties": False,
+        }
     required = ["type"]
     for f in fields:
         properties[f.name] = dict(TRANSCODINGS[str(f.type)].schema)
+        if f.name in row.sealed:
+            properties[f.name] = {"anyOf": [properties[f.name], _SEALED]}
         has_default = (
             f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         )

@@ -7,7 +7,7 @@
 -- KEYS[5]  the tenant's tombstones (memory ids forgotten: never written again)
 -- ARGV[1]  the generation these keys belong to, checked against KEYS[1] ("": not checked,
 --          a rebuild writing a generation that is not live yet)
--- ARGV[2]  event id     ARGV[3] kind: record | put | forget | consolidate
+-- ARGV[2]  event id     ARGV[3] kind: record | put | forget | consolidate | erase
 -- ARGV[4]  max memories (0: unbounded)
 -- ARGV[5]  position field ("": none)   ARGV[6] offset
 -- ARGV[7]  key prefix of the tenant's memories (keys derive from memory ids)
@@ -16,6 +16,7 @@
 --            member, its number of field/value pairs, then the pairs; consolidate then adds
 --            the replaced ids as a JSON array
 --   forget:  a JSON object {ids, thread, before_us, everything}
+--   erase:   nothing more: the whole tenant goes
 --
 -- Returns {1, outcome, evicted ids} when applied now, {0, recorded outcome, {}} when the
 -- event had been applied before (a redelivery or a replay): nothing is written twice, and
@@ -153,6 +154,18 @@ elseif kind == 'forget' then
       end
     end
   end
+elseif kind == 'erase' then
+  -- A TenantErased: every memory of the tenant and its tombstones. Its content in the log is
+  -- unreadable now (its keys are destroyed), so a rebuild has none of it either: the tenant
+  -- starts over, as in any replay. The applied markers (event ids and memory ids, no content)
+  -- stay: an earlier event redelivered after a crash (a plaintext one could still be read)
+  -- must find its marker and write nothing.
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+    local id = id_of(member)
+    redis.call('DEL', prefix .. id)
+    removed[#removed + 1] = id
+  end
+  redis.call('DEL', KEYS[3], KEYS[5])
 else
   return redis.error_reply('unknown event kind ' .. kind)
 end

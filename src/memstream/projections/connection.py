@@ -7,7 +7,8 @@ ACL user of the settings, translated once into redis-py's options.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "is_missing_index",
     "redis_client",
     "redis_errors",
+    "rewrite_persistence",
     "text",
 ]
 
@@ -169,6 +171,58 @@ async def compact_async(client: redis.asyncio.Redis, deleted: int) -> bool:
             raise
         return False
     return True
+
+
+def rewrite_persistence(client: redis.Redis, timeout_s: float = 300.0) -> list[str]:
+    """Rewrite Redis's files from what it holds now, and wait until they are written: the
+    append-only file (a rewrite started after this call: one already running may predate a
+    deletion, so it is waited out first) and, where Redis keeps RDB snapshots, the snapshot.
+    Redis then deletes the old files, and what was deleted from memory is gone from its disk
+    (an erasure, docs/erasure.md). Returns what it rewrote ("aof", "rdb")."""
+    deadline = time.monotonic() + timeout_s
+    done: list[str] = []
+
+    def persistence() -> dict[str, object]:
+        info: dict[str, object] = client.info("persistence")
+        return info
+
+    def wait(busy: str) -> None:
+        while True:
+            info = persistence()
+            if not info.get(busy) and not info.get("aof_rewrite_scheduled"):
+                return
+            if time.monotonic() > deadline:
+                raise RedisUnavailableError(
+                    f"Redis did not finish rewriting its files within {timeout_s:.0f}s "
+                    f"({busy}); run the erasure again once it has (INFO persistence)"
+                )
+            time.sleep(0.05)  # polls INFO: Redis has no call that waits for a rewrite
+
+    def rewrite(start: Callable[[], object], busy: str, status: str, what: str) -> None:
+        wait(busy)
+        start()
+        wait(busy)
+        if persistence().get(status) != "ok":
+            raise RedisUnavailableError(f"Redis failed to {what}; see its log")
+
+    if client.config_get("appendonly").get("appendonly") == "yes":
+        rewrite(
+            client.bgrewriteaof,
+            "aof_rewrite_in_progress",
+            "aof_last_bgrewrite_status",
+            "rewrite its append-only file",
+        )
+        done.append("aof")
+    info = persistence()
+    if client.config_get("save").get("save") or int(str(info.get("rdb_saves", 0))) > 0:
+        rewrite(
+            client.bgsave,
+            "rdb_bgsave_in_progress",
+            "rdb_last_bgsave_status",
+            "write its RDB snapshot",
+        )
+        done.append("rdb")
+    return done
 
 
 def is_missing_index(exc: redis.ResponseError) -> bool:

@@ -24,7 +24,13 @@ from redisvl.index import AsyncSearchIndex
 
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
-from memstream.memory.events import REGISTRY, MemoriesConsolidated, MemoryEvent, MemoryForgotten
+from memstream.memory.events import (
+    REGISTRY,
+    MemoriesConsolidated,
+    MemoryEvent,
+    MemoryForgotten,
+    TenantErased,
+)
 from memstream.memory.model import Memory
 from memstream.memory.ports import AppliedOutcome, Embedded
 from memstream.projections.connection import compact_async, redis_errors, text
@@ -223,6 +229,8 @@ class RedisProjectionWriter:
             position.offset if position else -1,
             keys.tenant_memory_prefix(event.tenant),
         ]
+        if isinstance(event, TenantErased):  # the whole tenant: nothing more to say
+            return script_keys, args
         if isinstance(event, MemoryForgotten):
             before = event.before
             selector = {

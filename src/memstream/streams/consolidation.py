@@ -26,9 +26,10 @@ from datetime import UTC, datetime
 
 from memstream.errors import MemstreamError
 from memstream.llm import ModelClient, ModelRequest, ModelResponse, Usage
+from memstream.memory.cipher import Keyring
 from memstream.memory.codec import encode_event
 from memstream.memory.consolidation import plan_consolidation
-from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated
+from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated, TenantErased
 from memstream.memory.monitoring import ModelUsage, Monitor
 from memstream.memory.ports import AppliedOutcome, MemoryReader
 from memstream.memory.store import MemoryFilter
@@ -82,6 +83,10 @@ class ConsolidationWindow:
             del self._open[pending.tenant]
         return closed
 
+    def drop(self, tenant: str) -> None:
+        """Close the tenant's window without consolidating (the tenant was erased)."""
+        self._open.pop(tenant, None)
+
     def __len__(self) -> int:
         return len(self._open)
 
@@ -123,6 +128,9 @@ class ConsolidationJob:
         for outcome in outcomes:
             if outcome.applied_now and isinstance(outcome.event, ConsolidationRequested):
                 self.window.add(outcome.event, at)
+            elif outcome.applied_now and isinstance(outcome.event, TenantErased):
+                # Nothing of an erased tenant may be summarised into a new event afterwards.
+                self.window.drop(outcome.event.tenant)
 
     async def run_due(self, now: float | None = None) -> list[MemoriesConsolidated]:
         written: list[MemoriesConsolidated] = []
@@ -163,6 +171,6 @@ class ConsolidationJob:
         return planned
 
 
-def encoded(event: MemoriesConsolidated) -> tuple[bytes, bytes]:
-    """Key and value of a summary on the memory topic."""
-    return tenant_key(event.tenant), encode_event(event)
+def encoded(event: MemoriesConsolidated, keyring: Keyring | None = None) -> tuple[bytes, bytes]:
+    """Key and value of a summary on the memory topic (sealed when given a keyring)."""
+    return tenant_key(event.tenant), encode_event(event, keyring)

@@ -24,15 +24,28 @@ from typing import Protocol, TypeVar
 import numpy as np
 from aiokafka import ConsumerRecord
 
-from memstream.errors import EmbeddingModelMismatchError, EventDecodeError, InfrastructureError
+from memstream.errors import (
+    DataKeyErasedError,
+    EmbeddingModelMismatchError,
+    EventDecodeError,
+    InfrastructureError,
+    UnknownDataKeyError,
+)
+from memstream.memory.cipher import Keyring
 from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.events import MemoriesConsolidated, MemoryForgotten, memories_of
+from memstream.memory.events import (
+    MemoriesConsolidated,
+    MemoryEvent,
+    MemoryForgotten,
+    TenantErased,
+    memories_of,
+)
 from memstream.memory.model import Memory
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
 from memstream.memory.ports import AppliedOutcome, Embedded, Position, ProjectionWriter
 
-__all__ = ["DeadLetters", "OnApplied", "Projector", "RawMessage", "notices_of"]
+__all__ = ["DeadLetters", "OnApplied", "Projector", "RawMessage", "notices_of", "worker_context"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -86,6 +99,8 @@ class Projector:
         adopt_model: bool = False,
         first_retry_s: float = 0.2,
         max_retry_s: float = 10.0,
+        keyring: Keyring | None = None,
+        key_wait_s: float = 0.0,
     ) -> None:
         self._embedder = embedder
         self._default_importance = default_importance
@@ -100,6 +115,11 @@ class Projector:
         self._adopt_model = adopt_model
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
+        self._keyring = keyring
+        self._key_wait_s = key_wait_s
+        # Events sealed under a destroyed data key: skipped, neither applied nor dead-lettered
+        # (their content is gone by design, docs/erasure.md), counted here.
+        self.erased = 0
 
     async def start(self) -> None:
         model, dims = self._embedder.model_id, self._embedder.dims
@@ -134,7 +154,11 @@ class Projector:
         written: dict[str, datetime | None] = {}
         for message in messages:
             try:
-                event = decode_event(message.value or b"", self._context(message))
+                event = await self._decode(message)
+                if isinstance(event, TenantErased) and self._keyring is not None:
+                    # Events after the erasure sealed under its keys (a producer that had
+                    # not yet heard of it) are erased too, whatever the keys topic says yet.
+                    self._keyring.forget(event.tenant, event.key_ids)
                 memories = memories_of(event)
                 foreign = {m.embedding_model for m in memories} - {self._embedder.model_id}
                 if foreign and self._adopt_model:
@@ -146,6 +170,10 @@ class Projector:
                         f"with {self._embedder.model_id!r}; run a worker with that model (or "
                         "replay into a namespace built with it)"
                     )
+            except DataKeyErasedError:
+                self.erased += 1
+                log.debug("skipped %s/%s@%s: sealed under an erased key", *_where(message))
+                continue
             except EventDecodeError as exc:
                 log.warning("dead-lettered %s/%s@%s: %s", *_where(message), exc)
                 await self._dead_letters.send(message, exc)
@@ -174,12 +202,25 @@ class Projector:
                     self._on_applied(outcome, written.get(outcome.event_id))
         return outcomes, {position.field: position.offset for _, _, position in ready}
 
+    async def _decode(self, message: RawMessage) -> MemoryEvent:
+        """The message's event. One sealed under a data key the keys topic does not hold yet
+        (an agent made it while Kafka was away, and its record is still on the way) is waited
+        for, up to `key_wait_s`, before it counts as unreadable."""
+        delay, waited = self._first_retry_s, 0.0
+        while True:
+            try:
+                return decode_event(message.value or b"", self._context(message))
+            except UnknownDataKeyError as exc:
+                if waited >= self._key_wait_s:
+                    raise
+                log.info("waiting %.1fs for a data key: %s", delay, exc)
+                await asyncio.sleep(delay)  # the key's record arrives on another topic
+                waited += delay
+                delay = min(delay * 2, self._max_retry_s)
+
     def _context(self, message: RawMessage) -> DecodeContext:
-        return DecodeContext(
-            key=message.key or b"",  # a message without a key is nobody's: a mismatch
-            timestamp=message.timestamp,
-            embedding_model=self._embedder.model_id,
-            importance=self._default_importance,
+        return worker_context(
+            message, self._embedder.model_id, self._default_importance, self._keyring
         )
 
     async def _embed(self, memories: list[Memory]) -> Vectors:
@@ -218,7 +259,7 @@ def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:
         return []
     event = outcome.event
     notices: list[TenantNotice] = []
-    if isinstance(event, MemoryForgotten):
+    if isinstance(event, MemoryForgotten | TenantErased):
         notices.append(Forgotten(event.tenant, event.id, outcome.removed, at))
     elif isinstance(event, MemoriesConsolidated):
         notices.append(
@@ -235,6 +276,19 @@ def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:
     if outcome.evicted:
         notices.append(Evicted(event.tenant, event.id, outcome.evicted, at))
     return notices
+
+
+def worker_context(
+    message: RawMessage, embedding_model: str, importance: float, keyring: Keyring | None
+) -> DecodeContext:
+    """How the worker reads `message`: what it fills in for fields a producer left out."""
+    return DecodeContext(
+        key=message.key or b"",  # a message without a key is nobody's: a mismatch
+        timestamp=message.timestamp,
+        embedding_model=embedding_model,
+        importance=importance,
+        keyring=keyring,
+    )
 
 
 def _where(message: RawMessage) -> tuple[str, int, int]:

@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from memstream.errors import KafkaUnavailableError
+from memstream.memory.cipher import Keyring
 from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoryEvent, MemoryForgotten
 from memstream.memory.tenancy import tenant_key
@@ -28,8 +29,16 @@ __all__ = ["EventPublisher"]
 
 
 class EventPublisher:
-    def __init__(self, kafka: KafkaConnection, topics: Topics, *, timeout_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        topics: Topics,
+        *,
+        timeout_s: float = 15.0,
+        keyring: Keyring | None = None,
+    ) -> None:
         self._kafka = kafka
+        self._keyring = keyring
         self._topic = topics.memory
         self._producer = AIOKafkaProducer(
             **kafka.aiokafka(),
@@ -61,7 +70,9 @@ class EventPublisher:
         try:
             sends = [
                 await self._producer.send(
-                    self._topic, encode_event(event), key=tenant_key(event.tenant)
+                    self._topic,
+                    encode_event(event, self._keyring),
+                    key=tenant_key(event.tenant),
                 )
                 for event in events
             ]

@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
+from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedder
 from memstream.memory.ports import Generations, Position, ProjectionWriter, SwapResult
 from memstream.memory.tenancy import tenant_key, validate_tenant
@@ -37,7 +38,7 @@ from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
 
-__all__ = ["CountedDeadLetters", "Progress", "Rebuilt", "Replayer"]
+__all__ = ["CountedDeadLetters", "Progress", "Rebuilt", "Replayer", "reached_ends"]
 
 _BATCH = 512
 _MAX_SWAP_TRIES = 20
@@ -75,6 +76,8 @@ class Rebuilt:
     last_events: Mapping[str, int]
     read_to: Mapping[str, int]  # the last offset read of each partition, whoever's event
     dead_letters: Mapping[str, int]  # messages it could not read, by error code
+    # Events sealed under an erased tenant's destroyed key: skipped, and no failure.
+    erased: int = 0
 
 
 class CountedDeadLetters:
@@ -112,8 +115,10 @@ class Replayer:
         embedder: Embedder,
         *,
         default_importance: float,
+        keyring: Keyring | None = None,
     ) -> None:
         self._kafka = kafka
+        self._keyring = keyring
         self._topic = topics.memory
         self._writer = writer
         self._generations = generations
@@ -153,6 +158,7 @@ class Replayer:
             into=target,
             reuse_vectors=not reembed,
             adopt_model=reembed,
+            keyring=self._keyring,
         )
 
         try:
@@ -210,7 +216,7 @@ class Replayer:
             for _ in range(_MAX_SWAP_TRIES):
                 ends = await consumer.end_offsets(partitions)
                 total = sum(ends.values())
-                while not await _reached(consumer, ends):
+                while not await reached_ends(consumer, ends):
                     batches = await consumer.getmany(timeout_ms=500, max_records=_BATCH)
                     # Every partition's records in one projection: one embedding call, one
                     # pipeline to Redis (per-partition order is kept; partitions are independent).
@@ -277,10 +283,12 @@ class Replayer:
             last_events=last_events,
             read_to=read_to,
             dead_letters=dict(unusable.by_reason),
+            erased=projector.erased,
         )
 
 
-async def _reached(consumer: AIOKafkaConsumer, ends: Mapping[TopicPartition, int]) -> bool:
+async def reached_ends(consumer: AIOKafkaConsumer, ends: Mapping[TopicPartition, int]) -> bool:
+    """Whether `consumer` has read every partition up to its end in `ends`."""
     for tp, end in ends.items():
         if await consumer.position(tp) < end:
             return False

@@ -6,6 +6,8 @@
     {ns}.dead-letters  messages the projector could not use, byte for byte, with the reason
                        in their headers; kept forever so nothing is lost silently.
     {ns}.monitoring    operational events (DeadLettered, Skipped, ...), kept a week.
+    {ns}.keys          tenants' data keys, wrapped (streams.keys), compacted: a destroyed
+                       key is physically gone once the cleaner has run (KEYS_CONFIG).
 
 Topics are created explicitly (the local broker has auto-creation off), idempotently.
 """
@@ -23,10 +25,25 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from memstream.errors import KafkaUnavailableError
 from memstream.streams.kafka import KafkaConnection
 
-__all__ = ["TopicSpec", "Topics", "end_offsets", "ensure_topics", "topic_partitions"]
+__all__ = ["KEYS_CONFIG", "TopicSpec", "Topics", "end_offsets", "ensure_topics", "topic_partitions"]
 
 _FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
+_HOUR_MS = str(3600 * 1000)
+# How soon an erased tenant's wrapped key leaves the broker's disks (docs/erasure.md): its
+# tombstone must first leave the active segment (rolled on the first write after segment.ms),
+# then the cleaner rewrites the segment without the key (at once: any dirty ratio qualifies,
+# and max.compaction.lag.ms forces it within the hour whatever the ratio), and the old segment
+# file is deleted file.delete.delay.ms later. Tombstones themselves (no secret) are kept a day
+# (delete.retention.ms) so that a reader offline meanwhile still sees the key go.
+KEYS_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": _HOUR_MS,
+    "min.cleanable.dirty.ratio": "0.01",
+    "max.compaction.lag.ms": _HOUR_MS,
+    "delete.retention.ms": str(24 * 3600 * 1000),
+    "file.delete.delay.ms": "60000",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +75,17 @@ class Topics:
         """The workers' consumer group: the Faust app's id."""
         return f"{self.namespace}-projector"
 
+    @property
+    def keys(self) -> str:
+        return f"{self.namespace}.keys"
+
     def specs(self) -> tuple[TopicSpec, ...]:
         return (
             TopicSpec(self.memory, self.partitions, _FOREVER),
             TopicSpec(self.dead_letters, 1, _FOREVER),
             TopicSpec(self.monitoring, 1, {"retention.ms": _WEEK_MS}),
+            # One partition: every reader sees a tenant's keys in the same order.
+            TopicSpec(self.keys, 1, KEYS_CONFIG),
         )
 
 

@@ -43,6 +43,7 @@ from faust.types import EventT
 from memstream.config import Settings
 from memstream.errors import EventDecodeError
 from memstream.llm import ModelClient
+from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedder
 from memstream.memory.monitoring import (
     DeadLettered,
@@ -59,11 +60,15 @@ from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics
 
-__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "build_app", "run_app"]
+__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "KEY_WAIT_S", "build_app", "run_app"]
 
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 128
+# How long the worker waits for a data key its keys topic does not hold yet before it
+# dead-letters the event sealed under it: an agent that made the key while Kafka was away
+# sends the key's record and the event from two producers, which may land in either order.
+KEY_WAIT_S = 60.0
 BATCH_WITHIN_S = 0.02
 # How often the worker compares Redis's positions with what it consumed (streams.heal): the
 # longest a Redis that lost writes under an idle worker stays behind.
@@ -138,8 +143,12 @@ def build_app(
     reader: MemoryReader,
     summarizer: ModelClient,
     metrics: Metrics | None = None,
+    *,
+    keyring: Keyring | None = None,
+    sealer: Keyring | None = None,
 ) -> faust.App:
-    """The worker's Faust app over the given parts (`Deployment.worker_app` gives them);
+    """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
+    `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries it writes;
     with `metrics`, Faust's sensors and memstream's own are kept in its registry."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
@@ -179,6 +188,8 @@ def build_app(
         monitoring,
         default_importance=settings.default_importance,
         monitor=monitoring,
+        keyring=keyring,
+        key_wait_s=KEY_WAIT_S,
         on_applied=(
             (lambda o, at: metrics.worker.observe_applied(o.event.type, at))
             if metrics is not None
@@ -201,7 +212,7 @@ def build_app(
         reader=reader,
         client=summarizer,
         embedding_model=embedder.model_id,
-        send=lambda event: monitoring.publish(topics.memory, *encoded(event)),
+        send=lambda event: monitoring.publish(topics.memory, *encoded(event, sealer)),
         monitor=monitoring,
         window_s=settings.consolidation_window_s,
     )
