@@ -11,10 +11,14 @@ no ACL category in Redis 7.4 (Redis 8 adds @search), so they are named one by on
               generation's index and its alias on first start, writes memories, positions and
               tombstones.
     importer  replay and verify: builds a new generation beside the live one, swaps the
-              alias, drops the old generation's index.
+              alias, drops the old generation's index; `forget --erase` rewrites Redis's
+              files so an erased tenant's plaintext is gone from its disk (BGREWRITEAOF,
+              BGSAVE, and INFO to wait for them).
 
-Nobody gets @admin or @dangerous: after a very large delete the append-only file is left for
-Redis's own rewrite policy (`compact` skips when not allowed).
+Nobody gets @admin or @dangerous as a whole, nor CONFIG (which can read passwords): after a
+very large delete the append-only file is left for Redis's own rewrite policy (`compact`
+skips when not allowed), and an erasure that cannot ask whether Redis keeps snapshots writes
+one anyway (`connection.rewrite_persistence`).
 """
 
 from __future__ import annotations
@@ -63,6 +67,10 @@ _RIGHTS = {
         "+FT.ALIASADD",
         "+FT.ALIASUPDATE",
         "+FT.DROPINDEX",
+        # `forget --erase`: rewrite the files, wait for it.
+        "+bgrewriteaof",
+        "+bgsave",
+        "+info",
     ),
 }
 

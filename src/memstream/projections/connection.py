@@ -8,7 +8,7 @@ ACL user of the settings, translated once into redis-py's options.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,7 +205,7 @@ def rewrite_persistence(client: redis.Redis, timeout_s: float = 300.0) -> list[s
         if persistence().get(status) != "ok":
             raise RedisUnavailableError(f"Redis failed to {what}; see its log")
 
-    if client.config_get("appendonly").get("appendonly") == "yes":
+    if str(persistence().get("aof_enabled")) == "1":
         rewrite(
             client.bgrewriteaof,
             "aof_rewrite_in_progress",
@@ -213,8 +213,7 @@ def rewrite_persistence(client: redis.Redis, timeout_s: float = 300.0) -> list[s
             "rewrite its append-only file",
         )
         done.append("aof")
-    info = persistence()
-    if client.config_get("save").get("save") or int(str(info.get("rdb_saves", 0))) > 0:
+    if _keeps_snapshots(client, persistence()):
         rewrite(
             client.bgsave,
             "rdb_bgsave_in_progress",
@@ -223,6 +222,18 @@ def rewrite_persistence(client: redis.Redis, timeout_s: float = 300.0) -> list[s
         )
         done.append("rdb")
     return done
+
+
+def _keeps_snapshots(client: redis.Redis, info: Mapping[str, object]) -> bool:
+    """Whether Redis may hold an RDB snapshot. A user without CONFIG rights (the importer's
+    least-privilege role, docs/operations.md) cannot ask, and then a snapshot is written
+    anyway: an old one could hold what was erased."""
+    if int(str(info.get("rdb_saves", 0))) > 0:
+        return True
+    try:
+        return bool(client.config_get("save").get("save"))
+    except redis.exceptions.NoPermissionError:
+        return True
 
 
 def is_missing_index(exc: redis.ResponseError) -> bool:

@@ -3,14 +3,17 @@
 Three components talk to Kafka, each as its own user:
 
     agent     the agent side: the hook's producer (librdkafka) writes turns and forgets to
-              the memory topic and Skipped notices to the monitoring topic. It reads nothing
-              from Kafka (recall reads Redis).
+              the memory topic and Skipped notices to the monitoring topic, and seals turns
+              under its tenants' data keys: it reads the keys topic and writes a tenant's
+              first key there (streams.keys). It reads no memory (recall reads Redis).
     worker    `memstream worker` (Faust): consumes the memory topic in its group, writes
               consolidation summaries back to it, dead letters and monitoring notices to
-              theirs, reads its group's committed offsets (healing) and creates the three
-              topics on first start if they are missing.
+              theirs, reads its group's committed offsets (healing), reads the keys topic
+              to open sealed events (and writes a key when it seals a summary for a tenant
+              that has none yet), and creates the topics on first start if they are missing.
     importer  `memstream import | forget | replay | verify`: writes the memory topic and
-              reads it back from the start without a group (replay).
+              reads it back from the start without a group (replay), reads the keys topic
+              and writes its tombstones (`forget --erase`).
 
 No component uses transactions (the worker is at-least-once; apply-once in Redis makes
 redelivery harmless), so no transactional-id rights; and since Kafka 3.0 the right to write
@@ -60,12 +63,16 @@ def kafka_grants(role: str, topics: Topics, user: str | None = None) -> tuple[Ka
         return (
             KafkaGrant(user, "topic", topics.memory, ("Write", "Describe")),
             KafkaGrant(user, "topic", topics.monitoring, ("Write", "Describe")),
+            KafkaGrant(user, "topic", topics.keys, ("Read", "Write", "Describe")),
+            KafkaGrant(user, "group", topics.keys_group, ("Describe",)),
         )
     if role == "worker":
         return (
             KafkaGrant(user, "topic", topics.memory, ("Read", "Write", "Describe", "Create")),
             KafkaGrant(user, "topic", topics.dead_letters, ("Write", "Describe", "Create")),
             KafkaGrant(user, "topic", topics.monitoring, ("Write", "Describe", "Create")),
+            KafkaGrant(user, "topic", topics.keys, ("Read", "Write", "Describe", "Create")),
+            KafkaGrant(user, "group", topics.keys_group, ("Describe",)),
             KafkaGrant(user, "group", topics.worker_group, ("Read", "Describe")),
         )
     if role == "importer":
@@ -73,5 +80,7 @@ def kafka_grants(role: str, topics: Topics, user: str | None = None) -> tuple[Ka
             KafkaGrant(user, "topic", topics.memory, ("Read", "Write", "Describe")),
             KafkaGrant(user, "topic", topics.dead_letters, ("Describe",)),
             KafkaGrant(user, "topic", topics.monitoring, ("Describe",)),
+            KafkaGrant(user, "topic", topics.keys, ("Read", "Write", "Describe")),
+            KafkaGrant(user, "group", topics.keys_group, ("Describe",)),
         )
     raise ValueError(f"unknown role {role!r}; the roles are {', '.join(KAFKA_ROLES)}")

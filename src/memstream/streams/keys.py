@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -63,7 +62,7 @@ _NO_LEADER_YET = {
 }
 
 
-def keys_clients(kafka: KafkaConnection) -> tuple[Producer, Consumer]:
+def keys_clients(kafka: KafkaConnection, topics: Topics) -> tuple[Producer, Consumer]:
     """The keys topic's producer and consumer: every Kafka client of this module is made here."""
     producer = Producer(
         {
@@ -79,8 +78,10 @@ def keys_clients(kafka: KafkaConnection) -> tuple[Producer, Consumer]:
     consumer = Consumer(
         {
             **kafka.librdkafka(),
-            # Assigned, never subscribed: the group id is only what librdkafka insists on.
-            "group.id": f"memstream-keys-{uuid.uuid4().hex}",
+            # Assigned, never subscribed, never committed: the group id is only what
+            # librdkafka insists on (it still looks up the group's coordinator, so the id is
+            # the namespace's, which the ACLs can name: streams/acls.py).
+            "group.id": topics.keys_group,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
@@ -100,6 +101,7 @@ class KafkaKeyring:
         self, kafka: KafkaConnection, topics: Topics, masters: MasterKeys, *, stale_s: float = 30.0
     ) -> None:
         self._kafka = kafka
+        self._topics = topics
         self._topic = topics.keys
         self.state = KeyringState(masters)
         self._stale_s = stale_s
@@ -263,7 +265,7 @@ class KafkaKeyring:
 
     def _started(self) -> tuple[Producer, Consumer]:
         if self._clients is None:
-            producer, consumer = keys_clients(self._kafka)
+            producer, consumer = keys_clients(self._kafka, self._topics)
             # Offset 0, not OFFSET_BEGINNING, whose lookup costs librdkafka half a second; a
             # compacted topic keeps offset 0 as its start (out of range: auto.offset.reset).
             consumer.assign([KafkaPartition(self._topic, 0, 0)])

@@ -79,6 +79,11 @@ class Topics:
     def keys(self) -> str:
         return f"{self.namespace}.keys"
 
+    @property
+    def keys_group(self) -> str:
+        """The group id the keys topic's readers give librdkafka: they never join or commit."""
+        return f"{self.namespace}-keys"
+
     def specs(self) -> tuple[TopicSpec, ...]:
         return (
             TopicSpec(self.memory, self.partitions, _FOREVER),
