@@ -13,7 +13,6 @@ ones, so several checkouts and CI do not meet).
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import subprocess
 import time
@@ -22,9 +21,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiokafka.admin import AIOKafkaAdminClient
-
-from memstream.cli.stack import _cluster_id, _fill, _port_taken, _run
+from memstream.cli.stack import fill_template, kafka_answers, new_cluster_id, run_step
 from memstream.errors import StackError
 from memstream.processes import project_root, stop
 from memstream.projections.connection import RedisConnection, redis_client
@@ -61,7 +58,7 @@ def make_certificates(folder: Path) -> Certificates:
     folder.mkdir(parents=True, exist_ok=True)
 
     def openssl(*args: str) -> None:
-        _run(["openssl", *args], f"run openssl {args[0]}")
+        run_step(["openssl", *args], f"run openssl {args[0]}")
 
     for ca in ("ca", "untrusted-ca"):
         openssl(
@@ -209,7 +206,7 @@ class SecureStack:
             raise StackError(f"Kafka's jars are not in {libs}; run `make install` first")
         data = self.folder / "kafka-data"
         config = self.folder / "kafka.properties"
-        _fill(
+        fill_template(
             self._root / "infra" / "kafka" / "secure.properties",
             config,
             port=self.kafka_port,
@@ -236,29 +233,15 @@ class SecureStack:
             for user, password in self.passwords.items()
             for arg in ("--add-scram", f"{_MECHANISM}=[name={user},password={password}]")
         ]
-        _run(
-            [*java, "kafka.tools.StorageTool", "format", "--standalone", "-t", _cluster_id(),
+        run_step(
+            [*java, "kafka.tools.StorageTool", "format", "--standalone", "-t", new_cluster_id(),
              "-c", str(config), *users],
             "format the secured Kafka's storage",
         )  # fmt: skip
         return [*java, "kafka.Kafka", str(config)]
 
     def _kafka_ready(self) -> bool:
-        if not _port_taken(self.kafka_port):
-            return False
-
-        async def probe() -> bool:
-            admin = AIOKafkaAdminClient(**self.kafka().aiokafka(), request_timeout_ms=3000)
-            try:
-                await admin.start()
-                await admin.list_topics()
-                return True
-            except Exception:  # noqa: BLE001 - any failure means "not ready yet"
-                return False
-            finally:
-                await admin.close()
-
-        return asyncio.run(probe())
+        return kafka_answers(self.kafka())
 
     # -- Redis --------------------------------------------------------------------------------
 

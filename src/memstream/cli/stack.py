@@ -41,7 +41,14 @@ from memstream.processes import project_root
 from memstream.projections.connection import redis_client
 from memstream.streams.kafka import KafkaConnection
 
-__all__ = ["LocalStack", "register"]
+__all__ = [
+    "LocalStack",
+    "fill_template",
+    "kafka_answers",
+    "new_cluster_id",
+    "register",
+    "run_step",
+]
 
 # Redis answers LOADING until it has replayed its append-only file and rebuilt its search
 # indexes, which takes minutes for a large projection; Kafka is ready in seconds.
@@ -84,7 +91,7 @@ class LocalStack:
             if not libs.is_dir():
                 raise StackError(f"Kafka's jars are not in {libs}; run `make install` first")
             data.mkdir(parents=True, exist_ok=True)
-            _fill(
+            fill_template(
                 self._root / "infra" / "kafka" / "server.properties",
                 config,
                 port=self._settings.kafka_port,
@@ -92,8 +99,8 @@ class LocalStack:
                 data_dir=data,
             )
             if not (data / "meta.properties").exists():
-                cluster_id = _cluster_id()
-                _run(
+                cluster_id = new_cluster_id()
+                run_step(
                     [
                         *java,
                         "kafka.tools.StorageTool",
@@ -112,7 +119,7 @@ class LocalStack:
             self._settings.kafka_port,
             [*java, "kafka.Kafka", str(config)],
             prepare,
-            lambda: _kafka_answers(f"127.0.0.1:{self._settings.kafka_port}"),
+            lambda: kafka_answers(KafkaConnection(f"127.0.0.1:{self._settings.kafka_port}")),
         )
 
     def _redis(self) -> _Service:
@@ -124,7 +131,7 @@ class LocalStack:
             if not (home / "bin" / "redis-server").exists():
                 raise StackError(f"redis-server is not in {home}/bin; run `make install` first")
             data.mkdir(parents=True, exist_ok=True)
-            _fill(
+            fill_template(
                 self._root / "infra" / "redis" / "redis.conf",
                 config,
                 port=self._settings.redis_port,
@@ -276,7 +283,7 @@ class LocalStack:
         )
 
 
-def _fill(template: Path, target: Path, **values: object) -> None:
+def fill_template(template: Path, target: Path, **values: object) -> None:
     try:
         text = string.Template(template.read_text()).substitute(
             {k: str(v) for k, v in values.items()}
@@ -287,12 +294,12 @@ def _fill(template: Path, target: Path, **values: object) -> None:
     target.write_text(text)
 
 
-def _cluster_id() -> str:
+def new_cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _run(command: list[str], doing: str) -> None:
+def run_step(command: list[str], doing: str) -> None:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise StackError(f"could not {doing}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
@@ -321,11 +328,12 @@ def _where(service: _Service) -> str:
     return f" on 127.0.0.1:{service.port}" if service.port else ""
 
 
-def _kafka_answers(bootstrap: str) -> bool:
+def kafka_answers(kafka: KafkaConnection) -> bool:
+    """Whether the broker at `kafka` takes this client and answers a metadata request."""
+    port = int(kafka.bootstrap.split(",")[0].rsplit(":", 1)[1])
+
     async def probe() -> bool:
-        admin = AIOKafkaAdminClient(
-            **KafkaConnection(bootstrap).aiokafka(), request_timeout_ms=2000
-        )
+        admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=3000)
         try:
             await admin.start()
             await admin.list_topics()
@@ -335,7 +343,7 @@ def _kafka_answers(bootstrap: str) -> bool:
         finally:
             await admin.close()
 
-    return _port_taken(int(bootstrap.rsplit(":", 1)[1])) and asyncio.run(probe())
+    return _port_taken(port) and asyncio.run(probe())
 
 
 def _server_answers(url: str) -> bool:
