@@ -161,6 +161,17 @@ def test_the_pipe_runs_through_sasl_ssl_kafka_and_tls_acl_redis_each_part_as_its
             assert not agent.status().wait_applied([forgotten], 60)  # type: ignore[list-item]
             assert cat not in {m.id for m in store.memories()}
 
+            # forget --erase, as "importer": another tenant's keys destroyed, its memories
+            # deleted, Redis's files rewritten (BGSAVE/BGREWRITEAOF without CONFIG rights).
+            gone = f"{tenant}-gone"
+            doomed = _turn(gone, "My fish is called Nemo.", "A fine fish.", model)
+            agent.stores()(gone).write(doomed)
+            assert agent.stores().publisher.flush(30)
+            assert not agent.status().wait_applied([doomed], 60)
+            erasure = importer.erase_tenant(gone, timeout_s=60)
+            assert erasure.sealed and erasure.destroyed and erasure.rewritten
+            assert agent.stores()(gone).search("What is my fish called?", k=3) == []
+
         # replay, as "importer": a new generation from the log, swapped in.
         async def replay() -> object:
             async with importer.replayer() as replayer:
@@ -168,6 +179,7 @@ def test_the_pipe_runs_through_sasl_ssl_kafka_and_tls_acl_redis_each_part_as_its
 
         rebuilt = asyncio.run(replay())
         assert rebuilt.swapped  # type: ignore[attr-defined]
+        assert rebuilt.erased == 1  # type: ignore[attr-defined]  # the erased tenant's turn
         contents = {m.content for m in store.memories()}
         assert "My dog is called Rex." in contents and "My cat is called Tom." not in contents
         assert [h.memory.content for h in store.search("my dog", k=1)] == ["My dog is called Rex."]

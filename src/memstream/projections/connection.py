@@ -18,7 +18,7 @@ import redis
 import redis.asyncio
 
 from memstream.config import Settings
-from memstream.errors import RedisLoadingError, RedisUnavailableError
+from memstream.errors import ConfigurationError, RedisLoadingError, RedisUnavailableError
 
 __all__ = [
     "COMPACT_AFTER",
@@ -120,6 +120,12 @@ def redis_errors(url: str, doing: str) -> Iterator[None]:
             f"Redis at {_safe(url)} is loading its data after a restart and cannot serve "
             f"{doing} yet; retry in a few seconds (`memstream status` shows when it is ready; "
             "docs/operations.md says how to keep restarts short)."
+        ) from exc
+    except redis.exceptions.NoPermissionError as exc:
+        raise ConfigurationError(
+            f"the Redis user at {_safe(url)} may not do what {doing} needs ({exc}); give it "
+            "the rights of its role (`memstream acls` prints them; docs/operations.md, "
+            "Security)."
         ) from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise RedisUnavailableError(
