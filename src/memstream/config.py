@@ -432,6 +432,15 @@ class Settings:
         _positive_float,
     )
 
+    keys_clock_s: float = _setting(
+        "MEMSTREAM_KEYS_CLOCK_S",
+        600.0,
+        "Seconds between the worker's writes of a clock record to the keys topic, which roll "
+        "its segments so an erasure's tombstones are compacted on an idle topic too "
+        "(docs/erasure.md: how soon a destroyed key leaves the broker's disks).",
+        _positive_float,
+    )
+
     def __post_init__(self) -> None:
         _check_security(self)
 

@@ -427,6 +427,7 @@ class Deployment:
         from memstream.memory.consolidation import ExtractiveSummarizer
         from memstream.streams.worker import build_app
 
+        keyring = self.keyring()
         return build_app(
             self.settings,
             self.topics,
@@ -435,8 +436,9 @@ class Deployment:
             self.reader(),
             self.chat_model() or ExtractiveSummarizer(),
             metrics=self.metrics,
-            keyring=self.keyring(),
+            keyring=keyring,
             sealer=self.sealer(),
+            keys_clock=keyring.tick if keyring is not None else None,
         )
 
     def run_worker(self, *, loglevel: str = "info", metrics_port: int | None = None) -> None:

@@ -17,13 +17,16 @@ from memstream.errors import (
     ConfigurationError,
     DataKeyErasedError,
     EventIdMismatchError,
+    InvalidTenantError,
     SealedEventError,
     UnknownDataKeyError,
 )
 from memstream.memory.cipher import (
+    CLOCK_KEY,
     InProcessKeyring,
     KeyringState,
     MasterKeys,
+    clock_tick,
     erased_marker,
     new_data_key,
     parse_master_key,
@@ -32,6 +35,7 @@ from memstream.memory.cipher import (
 from memstream.memory.events import REGISTRY, ItemStored, MemorySaved
 from memstream.memory.model import MemoryType
 from memstream.memory.schemas import event_schema
+from memstream.memory.tenancy import validate_tenant
 
 ROOT = Path(__file__).resolve().parents[2]
 AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
@@ -239,6 +243,21 @@ def test_an_erasure_marker_outlives_the_compacted_tombstones() -> None:
     with pytest.raises(DataKeyErasedError):
         late.find("acme", record.key_id)
     assert late.find("acme", "some-other-key") is None
+
+
+def test_the_keys_topic_clock_names_no_tenant_and_is_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kek = masters()
+    record = kek.wrap(new_data_key("acme"))
+    reader = KeyringState(kek)
+    for key, value in ((record.record_key, record.encode()), (CLOCK_KEY, clock_tick())):
+        reader.apply(key, value)
+    assert reader.key_ids("acme") == [record.key_id]
+    assert [t for t, _ in reader.records()] == ["acme"]
+    assert "ignored" not in caplog.text  # a record memstream wrote, not a stranger's
+    with pytest.raises(InvalidTenantError):
+        validate_tenant(json.loads(CLOCK_KEY)[0])  # no tenant can own the clock's key
 
 
 def test_rotation_previous_master_keys_still_unwrap() -> None:

@@ -46,6 +46,7 @@ from memstream.errors import (
 
 __all__ = [
     "ALGORITHM",
+    "CLOCK_KEY",
     "ERASED",
     "DataKey",
     "InProcessKeyring",
@@ -53,6 +54,7 @@ __all__ = [
     "Keyring",
     "KeyringState",
     "MasterKeys",
+    "clock_tick",
     "erased_marker",
     "new_data_key",
     "open_field",
@@ -257,6 +259,16 @@ def record_key(tenant: str, name: str) -> bytes:
     return json.dumps([tenant, name], ensure_ascii=False).encode()
 
 
+# The keys topic's clock: a record a worker writes every MEMSTREAM_KEYS_CLOCK_S so that the
+# active segment rolls (it rolls only on a write after segment.ms) and an erasure's tombstones
+# are compacted on an idle topic too. No tenant id is empty (memory.tenancy), so it names none.
+CLOCK_KEY = record_key("", "clock")
+
+
+def clock_tick() -> bytes:
+    return json.dumps({"clock": datetime.now(UTC).isoformat()}).encode()
+
+
 def erased_marker(tenant: str, key_ids: Iterable[str]) -> bytes:
     return json.dumps(
         {
@@ -290,6 +302,8 @@ class KeyringState:
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Take in one record of the keys topic (a tombstone when `value` is None)."""
+        if key == CLOCK_KEY:
+            return
         try:
             tenant, name = json.loads(key or b"")
             body = json.loads(value) if value is not None else None

@@ -34,10 +34,12 @@ from confluent_kafka import TopicPartition as KafkaPartition
 
 from memstream.errors import KafkaUnavailableError
 from memstream.memory.cipher import (
+    CLOCK_KEY,
     ERASED,
     DataKey,
     KeyringState,
     MasterKeys,
+    clock_tick,
     erased_marker,
     new_data_key,
     record_key,
@@ -178,6 +180,15 @@ class KafkaKeyring:
             self._flush(producer, "destroy the data keys")
             self.refresh()
             return ids
+
+    def tick(self) -> None:
+        """Write the clock record (`memory.cipher.CLOCK_KEY`): a worker's periodic write that
+        rolls the active segment once segment.ms has passed, so the tombstones of an erasure
+        are compacted, and the wrapped keys deleted from disk, on an idle topic too."""
+        with self._lock:
+            producer = self._producer()
+        self._produce(producer, CLOCK_KEY, clock_tick())
+        self._flush(producer, "write the keys topic's clock")
 
     def rewrap(self) -> int:
         """Write every live data key again, wrapped by the current master key (the last step

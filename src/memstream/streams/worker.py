@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ import faust
 from faust.types import EventT
 
 from memstream.config import Settings
-from memstream.errors import EventDecodeError
+from memstream.errors import EventDecodeError, KafkaUnavailableError
 from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedder
@@ -146,9 +146,11 @@ def build_app(
     *,
     keyring: Keyring | None = None,
     sealer: Keyring | None = None,
+    keys_clock: Callable[[], None] | None = None,
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
-    `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries it writes;
+    `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries it writes,
+    `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S (streams.keys);
     with `metrics`, Faust's sensors and memstream's own are kept in its registry."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
@@ -251,6 +253,16 @@ def build_app(
     @app.timer(interval=_HEAL_CHECK_S)  # type: ignore[untyped-decorator]
     async def heal() -> None:
         await healer.check()
+
+    if keys_clock is not None:
+        tick = keys_clock
+
+        @app.timer(interval=settings.keys_clock_s)  # type: ignore[untyped-decorator]
+        async def keys_clock_tick() -> None:
+            try:
+                await asyncio.to_thread(tick)
+            except KafkaUnavailableError as exc:  # the next tick tries again
+                log.warning("could not write the keys topic's clock: %s", exc)
 
     if metrics is not None:
         worker_metrics = metrics.worker
