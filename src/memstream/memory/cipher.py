@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import logging
@@ -128,12 +129,33 @@ _nonces = _Nonces()
 
 
 def _aad(event_id: str, name: str, tenant: str, key_id: str) -> bytes:
-    return json.dumps(["memstream.sealed.v1", event_id, name, tenant, key_id]).encode()
+    """`json.dumps(["memstream.sealed.v1", event_id, name, tenant, key_id])`, the bytes every
+    sealed field is bound to, built from parts shared by the fields of one event (sealing or
+    opening one is a few microseconds: this was a third of it)."""
+    head, tail = _aad_parts(event_id, tenant, key_id)
+    return head + json.dumps(name).encode() + tail
+
+
+@functools.lru_cache(maxsize=64)
+def _aad_parts(event_id: str, tenant: str, key_id: str) -> tuple[bytes, bytes]:
+    head = f'["memstream.sealed.v1", {json.dumps(event_id)}, '
+    return head.encode(), f", {json.dumps(tenant)}, {json.dumps(key_id)}]".encode()
+
+
+# What json.dumps(value, ensure_ascii=False, separators=(",", ":")) would build per call.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_value(plain: bytes) -> object:
+    # Most sealed fields are strings without escapes: their JSON is the text in quotes.
+    if plain[:1] == b'"' and b"\\" not in plain:
+        return plain[1:-1].decode()
+    return json.loads(plain.decode())
 
 
 def seal_field(key: DataKey, event_id: str, name: str, value: object) -> str:
     """The sealed form of one field's wire value (any JSON value)."""
-    plain = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    plain = _COMPACT.encode(value).encode()
     nonce = _nonces.next()
     sealed = AESGCM(key.secret).encrypt(nonce, plain, _aad(event_id, name, key.tenant, key.key_id))
     return base64.b64encode(nonce + sealed).decode("ascii")
@@ -148,7 +170,7 @@ def open_field(key: DataKey, event_id: str, name: str, sealed: object) -> object
         plain = AESGCM(key.secret).decrypt(
             raw[:_NONCE], raw[_NONCE:], _aad(event_id, name, key.tenant, key.key_id)
         )
-        return json.loads(plain)
+        return _json_value(plain)
     except (binascii.Error, ValueError, InvalidTag):
         raise SealedEventError(
             f"sealed field {name!r} does not open under data key {key.key_id} of tenant "
