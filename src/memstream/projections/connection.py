@@ -8,7 +8,7 @@ ACL user of the settings, translated once into redis-py's options.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +30,7 @@ __all__ = [
     "redis_client",
     "redis_errors",
     "rewrite_persistence",
+    "search_pipelined",
     "text",
 ]
 
@@ -240,6 +241,23 @@ def _keeps_snapshots(client: redis.Redis, info: Mapping[str, object]) -> bool:
         return bool(client.config_get("save").get("save"))
     except redis.exceptions.NoPermissionError:
         return True
+
+
+def search_pipelined(
+    client: redis.Redis, commands: Sequence[Sequence[Any]], *, url: str, doing: str
+) -> list[object] | None:
+    """Replies of the search `commands`, sent in one round trip; None when the index does not
+    exist yet (a namespace no worker has started: nothing to find, not an error)."""
+    with redis_errors(url, doing):
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        try:
+            return list(pipe.execute())
+        except redis.ResponseError as exc:
+            if is_missing_index(exc):
+                return None
+            raise
 
 
 def is_missing_index(exc: redis.ResponseError) -> bool:

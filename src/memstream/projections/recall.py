@@ -46,7 +46,7 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.tenancy import tenant_token, validate_tenant
 from memstream.projections.bm25 import idf, okapi
-from memstream.projections.connection import is_missing_index, redis_errors, text
+from memstream.projections.connection import search_pipelined, text
 from memstream.projections.dedup import collapse_duplicates
 from memstream.projections.fusion import Candidate, RecallTuning, fuse
 from memstream.projections.schema import Fields, Keyspace, from_hash, when_text
@@ -382,18 +382,8 @@ class RedisRecaller:
             for _, hit in parse_reply(replies[0])
         ]
 
-    def _run(self, commands: list[list[str | int | bytes]]) -> list[object] | None:
-        """Replies of `commands`, sent pipelined; None when the index does not exist yet."""
-        with redis_errors(self._url, "recalling memories"):
-            pipe = self._client.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-            try:
-                return list(pipe.execute())
-            except redis.ResponseError as exc:
-                if is_missing_index(exc):
-                    return None
-                raise
+    def _run(self, commands: list[list[Any]]) -> list[object] | None:
+        return search_pipelined(self._client, commands, url=self._url, doing="recalling memories")
 
 
 def _tenant_bm25(

@@ -38,7 +38,7 @@ from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
 from memstream.memory.tenancy import validate_tenant
-from memstream.projections.connection import redis_errors
+from memstream.projections.connection import search_pipelined
 from memstream.projections.fusion import RRF_K, reciprocal_rank_fusion
 from memstream.projections.recall import (
     CANDIDATES,
@@ -268,17 +268,7 @@ class FilteredSearch:
         return ["FT.SEARCH", self._index, filters, "LIMIT", 0, 0, "DIALECT", 2]
 
     def _run(self, commands: list[list[Any]]) -> list[object] | None:
-        """Replies of `commands`, pipelined; None when the index does not exist yet."""
-        with redis_errors(self._url, "searching memories"):
-            pipe = self._client.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-            try:
-                return list(pipe.execute())
-            except redis.ResponseError as exc:
-                if "no such index" in str(exc).lower():
-                    return None
-                raise
+        return search_pipelined(self._client, commands, url=self._url, doing="searching memories")
 
 
 def _fields_of(reply: object) -> list[tuple[str, dict[str, str]]]:
