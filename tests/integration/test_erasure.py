@@ -288,3 +288,26 @@ def test_rewrap_moves_every_data_key_to_the_new_master_key(
     for tenant, key in keys.items():
         assert reader.lookup(tenant, key.key_id).secret == key.secret
     after.close()
+
+
+def test_a_running_agent_learns_of_an_erasure_while_its_turns_go_on(
+    namespace_env: dict[str, str],
+) -> None:
+    # The agent re-reads the keys topic when its view is older than MEMSTREAM_KEYS_REFRESH_S,
+    # on a thread of its own; meanwhile its turns seal with the keys it knows.
+    stale = {**namespace_env, "MEMSTREAM_KEYS_REFRESH_S": "0.2"}
+    tenant = f"tenant-{uuid.uuid4().hex[:6]}"
+    with (
+        Deployment(Settings.from_env(stale)) as agent,
+        Deployment(Settings.from_env(namespace_env)) as operator,
+    ):
+        asyncio.run(agent.ensure_topics())
+        keyring, erasing = agent.keyring(), operator.keyring()
+        assert keyring is not None and erasing is not None
+        first = keyring.current(tenant)
+        assert erasing.erase(tenant) == [first.key_id]
+        wait_until(
+            lambda: keyring.current(tenant).key_id != first.key_id,
+            "the agent to learn of the erasure and seal under a new key",
+        )
+        assert first.key_id in keyring.state.erased(tenant)

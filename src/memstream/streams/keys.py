@@ -12,10 +12,11 @@ compaction is how a Kafka deployment already forgets a record for good; one part
 `KafkaKeyring` reads the topic to its end on first use, and again whenever it is asked for a
 key it does not know (a key is written, and acknowledged, before any event is sealed under it,
 so one read to the end finds it) or its view is older than `stale_s` (how a long-running
-producer learns of an erasure). Creating a tenant's first key: write a record under a fresh
-key id, read to the end, and seal with the tenant's first key read — two processes racing
-both end up on the same one, and the loser's record is kept too (keyed by its own id), so
-nothing sealed under it is ever left without its key until an erasure destroys both.
+producer learns of an erasure: that read runs on a thread of its own, so no turn waits for
+it). Creating a tenant's first key: write a record under a fresh key id, read to the end, and
+seal with the tenant's first key read — two processes racing both end up on the same one,
+and the loser's record is kept too (keyed by its own id), so nothing sealed under it is ever
+left without its key until an erasure destroys both.
 
 It is synchronous (confluent-kafka, as the agent side's publisher): the hooks call it inside
 a turn; the worker and other asyncio callers pay one short blocking read per new key.
@@ -111,15 +112,23 @@ class KafkaKeyring:
         self._next = 0  # the next offset to read
         self._read_at = float("-inf")
         self._offline_until = float("-inf")  # after a failed read, when to try again
+        # Lock order: _lock (key creation, the clients), then _reading (the consumer and the
+        # read position); a refresh holds only _reading while it talks to the broker.
         self._lock = threading.RLock()
+        self._reading = threading.Lock()
+        self._refresher: threading.Thread | None = None
 
     # -- the Keyring port ---------------------------------------------------------------------
 
     def current(self, tenant: str) -> DataKey:
         with self._lock:
             now = time.monotonic()
-            if now - self._read_at > self._stale_s and now >= self._offline_until:
-                self._try(self.refresh, _HOT_PATH_S)
+            if now >= self._offline_until:
+                if self._read_at == float("-inf"):
+                    # Never read here: learn the tenants' keys before making one.
+                    self._try(self.refresh, _HOT_PATH_S)
+                elif now - self._read_at > self._stale_s:
+                    self._refresh_soon()
             key = self.state.first(tenant)
             if key is not None:
                 return key
@@ -137,6 +146,19 @@ class KafkaKeyring:
             key = self.state.first(tenant)
             assert key is not None  # just applied
             return key
+
+    def _refresh_soon(self) -> None:
+        """Read the topic again on a thread of its own (keys made or destroyed elsewhere since
+        the last read): the turn that noticed the view is stale goes on with it."""
+        if self._refresher is not None and self._refresher.is_alive():
+            return
+        self._refresher = threading.Thread(
+            target=self._try,
+            args=(self.refresh, _TIMEOUT_S),
+            name="memstream-keys-refresh",
+            daemon=True,
+        )
+        self._refresher.start()
 
     def _settle(self, timeout_s: float) -> None:
         """Wait until what was produced is durable, then read the topic to its end."""
@@ -215,6 +237,7 @@ class KafkaKeyring:
         """Read the keys topic from where this keyring stopped to its current end."""
         with self._lock:
             _, consumer = self._started()
+        with self._reading:
             partition = KafkaPartition(self._topic, 0)
             deadline = time.monotonic() + timeout_s
             try:
@@ -284,7 +307,9 @@ class KafkaKeyring:
         return self._clients
 
     def close(self) -> None:
-        with self._lock:
+        if self._refresher is not None:
+            self._refresher.join(_TIMEOUT_S)
+        with self._lock, self._reading:
             if self._clients is not None:
                 producer, consumer = self._clients
                 producer.flush(_TIMEOUT_S)
