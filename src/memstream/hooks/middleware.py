@@ -22,7 +22,8 @@ never recorded.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar, Protocol, TypeVar
@@ -114,15 +115,20 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         tenant's lock (resolving the store if no run of the tenant has yet)."""
         return self._cells.with_store(tenant, f)
 
+    @contextmanager
+    def _timed(self, hook: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self._timer is not None:
+                self._timer.observe_hook(hook, time.perf_counter() - started)
+
     # -- hooks ------------------------------------------------------------------------------
 
     def before_agent(self, input: str, context: RunContext) -> Proceed | Block:
-        started = time.perf_counter()
-        try:
+        with self._timed("before_agent"):
             return self._before_agent(input, context)
-        finally:
-            if self._timer is not None:
-                self._timer.observe_hook("before_agent", time.perf_counter() - started)
 
     def _before_agent(self, input: str, context: RunContext) -> Proceed | Block:
         tenant = context.config.tenant_id
@@ -160,12 +166,8 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         return PromptSection(self.SECTION, cut(recalled, self._recall.max_chars))
 
     def after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
-        started = time.perf_counter()
-        try:
+        with self._timed("after_agent"):
             return self._after_agent(turn, context)
-        finally:
-            if self._timer is not None:
-                self._timer.observe_hook("after_agent", time.perf_counter() - started)
 
     def _after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
         tenant = context.config.tenant_id
