@@ -45,6 +45,7 @@ from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
+from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
 from memstream.memory.tenancy import validate_tenant
 from memstream.metrics import Metrics, TimedEmbedder
@@ -58,7 +59,6 @@ from memstream.projections.connection import (
     redis_errors,
     rewrite_persistence,
 )
-from memstream.projections.fusion import RecallTuning
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.recall import RedisRecaller
@@ -238,7 +238,7 @@ class Deployment:
         async with self.event_publisher() as publisher:
             yield MemoryService(
                 publisher=publisher,
-                search=FilteredSearch(self.redis, self.keys, self.embedder, url=settings.redis),
+                search=FilteredSearch(self.redis, self.keys, self.recaller(), url=settings.redis),
                 reader=self.reader(),
                 status=self.status(),
                 scoping=Scoping(

@@ -49,16 +49,17 @@ from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.model import RecalledMemory
-from memstream.projections.fusion import RRF_K, RecallTuning, reciprocal_rank_fusion
+from memstream.memory.ranking.fusion import RRF_K, RecallTuning, reciprocal_rank_fusion
 from memstream.projections.recall import (
     CANDIDATES,
     HybridQuery,
     RedisRecaller,
+    SearchFilter,
     VectorQuery,
     parse_reply,
 )
 from memstream.projections.schema import Fields
-from memstream.projections.search import FilteredSearch, SearchFilter
+from memstream.projections.search import FilteredSearch
 
 __all__ = ["CONTENT_STYLES", "Conversation", "load_locomo", "run_locomo"]
 
@@ -262,7 +263,7 @@ def run_locomo(
         ns.stop_worker()
 
         recaller = RedisRecaller(ns.redis, ns.keys, embedder, url=ns.settings.redis, tuning=tuning)
-        server = FilteredSearch(ns.redis, ns.keys, embedder, url=ns.settings.redis)
+        server = FilteredSearch(ns.redis, ns.keys, recaller, url=ns.settings.redis)
         total = sum(len(c.questions) for c in loaded)
         budget = questions if questions is not None else total
         for conversation in loaded:
@@ -286,7 +287,8 @@ def run_locomo(
                         recaller.search_vector(VectorQuery(conversation.sample_id, vector, _DEPTH))
                     ),
                 }
-                page = server.search(SearchFilter(conversation.sample_id), question.text, limit=_DEPTH)
+                tenant_only = SearchFilter(conversation.sample_id)
+                page = server.search(tenant_only, question.text, limit=_DEPTH)
                 rankings["server search"] = _dia_ids(page.hits)
                 for name, swept in tunings.items():
                     rankings[name] = _dia_ids(recaller.search(hybrid, swept))
