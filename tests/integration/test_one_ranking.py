@@ -4,26 +4,19 @@ order, on the real stack (Kafka, a worker, Redis, `memstream serve`)."""
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
-import httpx2
 import pytest
 from agent_memory_client import MemoryAPIClient, MemoryClientConfig
 from agent_memory_client.models import ClientMemoryRecord, MemoryTypeEnum
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
 from memstream.deployment import Deployment
 from memstream.hooks import RecallConfig, SemanticMemoryMiddleware
 
 from .helpers import TestStack, wait_until
-from .serving import create_key
+from .serving import call_tool, create_key, mcp_over_http
 
 pytestmark = pytest.mark.integration
 
@@ -50,26 +43,6 @@ TEXTS = (
 )
 K = 12  # the middleware's recall_k, and what `memory_prompt` recalls when given no search
 _LINE = re.compile(r"^- \[\d{4}-\d{2}-\d{2}(?:, [^\]]*)?\] (.*)$")
-
-
-@asynccontextmanager
-async def _mcp(server: str, key: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        streamable_http_client(f"{server}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-async def _tool(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    if result.structured_content is not None:
-        return result.structured_content.get("result", result.structured_content)
-    return json.loads(result.content[0].text)  # type: ignore[union-attr]
 
 
 def _listed(section: str) -> list[str]:
@@ -115,10 +88,10 @@ async def test_the_middleware_rest_and_mcp_recall_the_same_memories_in_the_same_
         prompt = await client.memory_prompt(QUESTION)
         rest_prompt = prompt["messages"][0]["content"]["text"]
 
-    async with _mcp(server, key) as session:
-        searched = await _tool(session, "search_long_term_memory", text=QUESTION, limit=K)
+    async with mcp_over_http(server, key) as session:
+        searched = await call_tool(session, "search_long_term_memory", text=QUESTION, limit=K)
         by_mcp = [memory["text"] for memory in searched["memories"]]
-        prompted = await _tool(session, "memory_prompt", query=QUESTION, limit=K)
+        prompted = await call_tool(session, "memory_prompt", query=QUESTION, limit=K)
         mcp_prompt = prompted["messages"][0]["content"]["text"]
 
     # A full page: the list is ranked, not merely everything the tenant has.
