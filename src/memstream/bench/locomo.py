@@ -56,6 +56,7 @@ from memstream.projections.recall import (
     parse_reply,
 )
 from memstream.projections.schema import Fields
+from memstream.providers import EmbedderCatalogue
 
 __all__ = ["CONTENT_STYLES", "Conversation", "load_locomo", "run_locomo"]
 
@@ -257,7 +258,13 @@ def run_locomo(
         import_s = time.perf_counter() - t0
         ns.stop_worker()
 
-        recaller = RedisRecaller(ns.redis, ns.keys, embedder, url=ns.settings.redis, tuning=tuning)
+        recaller = RedisRecaller(
+            ns.redis,
+            ns.keys,
+            EmbedderCatalogue(ns.settings, embedder),
+            url=ns.settings.redis,
+            tuning=tuning,
+        )
         total = sum(len(c.questions) for c in loaded)
         budget = questions if questions is not None else total
         for conversation in loaded:

@@ -42,13 +42,14 @@ import numpy as np
 import redis
 
 from memstream.errors import InvalidInputError
-from memstream.memory.embeddings import Embedder, Vectors
+from memstream.memory.embeddings import Embedders, Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.tenancy import tenant_token, validate_tenant
 from memstream.projections.bm25 import idf, okapi
 from memstream.projections.connection import search_pipelined, text
 from memstream.projections.dedup import collapse_duplicates
 from memstream.projections.fusion import Candidate, RecallTuning, fuse
+from memstream.projections.live_model import LiveModel
 from memstream.projections.schema import Fields, Keyspace, from_hash, when_text
 
 __all__ = [
@@ -314,7 +315,7 @@ class RedisRecaller:
         self,
         client: redis.Redis,
         keyspace: Keyspace,
-        embedder: Embedder,
+        embedders: Embedders,
         *,
         tuning: RecallTuning,
         url: str = "",
@@ -322,33 +323,58 @@ class RedisRecaller:
     ) -> None:
         self._client = client
         self._keys = keyspace
-        self._embedder = embedder
+        self._live = LiveModel(client, keyspace, embedders, url=url)
         self._url = url
         self.tuning = tuning
         self._deduplicate = deduplicate
 
+    def check(self) -> None:
+        """Fail now, not at a turn, if this process cannot embed queries for the live
+        generation's model (ConfigurationError: which model, and what fixes it)."""
+        self._live.current()
+
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
-        return self.search(HybridQuery(tenant, text, self._embedder.embed_query(text), k))
+        vector, replies = self._live.search(
+            text,
+            lambda v: self._commands(HybridQuery(tenant, text, v, k)),
+            doing="recalling memories",
+        )
+        return self._ranked(HybridQuery(tenant, text, vector, k), replies, self.tuning)
 
     def recall_vector(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
-        return self.search_vector(VectorQuery(tenant, self._embedder.embed_query(text), k))
+        _, replies = self._live.search(
+            text,
+            lambda v: [VectorQuery(tenant, v, k).command(self._keys.alias)],
+            doing="recalling memories",
+        )
+        return _by_distance(replies)
 
     def search(
         self, query: HybridQuery, tuning: RecallTuning | None = None
     ) -> list[RecalledMemory]:
-        """Both searches and the tenant's counts in one round trip, scored, fused, deduplicated.
+        """Both searches and the tenant's counts in one round trip, scored, fused, deduplicated,
+        for a query already embedded (for the live generation's model: the caller's concern).
 
         `tuning` overrides the recaller's for this call (the bench compares settings with it).
         """
-        tuning = tuning or self.tuning
-        terms = query.lexical.terms
+        return self._ranked(query, self._run(self._commands(query)), tuning or self.tuning)
+
+    def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
+        return _by_distance(self._run([query.command(self._keys.alias)]))
+
+    def _commands(self, query: HybridQuery) -> list[list[Any]]:
         commands = [query.semantic.command(self._keys.alias)]
         lexical = query.lexical.command(self._keys.alias)
         if lexical is not None:
             commands += [lexical, *query.stats.commands(self._keys.alias)]
-        replies = self._run(commands)
+        return commands
+
+    def _ranked(
+        self, query: HybridQuery, replies: list[object] | None, tuning: RecallTuning
+    ) -> list[RecalledMemory]:
         if replies is None:
             return []
+        terms = query.lexical.terms
         hits = {key: hit for reply in replies[:2] for key, hit in parse_reply(reply)}
         if not hits:
             return []
@@ -357,7 +383,8 @@ class RedisRecaller:
         vectors = np.stack([hits[key].vector for key in keys])
         cosines = vectors @ np.asarray(query.vector, dtype=np.float32)
         memories = [from_hash(hits[key].fields) for key in keys]
-        bm25 = _tenant_bm25(terms, memories, replies[2:]) if lexical is not None else None
+        lexical = len(replies) > 1
+        bm25 = _tenant_bm25(terms, memories, replies[2:]) if lexical else None
         candidates = [
             Candidate(
                 memory,
@@ -373,17 +400,17 @@ class RedisRecaller:
         ranked = collapse_duplicates(fused, tuning.duplicate_similarity, query.k)
         return [RecalledMemory(memory=c.memory, score=score) for c, score in ranked]
 
-    def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
-        replies = self._run([query.command(self._keys.alias)])
-        if replies is None:
-            return []
-        return [
-            RecalledMemory(memory=from_hash(hit.fields), score=1.0 - float(hit.fields[_DISTANCE]))
-            for _, hit in parse_reply(replies[0])
-        ]
-
     def _run(self, commands: list[list[Any]]) -> list[object] | None:
         return search_pipelined(self._client, commands, url=self._url, doing="recalling memories")
+
+
+def _by_distance(replies: list[object] | None) -> list[RecalledMemory]:
+    if replies is None:
+        return []
+    return [
+        RecalledMemory(memory=from_hash(hit.fields), score=1.0 - float(hit.fields[_DISTANCE]))
+        for _, hit in parse_reply(replies[0])
+    ]
 
 
 def _tenant_bm25(

@@ -35,11 +35,12 @@ import numpy as np
 import redis
 
 from memstream.errors import InvalidInputError
-from memstream.memory.embeddings import Embedder
+from memstream.memory.embeddings import Embedders
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
 from memstream.memory.tenancy import validate_tenant
 from memstream.projections.connection import search_pipelined
 from memstream.projections.fusion import RRF_K, reciprocal_rank_fusion
+from memstream.projections.live_model import LiveModel
 from memstream.projections.recall import (
     CANDIDATES,
     MAX_RECALL_K,
@@ -145,12 +146,16 @@ class FilteredSearch:
     """Searches one namespace's live projection (through recall's alias) with filters."""
 
     def __init__(
-        self, client: redis.Redis, keyspace: Keyspace, embedder: Embedder, *, url: str = ""
+        self, client: redis.Redis, keyspace: Keyspace, embedders: Embedders, *, url: str = ""
     ) -> None:
         self._client = client
         self._index = keyspace.alias
-        self._embedder = embedder
+        self._live = LiveModel(client, keyspace, embedders, url=url)
         self._url = url
+
+    def check(self) -> None:
+        """Fail now if this process cannot embed queries for the live generation's model."""
+        self._live.current()
 
     def search(
         self,
@@ -199,15 +204,15 @@ class FilteredSearch:
         if mode == SearchMode.KEYWORD:
             reply = self._run([self._lexical(filters, terms, start, count)])
             return (_ranked(_fields_of(reply[0]), start), _total(reply[0])) if reply else ([], 0)
-        vector = np.asarray(self._embedder.embed_query(text), dtype=np.float32).tobytes()
         if mode == SearchMode.SEMANTIC:
-            command = (
-                self._knn(filters, vector, start, count)
-                if max_distance is None
-                else self._in_range(filters, vector, max_distance, start, count)
-            )
             counted = max_distance is None
-            replies = self._run([command, self._count(filters)] if counted else [command])
+
+            def semantic(vector: bytes) -> list[list[Any]]:
+                if max_distance is None:
+                    return [self._knn(filters, vector, start, count), self._count(filters)]
+                return [self._in_range(filters, vector, max_distance, start, count)]
+
+            replies = self._embedded(text, semantic)
             if not replies:
                 return [], 0
             hits = [
@@ -216,10 +221,14 @@ class FilteredSearch:
             ]
             return hits, _total(replies[1] if counted else replies[0])
         depth = min(max(start + count, CANDIDATES), MAX_RECALL_K)
-        commands = [self._knn(filters, vector, 0, depth), self._count(filters)]
-        if terms:
-            commands.append(self._lexical(filters, terms, 0, depth))
-        replies = self._run(commands)
+
+        def hybrid(vector: bytes) -> list[list[Any]]:
+            commands = [self._knn(filters, vector, 0, depth), self._count(filters)]
+            if terms:
+                commands.append(self._lexical(filters, terms, 0, depth))
+            return commands
+
+        replies = self._embedded(text, hybrid)
         if not replies:
             return [], 0
         rankings = [_fields_of(replies[0]), *(_fields_of(r) for r in replies[2:])]
@@ -269,6 +278,17 @@ class FilteredSearch:
 
     def _run(self, commands: list[list[Any]]) -> list[object] | None:
         return search_pipelined(self._client, commands, url=self._url, doing="searching memories")
+
+    def _embedded(
+        self, text: str, commands: Callable[[bytes], list[list[Any]]]
+    ) -> list[object] | None:
+        """The replies of `commands`, given `text` embedded for the live generation's model."""
+        _, replies = self._live.search(
+            text,
+            lambda vector: commands(np.asarray(vector, dtype=np.float32).tobytes()),
+            doing="searching memories",
+        )
+        return replies
 
 
 def _fields_of(reply: object) -> list[tuple[str, dict[str, str]]]:
