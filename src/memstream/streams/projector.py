@@ -10,7 +10,9 @@ Which model embeds a memory is the projection's choice, never the event's: each 
 records the model it was built with (a new one: the configured model), and the projector
 embeds for the generation it writes. An event's `embedding_model` only says what its producer
 was using. When a replay swaps in a generation of another model mid-batch, the events the old
-one refused are embedded again for the new one. It never gives up on a good event:
+one refused are embedded again for the new one.
+
+It never gives up on a good event:
 while Redis or the embedding provider is unreachable it retries with backoff, so the consumer
 does not move past events that were not applied (the stream acknowledges a batch only after
 `project` returns).
