@@ -36,7 +36,13 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
 from memstream.config import Settings
-from memstream.errors import ConfigurationError, InvalidInputError, ProjectionLagError, StackError
+from memstream.errors import (
+    ConfigurationError,
+    InfrastructureError,
+    InvalidInputError,
+    ProjectionLagError,
+    StackError,
+)
 from memstream.eventsourced import EventSourcedStores
 from memstream.health import Heartbeat, LastError, ProcessReport, heartbeats
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
@@ -45,10 +51,11 @@ from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
+from memstream.memory.monitoring import Monitor
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
 from memstream.memory.tenancy import validate_tenant
-from memstream.metrics import Metrics, TimedEmbedder
+from memstream.metrics import Metrics, TimedEmbedders
 from memstream.processes import project_root, running
 from memstream.projections.connection import (
     RedisConnection,
@@ -60,14 +67,17 @@ from memstream.projections.connection import (
     rewrite_persistence,
 )
 from memstream.projections.generations import RedisGenerations
+from memstream.projections.live_model import LiveModel
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
 from memstream.projections.writer import RedisProjectionWriter
-from memstream.providers import chat_model, embedder_from_settings, embedding_model_id
+from memstream.providers import EmbedderCatalogue, chat_model
+from memstream.streams.dead_letters import DeadLetterRetry
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.keys import KafkaKeyring
+from memstream.streams.projector import DeadLetters, Projector
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.replay import Replayer
 from memstream.streams.sender import BackgroundPublisher
@@ -103,6 +113,7 @@ class Deployment:
         self.settings = settings
         self.topics = Topics(settings.namespace, settings.partitions)
         self.keys = Keyspace(settings.namespace)
+        self.embedders = EmbedderCatalogue(settings, embedder)
         self._embedder = embedder
         self._stores: EventSourcedStores | None = None
         # This deployment's own registry (never prometheus_client's global one): serve it with
@@ -139,17 +150,15 @@ class Deployment:
 
     @property
     def embedder(self) -> Embedder:
-        """The configured embedder, loaded on first use."""
-        if self._embedder is None:
-            self._embedder = embedder_from_settings(self.settings)
-        return self._embedder
+        """The configured embedder, loaded on first use: the model new generations of the
+        projection are built with (an existing one keeps its own: `embedders`)."""
+        return self.embedders.configured()
 
     @property
     def embedding_model(self) -> str:
-        """The model id events are recorded for, without loading the model."""
-        if self._embedder is not None:
-            return self._embedder.model_id
-        return embedding_model_id(self.settings)
+        """The configured model's id, without loading the model (events carry it as
+        information; it decides nothing about how they are projected)."""
+        return self.embedders.configured_model
 
     def chat_model(self) -> ModelClient | None:
         """The configured chat model; None when none is configured (offline)."""
@@ -169,9 +178,18 @@ class Deployment:
 
     # -- the agent side ---------------------------------------------------------------------
 
+    def check_embedder(self) -> None:
+        """Fail now, with a ConfigurationError naming both models and the fix, if this process
+        cannot embed for the model the live projection was built with. A Redis that does not
+        answer is no reason to fail at start (recall skips while it is away)."""
+        live = LiveModel(self.redis, self.keys, self.embedders, url=self.settings.redis)
+        with contextlib.suppress(InfrastructureError):
+            live.current()
+
     def stores(self, *, publisher: BackgroundPublisher | None = None) -> EventSourcedStores:
         """The tenant -> store resolver of the agent side (one per deployment)."""
         if self._stores is None:
+            self.check_embedder()
             self._stores = EventSourcedStores(
                 publisher or BackgroundPublisher(self.kafka),
                 self.topics,
@@ -234,6 +252,7 @@ class Deployment:
         from memstream.server.service import Limits, MemoryService
 
         settings = self.settings
+        self.check_embedder()
         await self.ensure_topics()
         async with self.event_publisher() as publisher:
             yield MemoryService(
@@ -372,7 +391,7 @@ class Deployment:
         return RedisRecaller(
             self.redis,
             self.keys,
-            embedder or self.embedder,
+            self.embedders if embedder is None else EmbedderCatalogue(self.settings, embedder),
             url=self.settings.redis,
             tuning=self.recall_tuning(),
             deduplicate=deduplicate,
@@ -414,10 +433,35 @@ class Deployment:
                 self.topics,
                 self.writer(client),
                 self.generations(client),
-                self.embedder,
+                self.embedders,
                 default_importance=self.settings.default_importance,
                 keyring=self.keyring(),
             )
+        finally:
+            await client.aclose()
+
+    @asynccontextmanager
+    async def dead_letter_retry(self) -> AsyncIterator[DeadLetterRetry]:
+        """Re-drives dead letters into the live projection with the worker's parts."""
+        client = self.async_redis()
+        writer, generations = self.writer(client), self.generations(client)
+
+        def projector(dead_letters: DeadLetters, monitor: Monitor) -> Projector:
+            return Projector(
+                self.embedders,
+                writer,
+                generations,
+                dead_letters,
+                default_importance=self.settings.default_importance,
+                monitor=monitor,
+                keyring=self.keyring(),
+            )
+
+        try:
+            async with DeadLetterRetry(
+                self.kafka, self.topics, projector, counted=self.metrics.monitor()
+            ) as retry:
+                yield retry
         finally:
             await client.aclose()
 
@@ -428,11 +472,13 @@ class Deployment:
         from memstream.streams.worker import build_app
 
         keyring = self.keyring()
+        client = self.async_redis()
         return build_app(
             self.settings,
             self.topics,
-            TimedEmbedder(self.embedder, self.metrics.worker.embedding),
-            self.writer(self.async_redis()),
+            TimedEmbedders(self.embedders, self.metrics.worker.embedding),
+            self.writer(client),
+            self.generations(client),
             self.reader(),
             self.chat_model() or ExtractiveSummarizer(),
             metrics=self.metrics,
@@ -448,6 +494,7 @@ class Deployment:
         from memstream.streams.worker import run_app
 
         port = self.settings.worker_metrics_port if metrics_port is None else metrics_port
+        self.check_embedder()
         asyncio.run(self.ensure_topics())
         app = self.worker_app()
         stop_serving = self.metrics.serve(port) if port else None
@@ -527,7 +574,10 @@ class Deployment:
     def with_namespace(self, namespace: str, **changes: object) -> Deployment:
         """The same servers under another namespace (and other settings `changes`)."""
         settings = dataclasses.replace(self.settings, namespace=namespace, **changes)  # type: ignore[arg-type]
-        return Deployment(settings, embedder=self._embedder)
+        other = Deployment(settings, embedder=self._embedder)
+        if not any(name.startswith("embedd") for name in changes):
+            other.embedders = self.embedders  # the models loaded already, not loaded again
+        return other
 
     def drop(self) -> None:
         """Delete everything of this namespace: every generation's index and keys, and its

@@ -23,7 +23,7 @@ from memstream.projections.connection import RedisConnection, redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
-from memstream.providers import embedder_from_settings, embedding_model_id
+from memstream.providers import EmbedderCatalogue, embedder_from_settings, embedding_model_id
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.publisher import EventPublisher
 from memstream.streams.topics import Topics
@@ -168,7 +168,7 @@ class TestStack:
         return RedisRecaller(
             self.redis,
             self.keys,
-            shared_embedder(self.settings),
+            EmbedderCatalogue(self.settings, shared_embedder(self.settings)),
             tuning=Deployment(self.settings).recall_tuning(),
         )
 

@@ -60,6 +60,7 @@ from memstream.projections.recall import (
 )
 from memstream.projections.schema import Fields
 from memstream.projections.search import FilteredSearch
+from memstream.providers import EmbedderCatalogue
 
 __all__ = ["CONTENT_STYLES", "Conversation", "load_locomo", "run_locomo"]
 
@@ -262,7 +263,13 @@ def run_locomo(
         import_s = time.perf_counter() - t0
         ns.stop_worker()
 
-        recaller = RedisRecaller(ns.redis, ns.keys, embedder, url=ns.settings.redis, tuning=tuning)
+        recaller = RedisRecaller(
+            ns.redis,
+            ns.keys,
+            EmbedderCatalogue(ns.settings, embedder),
+            url=ns.settings.redis,
+            tuning=tuning,
+        )
         server = FilteredSearch(ns.redis, ns.keys, recaller, url=ns.settings.redis)
         total = sum(len(c.questions) for c in loaded)
         budget = questions if questions is not None else total

@@ -41,6 +41,7 @@ from memstream.memory.tenancy import tenant_token
 from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
 from memstream.projections.schema import Fields
 from memstream.projections.writer import RedisProjectionWriter
+from memstream.providers import EmbedderCatalogue
 
 __all__ = ["run_recall"]
 
@@ -152,7 +153,7 @@ def _measure(
     recaller = RedisRecaller(
         ns.redis,
         ns.keys,
-        embedder=_NoEmbedder(dims),
+        EmbedderCatalogue(ns.settings, _NoEmbedder(dims)),
         tuning=ns.deployment.recall_tuning(),
         url=ns.settings.redis,
     )

@@ -33,6 +33,7 @@ import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from memstream.cli.dead_letters import pending_by_code, pending_line
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError, StackError
@@ -404,6 +405,7 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
         with contextlib.suppress(MemstreamError, KafkaError, OSError):
             lag = deployment.projection_lag()
             print(f"projection lag: {sum(lag.values())} messages")
+            print(pending_line(pending_by_code(deployment)))
     return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1
 
 

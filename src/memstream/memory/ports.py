@@ -91,8 +91,17 @@ class ProjectionWriter(Protocol):
     async def ensure_index(self, embedding_model: str, dims: int, generation: int) -> None: ...
 
     async def apply(
-        self, batch: Sequence[Embedded], *, into: int | None = None
-    ) -> list[AppliedOutcome]: ...
+        self,
+        batch: Sequence[Embedded],
+        *,
+        into: int | None = None,
+        while_live: int | None = None,
+    ) -> list[AppliedOutcome]:
+        """Apply `batch` to the live generation, or `into` a rebuild's. With `while_live`,
+        only while that generation is live: the outcomes are then a prefix of `batch`, and
+        the caller applies the rest to the new live one (its vectors may be of another model).
+        """
+        ...
 
     async def advance(
         self,
@@ -113,6 +122,11 @@ class Generations(Protocol):
     """Generations of the projection: a rebuild writes a fresh one and swaps it in."""
 
     async def live(self) -> int: ...
+
+    async def model(self, generation: int) -> str | None:
+        """The embedding model `generation` was built with (None: it has no index yet). The
+        projection owns it: events never decide which model embeds them."""
+        ...
 
     async def allocate(self) -> int: ...
 

@@ -44,13 +44,14 @@ import numpy as np
 import redis
 
 from memstream.errors import InvalidInputError
-from memstream.memory.embeddings import Embedder, Vectors
+from memstream.memory.embeddings import Embedders, Vectors
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.ranking.rank import TermStats, rank
 from memstream.memory.ranking.tokens import query_terms
 from memstream.memory.tenancy import tenant_token, validate_tenant
 from memstream.projections.connection import search_pipelined, text
+from memstream.projections.live_model import LiveModel
 from memstream.projections.schema import Fields, Keyspace, from_hash
 
 __all__ = [
@@ -364,7 +365,7 @@ class RedisRecaller:
         self,
         client: redis.Redis,
         keyspace: Keyspace,
-        embedder: Embedder,
+        embedders: Embedders,
         *,
         tuning: RecallTuning,
         url: str = "",
@@ -372,20 +373,47 @@ class RedisRecaller:
     ) -> None:
         self._client = client
         self._keys = keyspace
-        self._embedder = embedder
+        self._live = LiveModel(client, keyspace, embedders, url=url)
         self._url = url
         self.tuning = tuning
         self._deduplicate = deduplicate
 
-    def embed(self, text: str) -> Vectors:
-        """The query's vector: the one place recall embeds a query."""
-        return self._embedder.embed_query(text)
+    def check(self) -> None:
+        """Fail now, not at a turn, if this process cannot embed queries for the live
+        generation's model (ConfigurationError: which model, and what fixes it)."""
+        self._live.current()
+
+    def embedded(
+        self, text: str, commands: Callable[[Vectors], Sequence[Sequence[Any]]], *, doing: str
+    ) -> tuple[Vectors, list[object] | None]:
+        """The replies of the search `commands(vector)` and the vector, `text` embedded for
+        the model of the generation they ran on (projections.live_model): the one place a
+        query is embedded, for recall and for the server's search alike."""
+        return self._live.search(text, commands, doing=doing)
 
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
-        return self.search(HybridQuery(tenant, text, self.embed(text), k))
+        return self.recall_query(text, lambda vector: HybridQuery(tenant, text, vector, k))
+
+    def recall_query(
+        self,
+        text: str,
+        query: Callable[[Vectors], HybridQuery],
+        *,
+        keep: Callable[[Memory], bool] | None = None,
+    ) -> list[RecalledMemory]:
+        """`search` of `query(vector)`, with `text` embedded for the live generation's model."""
+        vector, replies = self.embedded(
+            text, lambda v: self._commands(query(v)), doing="recalling memories"
+        )
+        return self._ranked(query(vector), replies, self.tuning, keep)
 
     def recall_vector(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
-        return self.search_vector(VectorQuery(tenant, self.embed(text), k))
+        _, replies = self.embedded(
+            text,
+            lambda vector: [VectorQuery(tenant, vector, k).command(self._keys.alias)],
+            doing="recalling memories",
+        )
+        return _by_distance(replies)
 
     def search(
         self,
@@ -394,18 +422,32 @@ class RedisRecaller:
         *,
         keep: Callable[[Memory], bool] | None = None,
     ) -> list[RecalledMemory]:
-        """Both searches and the tenant's counts in one round trip, then ranked.
+        """Both searches and the tenant's counts in one round trip, then ranked, for a query
+        already embedded (for the live generation's model: the caller's concern).
 
         `tuning` overrides the recaller's for this call (the bench compares settings with it).
         `keep` drops candidates the index cannot filter (before they are ranked, as `where`
         does on the server).
         """
-        terms = query.lexical.terms
+        return self._ranked(query, self._run(self._commands(query)), tuning or self.tuning, keep)
+
+    def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
+        return _by_distance(self._run([query.command(self._keys.alias)]))
+
+    def _commands(self, query: HybridQuery) -> list[list[Any]]:
         commands = [query.semantic.command(self._keys.alias)]
         lexical = query.lexical.command(self._keys.alias)
         if lexical is not None:
             commands += [lexical, *query.stats.commands(self._keys.alias)]
-        replies = self._run(commands)
+        return commands
+
+    def _ranked(
+        self,
+        query: HybridQuery,
+        replies: list[object] | None,
+        tuning: RecallTuning,
+        keep: Callable[[Memory], bool] | None,
+    ) -> list[RecalledMemory]:
         if replies is None:
             return []
         hits = {key: hit for reply in replies[:2] for key, hit in parse_reply(reply)}
@@ -415,31 +457,31 @@ class RedisRecaller:
         if not found:
             return []
         stats = None
-        if lexical is not None:
+        if len(replies) > 1:  # the word search ran, and the tenant's counts with it
             counts = replies[2:]
             stats = TermStats(_total(counts[0]), tuple(_total(reply) for reply in counts[1:]))
         return rank(
             [memory for memory, _ in found],
             np.stack([vector for _, vector in found]),
             query.vector,
-            terms,
+            query.lexical.terms,
             stats,
-            tuning or self.tuning,
+            tuning,
             query.k,
             deduplicate=self._deduplicate,
         )
 
-    def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
-        replies = self._run([query.command(self._keys.alias)])
-        if replies is None:
-            return []
-        return [
-            RecalledMemory(memory=from_hash(hit.fields), score=1.0 - float(hit.fields[_DISTANCE]))
-            for _, hit in parse_reply(replies[0])
-        ]
-
     def _run(self, commands: list[list[Any]]) -> list[object] | None:
         return search_pipelined(self._client, commands, url=self._url, doing="recalling memories")
+
+
+def _by_distance(replies: list[object] | None) -> list[RecalledMemory]:
+    if replies is None:
+        return []
+    return [
+        RecalledMemory(memory=from_hash(hit.fields), score=1.0 - float(hit.fields[_DISTANCE]))
+        for _, hit in parse_reply(replies[0])
+    ]
 
 
 @dataclass(frozen=True, slots=True)

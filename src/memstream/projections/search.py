@@ -36,6 +36,7 @@ import numpy as np
 import redis
 
 from memstream.errors import InvalidInputError
+from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ranking.tokens import query_terms
 from memstream.projections.connection import search_pipelined
@@ -139,8 +140,9 @@ class FilteredSearch:
         keep: Callable[[Memory], bool] | None,
     ) -> SearchPage:
         k = POST_FILTER_DEPTH if keep is not None else offset + limit
-        query = HybridQuery(where.tenant, text, self._recaller.embed(text), k, where=where)
-        hits = self._recaller.search(query, keep=keep)
+        hits = self._recaller.recall_query(
+            text, lambda vector: HybridQuery(where.tenant, text, vector, k, where=where), keep=keep
+        )
         page = tuple(hits[offset : offset + limit])
         if keep is not None:
             return SearchPage(page, len(hits))
@@ -168,14 +170,15 @@ class FilteredSearch:
         if mode == SearchMode.KEYWORD:
             reply = self._run([self._lexical(filters, terms, start, count)])
             return (_ranked(_fields_of(reply[0]), start), _total(reply[0])) if reply else ([], 0)
-        vector = np.asarray(self._recaller.embed(text), dtype=np.float32).tobytes()
-        command = (
-            self._knn(filters, vector, start, count)
-            if max_distance is None
-            else self._in_range(filters, vector, max_distance, start, count)
-        )
         counted = max_distance is None
-        replies = self._run([command, self._count(filters)] if counted else [command])
+
+        def semantic(vector: Vectors) -> list[list[Any]]:
+            blob = np.asarray(vector, dtype=np.float32).tobytes()
+            if max_distance is None:
+                return [self._knn(filters, blob, start, count), self._count(filters)]
+            return [self._in_range(filters, blob, max_distance, start, count)]
+
+        _, replies = self._recaller.embedded(text, semantic, doing="searching memories")
         if not replies:
             return [], 0
         hits = [

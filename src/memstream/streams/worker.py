@@ -44,7 +44,7 @@ from memstream.config import Settings
 from memstream.errors import EventDecodeError, KafkaUnavailableError
 from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
-from memstream.memory.embeddings import Embedder
+from memstream.memory.embeddings import Embedders
 from memstream.memory.monitoring import (
     DeadLettered,
     Monitor,
@@ -52,9 +52,10 @@ from memstream.memory.monitoring import (
     encode_monitoring,
     monitoring_key,
 )
-from memstream.memory.ports import MemoryReader, Position, ProjectionWriter
+from memstream.memory.ports import Generations, MemoryReader, Position, ProjectionWriter
 from memstream.metrics import Metrics
 from memstream.streams.consolidation import ConsolidationJob, encoded
+from memstream.streams.dead_letters import dead_letter_headers
 from memstream.streams.heal import Healer, KafkaLog
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
@@ -98,11 +99,7 @@ class _Monitoring:
         await sent
 
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
-        headers = {
-            "memstream-error-code": error.code.encode(),
-            "memstream-error": str(error).encode("utf-8"),
-            "memstream-source": f"{message.topic}/{message.partition}/{message.offset}".encode(),
-        }
+        headers = dead_letter_headers(message, error)
         # Awaiting the delivery, not just the send, keeps the message from being
         # acknowledged on the memory topic before its dead letter is durable.
         await self._send(self._topics.dead_letters, message.key, message.value, headers)
@@ -138,8 +135,9 @@ class _Monitoring:
 def build_app(
     settings: Settings,
     topics: Topics,
-    embedder: Embedder,
+    embedders: Embedders,
     writer: ProjectionWriter,
+    generations: Generations,
     reader: MemoryReader,
     summarizer: ModelClient,
     metrics: Metrics | None = None,
@@ -185,8 +183,9 @@ def build_app(
         app.monitor = PrometheusMonitor(metrics=metrics.faust)
     monitoring = _Monitoring(app, topics, metrics.monitor() if metrics is not None else None)
     projector = Projector(
-        embedder,
+        embedders,
         writer,
+        generations,
         monitoring,
         default_importance=settings.default_importance,
         monitor=monitoring,
@@ -213,7 +212,7 @@ def build_app(
     consolidation = ConsolidationJob(
         reader=reader,
         client=summarizer,
-        embedding_model=embedder.model_id,
+        embedding_model=embedders.configured_model,
         send=lambda event: monitoring.publish(topics.memory, *encoded(event, sealer)),
         monitor=monitoring,
         window_s=settings.consolidation_window_s,
