@@ -36,15 +36,15 @@ class LiveModel:
         self._url = url
         self._known: tuple[int, Embedder] | None = None
 
-    def current(self) -> tuple[int, Embedder]:
+    def current(self, doing: str = "reading the live generation's model") -> tuple[int, Embedder]:
         """The live generation as last seen, and the embedder of its model (read from Redis on
         first use). A ConfigurationError says this process cannot make that model's vectors,
         and what to do; a process calls it at start to fail there rather than at a turn."""
         if self._known is None:
-            with redis_errors(self._url, "reading the live generation's model"):
+            with redis_errors(self._url, doing):
                 raw = self._client.get(self._keys.generation_key)
             generation = int(raw or 1)
-            self._known = (generation, self._embedder_of(generation))
+            self._known = (generation, self._embedder_of(generation, doing))
         return self._known
 
     def search(
@@ -53,21 +53,21 @@ class LiveModel:
         """The replies of the search `commands(vector)`, run in one transaction with a read of
         the live generation, where `vector` is `query` embedded for the model of the generation
         they ran on; None when the index does not exist yet. Returns the vector too."""
-        generation, embedder = self.current()
+        generation, embedder = self.current(doing)
         for _ in range(_TRIES):
             vector = embedder.embed_query(query)
             seen, replies = self._pinned(commands(vector), doing)
             if seen == generation:
                 break
-            following = self._embedder_of(seen)
+            following = self._embedder_of(seen, doing)
             self._known = (seen, following)
             if following.model_id == embedder.model_id:
                 break
             generation, embedder = seen, following
         return vector, replies
 
-    def _embedder_of(self, generation: int) -> Embedder:
-        with redis_errors(self._url, "reading the live generation's model"):
+    def _embedder_of(self, generation: int, doing: str) -> Embedder:
+        with redis_errors(self._url, doing):
             raw = self._client.hget(self._keys.at(generation).meta, "embedding_model")
         # No index yet: the worker will build it with the configured model.
         model = text(raw) if raw is not None else self._embedders.configured_model
