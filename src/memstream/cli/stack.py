@@ -36,7 +36,8 @@ from aiokafka.errors import KafkaError
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError, StackError
-from memstream.health import ProcessReport
+from memstream.memory.ports import ProcessReport
+from memstream.operations import projection_lag
 from memstream.processes import project_root
 from memstream.projections.connection import redis_client
 from memstream.streams.kafka import KafkaConnection
@@ -388,7 +389,7 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
     states = stack.status()
     unread = ""
     try:
-        reports = deployment.processes()
+        reports = deployment.projection.processes().reports()
     except MemstreamError as exc:  # Redis is down: the services' states still help
         reports, unread = [], str(exc)
     local = {(report.kind, report.pid): report for report in reports}
@@ -402,7 +403,7 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"lag and last errors unknown: {unread}")
     if states["kafka"] != "stopped" and states["redis"] != "stopped":
         with contextlib.suppress(MemstreamError, KafkaError, OSError):
-            lag = deployment.projection_lag()
+            lag = projection_lag(deployment)
             print(f"projection lag: {sum(lag.values())} messages")
     return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1
 

@@ -44,6 +44,7 @@ import redis
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.tenancy import tenant_token, validate_tenant
 from memstream.projections.bm25 import idf, okapi
 from memstream.projections.connection import search_pipelined, text
@@ -69,7 +70,6 @@ __all__ = [
     "word_tokens",
 ]
 
-MAX_RECALL_K = 1000
 MAX_QUERY_TERMS = 64
 # Each list contributes this many candidates (at least k) to the fusion. Score fusion, unlike
 # the rank fusion it replaced, is not hurt by depth; the lexical list must be deep enough that
