@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import redis
 from redis.typing import EncodableT, FieldT
 
-from memstream.errors import RedisUnavailableError
+from memstream.errors import ConfigurationError, RedisUnavailableError
 from memstream.memory.ports import ProcessReport
 from memstream.projections.connection import redis_errors, text
 from memstream.projections.schema import Keyspace
@@ -57,13 +57,15 @@ class RedisProcessRegistry:
 
     @contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
-        # A heartbeat is best effort: any failure of Redis is the backend's unavailability to
-        # the process beating, which logs it and beats again.
-        with redis_errors(self._url, doing):
-            try:
+        # A heartbeat is best effort: any failure of Redis (a user without the right, too) is
+        # the backend's unavailability to the process beating, which logs it and beats again.
+        try:
+            with redis_errors(self._url, doing):
                 yield
-            except redis.RedisError as exc:
-                raise RedisUnavailableError(f"Redis refused {doing}: {exc}") from exc
+        except ConfigurationError as exc:
+            raise RedisUnavailableError(str(exc)) from exc
+        except redis.RedisError as exc:
+            raise RedisUnavailableError(f"Redis refused {doing}: {exc}") from exc
 
 
 def _stamp(at: datetime | None) -> str:
