@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from memstream import MemoryEvent, Settings, TurnCompleted
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
+from memstream.operations import worker_process
 from memstream.processes import free_port, project_root
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.projections.recall import RedisRecaller
@@ -48,7 +49,7 @@ def running_worker(
     """A worker that is projecting when the block starts, and stopped when it ends."""
     stack = TestStack(Settings.from_env(env))
     probe = stack.turn("__probe__", "is the worker up?", "yes")
-    return Deployment(stack.settings).worker_process(log, probe)
+    return worker_process(Deployment(stack.settings), log, probe)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:

@@ -20,6 +20,7 @@ import pytest
 from memstream import MessageRecorded, Settings
 from memstream.deployment import Deployment
 from memstream.memory.model import Memory
+from memstream.operations import drop
 from memstream.processes import running
 
 from .helpers import TestStack, running_worker, wait_until
@@ -38,7 +39,7 @@ _OLD_BUILD = (
 def letters_env(env: dict[str, str]) -> Iterator[dict[str, str]]:
     own = env | {"MEMSTREAM_NAMESPACE": f"dl-{uuid.uuid4().hex[:8]}"}
     yield own
-    Deployment(Settings.from_env(own)).drop()
+    drop(Deployment(Settings.from_env(own)))
 
 
 def message(stack: TestStack, tenant: str, n: int) -> MessageRecorded:

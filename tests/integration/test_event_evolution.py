@@ -18,6 +18,7 @@ from kafka import KafkaProducer
 
 from memstream import Settings, decode_event, encode_event
 from memstream.deployment import Deployment
+from memstream.operations import drop
 
 from .helpers import TestStack, running_worker, wait_until
 from .test_cli import memstream
@@ -49,7 +50,7 @@ def evolution_env(
     own = env | {"MEMSTREAM_NAMESPACE": f"evo-{uuid.uuid4().hex[:8]}"}
     with running_worker(own, tmp_path_factory.mktemp("evolution") / "worker.log"):
         yield own
-    Deployment(Settings.from_env(own)).drop()
+    drop(Deployment(Settings.from_env(own)))
 
 
 @pytest.fixture(scope="module")

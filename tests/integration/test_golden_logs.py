@@ -20,6 +20,7 @@ from kafka import KafkaProducer
 
 from memstream import Settings
 from memstream.deployment import Deployment
+from memstream.operations import drop, projection_lag
 from tests.fixtures.logs.record import projected
 
 from .helpers import running_worker, wait_until
@@ -66,7 +67,7 @@ def release(
     if (folder / "master.key").exists():
         own["MEMSTREAM_MASTER_KEY"] = (folder / "master.key").read_text().strip()
     yield folder, own
-    Deployment(Settings.from_env(own)).drop()
+    drop(Deployment(Settings.from_env(own)))
 
 
 def test_every_release_log_projects_exactly_with_default_settings(
@@ -79,7 +80,7 @@ def test_every_release_log_projects_exactly_with_default_settings(
     with running_worker(env, tmp_path / "worker.log"):
         produce(deployment, folder)
         wait_until(
-            lambda: not any(deployment.projection_lag().values()),
+            lambda: not any(projection_lag(deployment).values()),
             f"the {folder.name} log to be projected",
         )
         assert projected(deployment, list(expected)) == expected

@@ -20,7 +20,10 @@ import pytest
 
 from memstream import Settings, TurnCompleted
 from memstream.deployment import Deployment
+from memstream.errors import ConfigurationError
+from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
+from memstream.operations import drop
 from memstream.providers.minilm import minilm_model_id
 
 from .helpers import running_worker, wait_until
@@ -29,6 +32,22 @@ from .test_cli import memstream
 pytestmark = pytest.mark.integration
 
 TENANT = "acme"
+
+
+class Only:
+    """The Embedders of a process that can make vectors of its configured model alone."""
+
+    def __init__(self, deployment: Deployment) -> None:
+        self._deployment = deployment
+        self.configured_model = deployment.embedding_model
+
+    def configured(self) -> Embedder:
+        return self._deployment.embedder
+
+    def for_model(self, model_id: str) -> Embedder:
+        if model_id != self.configured_model:
+            raise ConfigurationError(f"only {self.configured_model}, not {model_id}")
+        return self.configured()
 
 
 class Agent(threading.Thread):
@@ -70,7 +89,7 @@ def sides(env: dict[str, str]) -> Iterator[tuple[dict[str, str], dict[str, str]]
     base |= {"MEMSTREAM_MAX_MEMORIES": "100000"}  # nothing evicted: every turn must stay
     old = base | {"MEMSTREAM_EMBEDDER": "minilm-int8"}
     yield old, base
-    Deployment(Settings.from_env(base)).drop()
+    drop(Deployment(Settings.from_env(base)))
 
 
 def test_a_rolling_upgrade_across_a_model_switch_loses_doubles_and_dead_letters_nothing(
@@ -99,7 +118,7 @@ def test_a_rolling_upgrade_across_a_model_switch_loses_doubles_and_dead_letters_
     assert new.embedders.for_model(minilm_model_id()) is not None
     with running_worker(new_env, tmp_path / "new-worker.log"):
         wait_until(five_more_applied(), "turns under the upgraded worker")
-        assert status.live().generation == 1  # still MiniLM's generation
+        assert status.live_generation() == 1  # still MiniLM's generation
 
         switched = memstream(new_env, "replay")
         assert switched.returncode == 0, switched.stderr
@@ -112,9 +131,10 @@ def test_a_rolling_upgrade_across_a_model_switch_loses_doubles_and_dead_letters_
         turns = [t for agent in agents for t in agent.turns]
         wait_until(lambda: not status.unapplied(turns), "every turn to be projected")
 
-    live = status.live()
-    assert live.generation != 1
-    assert new.redis.hget(live.meta, "embedding_model") == new.embedding_model.encode()
+    assert status.live_generation() != 1
+    new.projection.check_model(Only(new))  # the live generation is the new model's
+    with pytest.raises(ConfigurationError, match=old.embedding_model):
+        old.projection.check_model(Only(old))
     stored = {m.id: m for m in new.reader().memories(TENANT)}
     expected = {m.id for turn in turns for m in memories_of(turn)}
     assert set(stored) == expected  # none lost, none doubled
@@ -139,11 +159,8 @@ def test_a_process_that_cannot_embed_for_the_live_model_fails_at_start_saying_wh
 
     async def build_with_a_remote_model() -> None:
         await deployment.ensure_topics()
-        client = deployment.async_redis()
-        try:
-            await deployment.writer(client).ensure_live_index(remote, 384)
-        finally:
-            await client.aclose()
+        async with deployment.projection.session() as session:
+            await session.writer.ensure_live_index(remote, 384)
 
     asyncio.run(build_with_a_remote_model())
     for command in (["worker"], ["recall", "--tenant", TENANT, "anything?"]):

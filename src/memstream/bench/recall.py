@@ -59,7 +59,7 @@ def _seed(
 
     async def write() -> None:
         writer = RedisProjectionWriter(
-            ns.deployment.async_redis(), ns.keys, max_memories=0, url=ns.settings.redis
+            ns.projection.async_client(), ns.keys, max_memories=0, url=ns.settings.redis
         )
         await writer.ensure_live_index(_MODEL, dims)
         for low in range(start, stop, 500):

@@ -147,7 +147,7 @@ async def _raw_writes(ns: BenchNamespace, cached: Embedder, count: int) -> RawRu
     pipeline = RawPipeline(
         ns.kafka,
         ns.topics.memory,
-        ns.deployment.redis_connection,
+        ns.projection.connection,
         ns.settings.namespace,
         cached,
         ns.deployment.keyring(),

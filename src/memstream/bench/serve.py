@@ -44,6 +44,7 @@ from memstream.memory.events import MemorySaved, memories_of
 from memstream.memory.model import MemoryType
 from memstream.memory.tenancy import tenant_key
 from memstream.processes import free_port, running
+from memstream.server.parts import api_keys
 from memstream.streams.kafka import KafkaConnection
 
 __all__ = ["run_serve"]
@@ -73,7 +74,7 @@ def run_serve(
         progress.say(f"projecting {2 * len(corpus)} memories of one tenant")
         ns.publish(corpus)
         ns.wait_applied(corpus, 600, lambda d, t: progress.tick("tenant caught up", d, t))
-        key, _ = ns.deployment.api_keys().create(_TENANT)
+        key, _ = api_keys(ns.deployment).create(_TENANT)
         recaller = ns.deployment.recaller()
         texts = conversation_texts()
         serve = ("memstream", "serve", "--port", "{port}")

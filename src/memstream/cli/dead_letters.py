@@ -17,6 +17,7 @@ from typing import Any
 
 from memstream.deployment import Deployment
 from memstream.memory.tenancy import validate_tenant
+from memstream.operations import dead_letter_retry
 from memstream.streams.dead_letters import DeadLetter, Outcome, read_dead_letters
 
 __all__ = ["pending_by_code", "pending_line", "register"]
@@ -84,7 +85,7 @@ def _retry(args: argparse.Namespace, deployment: Deployment) -> int:
         letters = log.pending(code=args.code, tenant=args.tenant)
         if not letters:
             return []
-        async with deployment.dead_letter_retry() as retry:
+        async with dead_letter_retry(deployment) as retry:
             return [retried.outcome for retried in await retry.retry(letters)]
 
     outcomes = Counter(asyncio.run(run()))

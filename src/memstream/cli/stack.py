@@ -37,7 +37,8 @@ from memstream.cli.dead_letters import pending_by_code, pending_line
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError, StackError
-from memstream.health import ProcessReport
+from memstream.memory.ports import ProcessReport
+from memstream.operations import projection_lag
 from memstream.processes import project_root
 from memstream.projections.connection import redis_client
 from memstream.streams.kafka import KafkaConnection
@@ -389,7 +390,7 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
     states = stack.status()
     unread = ""
     try:
-        reports = deployment.processes()
+        reports = deployment.projection.processes().reports()
     except MemstreamError as exc:  # Redis is down: the services' states still help
         reports, unread = [], str(exc)
     local = {(report.kind, report.pid): report for report in reports}
@@ -403,7 +404,7 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"lag and last errors unknown: {unread}")
     if states["kafka"] != "stopped" and states["redis"] != "stopped":
         with contextlib.suppress(MemstreamError, KafkaError, OSError):
-            lag = deployment.projection_lag()
+            lag = projection_lag(deployment)
             print(f"projection lag: {sum(lag.values())} messages")
             print(pending_line(pending_by_code(deployment)))
     return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1

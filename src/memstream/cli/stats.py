@@ -9,6 +9,7 @@ from typing import Any
 from memstream.cli.dead_letters import pending_by_code, pending_line
 from memstream.deployment import Deployment
 from memstream.memory.tenancy import validate_tenant
+from memstream.operations import projection_lag
 
 __all__ = ["register"]
 
@@ -23,12 +24,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     status = deployment.status()
     tenants = status.tenant_stats(args.tenant)
-    lag = deployment.projection_lag()
+    lag = projection_lag(deployment)
     body: dict[str, Any] = {
         "memories": sum(t.memories for t in tenants),
         "lag": sum(lag.values()),
         "lag_by_partition": {str(p): n for p, n in sorted(lag.items())},
-        "generation": status.live().generation,
+        "generation": status.live_generation(),
         "dead_letters_pending": pending_by_code(deployment),
         "tenants": {
             t.tenant: {

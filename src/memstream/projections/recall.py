@@ -46,6 +46,7 @@ import redis
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedders, Vectors
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
+from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.ranking.rank import TermStats, rank
 from memstream.memory.ranking.tokens import query_terms
@@ -69,7 +70,6 @@ __all__ = [
     "parse_reply",
 ]
 
-MAX_RECALL_K = 1000
 # Each list contributes this many candidates (at least k) to the fusion. Score fusion, unlike
 # the rank fusion it replaced, is not hurt by depth; the lexical list must be deep enough that
 # rescoring it with the tenant's BM25 finds what a full per-tenant BM25 ranks first: measured
