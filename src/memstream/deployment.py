@@ -66,11 +66,11 @@ from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import chat_model, embedder_from_settings, embedding_model_id
+from memstream.streams.background_publisher import BackgroundPublisher
+from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.keys import KafkaKeyring
-from memstream.streams.publisher import EventPublisher
 from memstream.streams.replay import Replayer
-from memstream.streams.sender import BackgroundPublisher
 from memstream.streams.topics import Topics, end_offsets, ensure_topics
 
 if TYPE_CHECKING:

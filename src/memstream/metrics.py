@@ -238,7 +238,7 @@ class TimedEmbedder:
 
 
 class PublishBuffer(Protocol):
-    """What the agent side's publisher tells about its buffer (streams.sender)."""
+    """What the agent side's publisher tells about its buffer (streams.background_publisher)."""
 
     @property
     def pending(self) -> int: ...

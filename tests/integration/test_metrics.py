@@ -20,7 +20,7 @@ from memstream import Settings
 from memstream.agent import Agent, RunConfig, ScriptedModel
 from memstream.deployment import Deployment
 from memstream.processes import free_port
-from memstream.streams.sender import BackgroundPublisher
+from memstream.streams.background_publisher import BackgroundPublisher
 
 from .helpers import DEADLINE_S, TestStack, shared_embedder, wait_until
 

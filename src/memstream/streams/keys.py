@@ -47,6 +47,7 @@ from memstream.memory.cipher import (
 )
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics
+from memstream.streams.wire import producer_config
 
 __all__ = ["KafkaKeyring", "keys_clients"]
 
@@ -68,15 +69,16 @@ _NO_LEADER_YET = {
 def keys_clients(kafka: KafkaConnection, topics: Topics) -> tuple[Producer, Consumer]:
     """The keys topic's producer and consumer: every Kafka client of this module is made here."""
     producer = Producer(
-        {
-            **kafka.librdkafka(),
-            "enable.idempotence": True,
-            "acks": "all",
-            # No delivery deadline: a key made while Kafka is away waits for it, as the
-            # events sealed under it do in the agent side's publisher.
-            "message.timeout.ms": 0,
-            "logger": log,
-        }
+        producer_config(
+            kafka,
+            "librdkafka",
+            {
+                # No delivery deadline: a key made while Kafka is away waits for it, as the
+                # events sealed under it do in the agent side's publisher.
+                "message.timeout.ms": 0,
+                "logger": log,
+            },
+        )
     )
     consumer = Consumer(
         {

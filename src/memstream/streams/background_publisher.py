@@ -1,5 +1,6 @@
-"""Publishing without waiting: the agent side's producer, a bounded buffer drained into Kafka
-outside the Python interpreter's lock.
+"""Publishing without waiting: the agent side's producer (`BackgroundPublisher`), a bounded
+buffer drained into Kafka outside the Python interpreter's lock. (The producer that waits for
+the broker's acknowledgement is streams.event_publisher's.)
 
 The agent's hooks must not wait for the broker (after_agent adds well under a millisecond to a
 turn), yet nothing may be lost silently. `BackgroundPublisher.submit` hands a message to
@@ -27,6 +28,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from memstream.errors import KafkaUnavailableError
 from memstream.streams.kafka import KafkaConnection
+from memstream.streams.wire import Record, producer_config
 
 __all__ = ["BackgroundPublisher"]
 
@@ -38,25 +40,22 @@ class BackgroundPublisher:
         self._kafka = kafka
         self._capacity = capacity
         self._producer = Producer(
-            {
-                **kafka.librdkafka(),
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 2,
-                # The Java client's partitioner, which aiokafka (Faust, the importer) uses too:
-                # librdkafka's default (CRC32) would put a tenant's turns on one partition and
-                # the consolidation job's summaries of them on another, and per-tenant order —
-                # what makes a replay equal the live projection — would be lost.
-                "partitioner": "murmur2_random",
-                # The bound is enforced by `submit` (below), exactly; librdkafka's own queue is
-                # only kept from being the tighter limit.
-                "queue.buffering.max.messages": capacity + 1000,
-                # 0: no delivery deadline. A message waits for the broker however long it is
-                # away; the buffer's bound, not a clock, decides when turns start skipping.
-                "message.timeout.ms": 0,
-                "error_cb": self._on_error,
-                "logger": log,
-            }
+            producer_config(
+                kafka,
+                "librdkafka",
+                {
+                    "linger.ms": 2,
+                    # The bound is enforced by `submit` (below), exactly; librdkafka's own
+                    # queue is only kept from being the tighter limit.
+                    "queue.buffering.max.messages": capacity + 1000,
+                    # 0: no delivery deadline. A message waits for the broker however long it
+                    # is away; the buffer's bound, not a clock, decides when turns start
+                    # skipping.
+                    "message.timeout.ms": 0,
+                    "error_cb": self._on_error,
+                    "logger": log,
+                },
+            )
         )
         # What the buffer holds is counted here, not asked of librdkafka: len(producer) also
         # counts error events waiting to be polled, so it is no count of messages.
@@ -67,14 +66,8 @@ class BackgroundPublisher:
         self._poller = threading.Thread(target=self._poll, name="memstream-publisher", daemon=True)
         self._poller.start()
 
-    def submit(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes,
-        on_durable: Callable[[], None] | None = None,
-    ) -> None:
-        """Queue a message; raise KafkaUnavailableError if the buffer is full."""
+    def submit(self, record: Record, on_durable: Callable[[], None] | None = None) -> None:
+        """Queue a record; raise KafkaUnavailableError if the buffer is full."""
         with self._lock:
             full = self._held >= self._capacity
             if not full:
@@ -87,9 +80,10 @@ class BackgroundPublisher:
             )
         try:
             self._producer.produce(
-                topic,
-                value,
-                key,
+                record.topic,
+                record.value,
+                record.key,
+                headers=list(record.headers) or None,
                 on_delivery=_delivered(on_durable, self._release, self._acknowledge),
             )
         except (BufferError, KafkaException) as exc:
