@@ -111,7 +111,8 @@ class EventSourcedStores:
         )
 
     def _send(self, event: MemoryEvent, on_durable: Callable[[], None] | None) -> None:
-        self.publisher.submit(event_record(self._topics, event, self._keyring), on_durable)
+        # Encoded and sealed on the publisher's thread: the turn only takes a buffer slot.
+        self.publisher.submit(lambda: event_record(self._topics, event, self._keyring), on_durable)
 
     def close(self, timeout: float = 10.0) -> None:
         self.publisher.close(timeout)
