@@ -23,7 +23,7 @@ from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.monitoring import LoggingMonitor
 from memstream.memory.ports import MemoryReader, Recaller
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import TenantId, validate_tenant
 from memstream.streams.background_publisher import BackgroundPublisher
 from memstream.streams.monitor import KafkaMonitor
 from memstream.streams.topics import Topics
@@ -56,7 +56,7 @@ class EventSourcedMemoryStore:
         self._recaller = recaller
 
     @property
-    def tenant(self) -> str:
+    def tenant(self) -> TenantId:
         return self._tenant
 
     @property

@@ -234,7 +234,7 @@ class TurnCompleted:
     metadata: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_metadata(self.metadata)
         _check_time(self.recorded_at)
 
@@ -289,7 +289,7 @@ class MessageRecorded:
     metadata: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_metadata(self.metadata)
         _check_time(self.recorded_at)
 
@@ -330,7 +330,7 @@ class MemoryForgotten:
     everything: bool = False
 
     def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_time(self.requested_at)
         if self.before is not None:
             _check_time(self.before)
@@ -377,7 +377,7 @@ class MemoriesConsolidated:
     metadata: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_metadata(self.metadata)
         _check_time(self.timestamp)
         object.__setattr__(self, "memory_ids", tuple(sorted(set(self.memory_ids))))
@@ -420,7 +420,7 @@ class ConsolidationRequested:
     requested_at: datetime
 
     def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_time(self.cutoff)
         _check_time(self.requested_at)
         if self.min_count < 2:
@@ -471,7 +471,7 @@ class ItemStored:
     embedding_model: str
 
     def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_time(self.recorded_at)
         object.__setattr__(self, "namespace", tuple(self.namespace))
         if not self.namespace or not self.put_id:
@@ -566,7 +566,7 @@ class MemorySaved:
     metadata: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         check_memory_id(self.memory_id)
         _check_metadata(self.metadata)
         _check_time(self.saved_at)
@@ -626,7 +626,7 @@ class TenantErased:
     key_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_time(self.requested_at)
         object.__setattr__(self, "key_ids", tuple(sorted(set(self.key_ids))))
         if not self.request_id:
