@@ -165,6 +165,9 @@ class BackgroundPublisher:
                     self._unbuilt -= 1
                     if not self._unbuilt:
                         self._built.notify_all()
+            # Let a waiting agent thread have the interpreter between two records: draining a
+            # backlog would otherwise hold it for a whole switch interval (5 ms) at a time.
+            time.sleep(0)
 
     def _poll(self) -> None:
         # Delivery callbacks run here; poll releases the GIL while it waits.
