@@ -3,39 +3,24 @@ partition."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from memstream import DecodeContext, TurnCompleted, decode_event
+from memstream import DecodeContext, decode_event
 from memstream.memory.cipher import InProcessKeyring
 from memstream.memory.monitoring import DeadLettered, Skipped, encode_monitoring
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics
 from memstream.streams.wire import event_record, monitoring_record, partition_of, producer_config
 
-AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+from .test_events import AT, turn
+
 TOPICS = Topics("wire-unit")
 KAFKA = KafkaConnection("broker:9092", "SASL_PLAINTEXT", "PLAIN", "agent", "s3cret")
 
 
-def turn(tenant: str = "acme") -> TurnCompleted:
-    return TurnCompleted(
-        tenant=tenant,
-        thread="t1",
-        run="r1",
-        turn=1,
-        query="where is the key?",
-        answer="under the mat",
-        recorded_at=AT,
-        importance=0.5,
-        embedding_model="model@1",
-    )
-
-
 def test_an_events_record_is_keyed_by_its_tenant_on_the_memory_topic() -> None:
-    event = turn("Ünïcode tenant")
+    event = turn(tenant="Ünïcode tenant")
     record = event_record(TOPICS, event)
     assert record.topic == TOPICS.memory
     assert record.key == "Ünïcode tenant".encode()
@@ -49,7 +34,7 @@ def test_a_sealed_events_record_hides_its_content_and_opens_with_the_keyring() -
     event = turn()
     record = event_record(TOPICS, event, keyring)
     assert record.value is not None
-    assert b"under the mat" not in record.value
+    assert b"To eu-west." not in record.value
     assert record.key == b"acme"
     assert decode_event(record.value, DecodeContext(key=b"acme", keyring=keyring)) == event
 
