@@ -267,7 +267,7 @@ class TimedEmbedders:
 
 
 class PublishBuffer(Protocol):
-    """What the agent side's publisher tells about its buffer (streams.sender)."""
+    """What the agent side's publisher tells about its buffer (streams.background_publisher)."""
 
     @property
     def pending(self) -> int: ...

@@ -25,8 +25,8 @@ from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
 from memstream.providers import EmbedderCatalogue, embedder_from_settings, embedding_model_id
+from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.publisher import EventPublisher
 from memstream.streams.topics import Topics
 
 DEADLINE_S = 60.0

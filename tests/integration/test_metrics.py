@@ -21,7 +21,7 @@ from memstream.agent import Agent, RunConfig, ScriptedModel
 from memstream.deployment import Deployment
 from memstream.operations import drop, worker_process
 from memstream.processes import free_port
-from memstream.streams.sender import BackgroundPublisher
+from memstream.streams.background_publisher import BackgroundPublisher
 
 from .helpers import DEADLINE_S, TestStack, shared_embedder, wait_until
 

@@ -41,9 +41,10 @@ from memstream.projections.acl import redis_acl
 from memstream.projections.connection import COMPACT_AFTER, compact, redis_client, redis_errors
 from memstream.projections.schema import Keyspace
 from memstream.streams.acls import KafkaGrant, kafka_grants
+from memstream.streams.background_publisher import BackgroundPublisher
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.sender import BackgroundPublisher
 from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.wire import Record
 
 from .helpers import wait_until
 
@@ -276,7 +277,7 @@ def test_the_hook_producer_reports_a_refusal_naming_the_broker(
         if what == "password"
         else dataclasses.replace(right, ca_file=str(secure_stack.certificates.untrusted_ca))
     )
-    caplog.set_level(logging.WARNING, logger="memstream.streams.sender")
+    caplog.set_level(logging.WARNING, logger="memstream.streams.background_publisher")
 
     def reported() -> list[str]:
         return [
@@ -287,7 +288,7 @@ def test_the_hook_producer_reports_a_refusal_naming_the_broker(
 
     publisher = BackgroundPublisher(wrong)
     try:
-        publisher.submit("sec-nowhere.memory", b"k", b"v")
+        publisher.submit(Record("sec-nowhere.memory", b"k", b"v"))
         wait_until(lambda: bool(reported()), "the producer to report the refusal", PROMPT_S)
     finally:
         publisher.close(0)

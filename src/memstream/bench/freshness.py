@@ -27,7 +27,7 @@ from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of
-from memstream.streams.publisher import EventPublisher
+from memstream.streams.event_publisher import EventPublisher
 
 __all__ = ["run_freshness"]
 

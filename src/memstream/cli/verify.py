@@ -17,19 +17,16 @@ import sys
 import time
 from dataclasses import dataclass
 
-from aiokafka.partitioner import DefaultPartitioner
-
 from memstream.cli.replay import add_allow_dead_letters, progress_bar, report
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
 from memstream.memory.ports import Difference, Generations
-from memstream.memory.tenancy import tenant_key, validate_tenant
+from memstream.memory.tenancy import validate_tenant
 from memstream.streams.replay import Rebuilt
 from memstream.streams.topics import topic_partitions
+from memstream.streams.wire import partition_of
 
 __all__ = ["register"]
-
-_MURMUR2 = DefaultPartitioner()
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,7 +62,7 @@ async def _verify(
             moved = await _moved_partitions(deployment, rebuilt)
             differences, skipped = [], []
             for tenant in sorted(tenants):
-                if _partition_of(tenant, moved.partitions) in moved.fields:
+                if partition_of(tenant, moved.partitions) in moved.fields:
                     skipped.append(tenant)
                     continue
                 differences += await comparer.compare(live, scratch, tenant)
@@ -115,12 +112,6 @@ async def _moved_partitions(deployment: Deployment, rebuilt: Rebuilt) -> _Moved:
         > rebuilt.read_to.get(f"{topic}/{tp.partition}", -1)
     }
     return _Moved(frozenset(moved), len(partitions))
-
-
-def _partition_of(tenant: str, partitions: int) -> int:
-    """The tenant's partition, as every memstream producer picks it (the Java client's)."""
-    every = list(range(partitions))
-    return int(_MURMUR2(tenant_key(tenant), every, every))
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:

@@ -49,7 +49,7 @@ from memstream.server.models import (
     TagFilter,
     TextContent,
 )
-from memstream.streams.publisher import EventPublisher
+from memstream.streams.event_publisher import EventPublisher
 
 __all__ = ["MAX_DELETE_IDS", "Limits", "MemoryService"]
 

@@ -32,17 +32,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import KafkaError
 
 from memstream.errors import EventDecodeError, KafkaUnavailableError
-from memstream.memory.monitoring import (
-    DeadLetterRetried,
-    Monitor,
-    MonitoringEvent,
-    encode_monitoring,
-    monitoring_key,
-)
+from memstream.memory.monitoring import DeadLetterRetried, Monitor, MonitoringEvent
 from memstream.memory.tenancy import tenant_key
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import DeadLetters, Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
+from memstream.streams.wire import Record, monitoring_record, send
 
 __all__ = [
     "DeadLetter",
@@ -72,7 +67,9 @@ class Outcome(enum.StrEnum):
     ERASED = "erased"  # sealed under a key an erasure destroyed: gone by design
 
 
-def dead_letter_headers(message: RawMessage, error: EventDecodeError) -> dict[str, bytes]:
+def dead_letter_headers(
+    message: RawMessage, error: EventDecodeError
+) -> tuple[tuple[str, bytes], ...]:
     """The headers a dead letter of `message` carries: why, and where it came from."""
     headers = {
         CODE: error.code.encode(),
@@ -81,7 +78,7 @@ def dead_letter_headers(message: RawMessage, error: EventDecodeError) -> dict[st
     }
     if message.timestamp is not None:
         headers[SOURCE_TIME] = str(round(message.timestamp.timestamp() * 1000)).encode()
-    return headers
+    return tuple(headers.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,9 +283,14 @@ class DeadLetterRetry:
                 if letter.message.timestamp is not None:
                     ms = round(letter.message.timestamp.timestamp() * 1000)
                     headers[SOURCE_TIME] = str(ms).encode()
-                await self._send(topic, letter.message.key, letter.message.value, headers)
-            resolution = {RESOLVES: str(letter.offset).encode(), OUTCOME: retried.outcome.encode()}
-            await self._send(topic, letter.message.key, b"", resolution)
+                await self._send(
+                    Record(topic, letter.message.key, letter.message.value, tuple(headers.items()))
+                )
+            resolution = (
+                (RESOLVES, str(letter.offset).encode()),
+                (OUTCOME, retried.outcome.encode()),
+            )
+            await self._send(Record(topic, letter.message.key, b"", resolution))
             notice = DeadLetterRetried(
                 source_topic=letter.message.topic,
                 partition=letter.message.partition,
@@ -302,18 +304,13 @@ class DeadLetterRetry:
             for event in [*self._notices.events, notice]:
                 if self._counted is not None:
                     self._counted.announce(event)
-                await self._send(
-                    self._topics.monitoring, monitoring_key(event), encode_monitoring(event), {}
-                )
+                await self._send(monitoring_record(self._topics, event))
             self._notices.events.clear()
         except KafkaError as exc:
             raise self._unavailable(await self._kafka.explain(exc)) from exc
 
-    async def _send(
-        self, topic: str, key: bytes | None, value: bytes | None, headers: Mapping[str, bytes]
-    ) -> None:
-        sent = await self._producer.send(topic, value, key=key, headers=list(headers.items()))
-        await asyncio.wait_for(sent, 30.0)
+    async def _send(self, record: Record) -> None:
+        await asyncio.wait_for(await send(self._producer, record), 30.0)
 
     def _unavailable(self, explained: str) -> KafkaUnavailableError:
         return KafkaUnavailableError(
