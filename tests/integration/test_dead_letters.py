@@ -89,8 +89,12 @@ def test_dead_letters_are_listed_counted_and_retried_once_each_after_the_fix(
         letters_env, "dead-letters", "list", "--code", "unknown_event_type", "--tenant", a
     )
     assert only.stdout.count("unknown_event_type") == 2 and f"tenant={b!r}" not in only.stdout
+    # The servers named, as for a deployment of its own (status then asks them whoever
+    # started them).
+    servers = {"MEMSTREAM_KAFKA_BOOTSTRAP": stack.settings.bootstrap_servers,
+               "MEMSTREAM_REDIS_URL": stack.settings.redis}  # fmt: skip
     for command in ("status", "stats"):
-        said = memstream(letters_env, command)
+        said = memstream(letters_env | servers, command)
         assert "dead letters pending: 4 (1 event_decode, 3 unknown_event_type)" in said.stdout
 
     with running_worker(letters_env, tmp_path / "worker.log"):  # the fix lands

@@ -402,12 +402,15 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"{report.kind} (pid {report.pid} on {report.host}): {_health(report)}")
     if unread:
         print(f"lag and last errors unknown: {unread}")
-    if states["kafka"] != "stopped" and states["redis"] != "stopped":
+    running = states["kafka"] != "stopped" and states["redis"] != "stopped"
+    settings = deployment.settings
+    # A deployment on servers of its own is asked too: only a stopped local stack is not.
+    if running or settings.kafka_bootstrap or settings.redis_url:
         with contextlib.suppress(MemstreamError, KafkaError, OSError):
             lag = projection_lag(deployment)
             print(f"projection lag: {sum(lag.values())} messages")
             print(pending_line(pending_by_code(deployment)))
-    return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1
+    return 0 if running else 1
 
 
 def _health(report: ProcessReport) -> str:
