@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing.
-.PHONY: install up down status worker demo lint typecheck test clean
+.PHONY: install up down status worker demo lint typecheck test fuzz clean
 
 BIN := .venv/bin
 
@@ -31,6 +31,11 @@ typecheck: install
 
 test: up lint typecheck
 	@$(BIN)/pytest -q
+
+# The property-based and schema fuzz tests, randomised and FUZZ_FACTOR (20) times longer than in
+# `make test`, where they are derandomised (tests/fuzzing.py; docs/operations.md, "Fuzzing").
+fuzz: up
+	@MEMSTREAM_FUZZ=1 $(BIN)/pytest -q -m fuzz
 
 clean: down
 	rm -rf .run
