@@ -30,6 +30,8 @@ settings.register_profile(
 settings.register_profile(
     "fuzz",
     derandomize=False,
+    # For tests that do not set their own count (hypothesis's default is 100).
+    max_examples=100 * FUZZ_FACTOR,
     deadline=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
