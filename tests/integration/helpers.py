@@ -33,10 +33,20 @@ DEADLINE_S = 60.0
 
 
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """A `memstream worker` process on `env`'s namespace, logging to `log`."""
+    """A `memstream worker` process on `env`'s namespace, logging to `log`; it serves no
+    metrics (several run at once, and would contend for MEMSTREAM_WORKER_METRICS_PORT)."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
+            [
+                sys.executable,
+                "-m",
+                "memstream",
+                "worker",
+                "--loglevel",
+                "info",
+                "--metrics-port",
+                "0",
+            ],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
