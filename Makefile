@@ -3,7 +3,8 @@
 .PHONY: install install-dev up down status worker demo lint typecheck test fuzz clean
 
 BIN := .venv/bin
-# pytest's worker processes: each has its own namespace, worker and server (tests/integration).
+# pytest-xdist processes, each with its own namespace, worker and server (tests/integration);
+# a test file runs whole in one, so its module fixtures (and the secured stack) start once.
 TEST_WORKERS ?= 2
 
 install:
@@ -36,7 +37,7 @@ typecheck: install-dev
 	@$(BIN)/mypy
 
 test: install-dev up lint typecheck
-	@$(BIN)/pytest -q -n $(TEST_WORKERS)
+	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The property-based and schema fuzz tests, randomised and FUZZ_FACTOR (20) times longer than in
 # `make test`, where they are derandomised (tests/fuzzing.py; docs/operations.md, "Fuzzing").
