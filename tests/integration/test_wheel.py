@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -48,6 +49,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv, outside the checkout, with the wheel built from it installed."""
     folder = tmp_path_factory.mktemp("wheel")
     assert CHECKOUT not in folder.parents
+    # Built from a copy: setuptools writes build/ and egg-info folders where it builds.
+    source = folder / "source"
+    shutil.copytree(
+        CHECKOUT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(CHECKOUT / name, source / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     _run(
         [
@@ -58,7 +66,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-build-isolation",
             "-w",
             str(folder),
-            str(CHECKOUT),
+            str(source),
         ],
         dict(os.environ),
         folder,
