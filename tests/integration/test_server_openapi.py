@@ -32,6 +32,7 @@ from .serving import create_key
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
 EXAMPLES = examples(25)
+ATTEMPTS = 3
 
 # Requests the fuzzer once answered with a 5xx, by (method, path): each is sent, as an explicit
 # example, before the generated ones in both modes.
@@ -52,6 +53,26 @@ def no_5xx_unless_told_to_wait(ctx: CheckContext, response: Response, case: Case
     if response.status_code == 504 and asked_to_wait:
         return None
     return not_a_server_error(ctx, response, case)
+
+
+def send(case: Case, server: str, headers: dict[str, str]) -> Response:
+    """The server's answer to `case`, sent again (up to ATTEMPTS times) while it is a
+    retryable 503: a write Kafka did not acknowledge within the server's timeout, which a
+    machine busy enough makes happen to any request. The API says to retry (event ids are
+    deterministic, so nothing is written twice); a 503 that persists is still a failure."""
+    for _ in range(ATTEMPTS - 1):
+        response = case.call(base_url=server, headers=headers, timeout=30)
+        if response.status_code != 503 or not _retryable(response):
+            return response
+    return case.call(base_url=server, headers=headers, timeout=30)
+
+
+def _retryable(response: Response) -> bool:
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("retryable") is True
 
 
 # What the issue asks of the served document: no 5xx, and every response as documented.
@@ -88,7 +109,7 @@ def test_no_5xx_and_every_response_matches_the_schema(
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=EXAMPLES, suppress_health_check=list(HealthCheck))
         def exchange(case: Case) -> None:
-            case.call_and_validate(base_url=server, headers=headers, timeout=30, checks=CHECKS)
+            case.validate_response(send(case, server, headers), checks=CHECKS)
 
         for known in REGRESSIONS.get((operation.method.upper(), operation.path), []):
             exchange = example(case=operation.Case(**known))(exchange)
