@@ -1,108 +1,67 @@
 """The composition root: every part an entry point needs, built in one place from Settings.
 
-A `Deployment` is one namespace on one Kafka and one Redis. The worker, the CLI, the bench,
-the tests and embedding applications all get their parts here — the stores and the memory
-middleware of the agent side, the projection's writer, reader, recaller and generations, the
-replayer, the worker's app — so each part is wired once and each knob has one default (the
-Settings'). Parts that hold connections or threads are made on first use and released by
-`close()`; nothing connects while the Deployment is built.
+A `Deployment` is one namespace on one Kafka and one projection backend. The worker, the
+CLI, the server, the bench, the tests and embedding applications all get their parts here —
+the stores and the memory middleware of the agent side, the projection (`projection`: one
+object that hands out the writer, reader, recaller, generations, status, API-key store and
+heartbeats), the replayer, the worker's app — so each part is wired once and each knob has one
+default (the Settings'). Parts that hold connections or threads are made on first use and
+released by `close()`; nothing connects while the Deployment is built.
 
-A second projection backend is a package with the projection ports (`memory.ports`) and a
-few lines here; nothing above this module names Redis or Kafka.
+It only wires: the server builds its own parts from it (`server.parts`), and what is done
+with a deployment — erase a tenant, drop a namespace, run a worker — is in
+`memstream.operations`. A second projection backend is a package with an object like
+`RedisProjection`, built in `__init__` here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import os
-import subprocess
-import sys
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-import redis
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
-from redis import Redis
-from redis.asyncio import Redis as AsyncRedis
-
 from memstream.config import Settings
-from memstream.errors import ConfigurationError, InvalidInputError, ProjectionLagError
+from memstream.errors import ConfigurationError, InfrastructureError, InvalidInputError
 from memstream.eventsourced import EventSourcedStores
-from memstream.health import Heartbeat, LastError, ProcessReport, heartbeats
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelClient
 from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
+from memstream.memory.ports import MemoryLookup, ProjectionProgress, Recaller
+from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
-from memstream.memory.tenancy import validate_tenant
-from memstream.metrics import Metrics, TimedEmbedder
-from memstream.processes import project_root, running
-from memstream.projections.connection import (
-    RedisConnection,
-    async_redis_client,
-    compact,
-    is_missing_index,
-    redis_client,
-    redis_errors,
-    rewrite_persistence,
-)
-from memstream.projections.fusion import RecallTuning
-from memstream.projections.generations import RedisGenerations
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.recall import RedisRecaller
-from memstream.projections.schema import Keyspace
-from memstream.projections.status import ProjectionStatus
-from memstream.projections.writer import RedisProjectionWriter
-from memstream.providers import chat_model, embedder_from_settings, embedding_model_id
+from memstream.metrics import Metrics, TimedEmbedders
+from memstream.processes import project_root
+from memstream.projections.backend import RedisProjection
+from memstream.providers import EmbedderCatalogue, chat_model
+from memstream.streams.background_publisher import BackgroundPublisher
+from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.keys import KafkaKeyring
-from memstream.streams.publisher import EventPublisher
 from memstream.streams.replay import Replayer
-from memstream.streams.sender import BackgroundPublisher
-from memstream.streams.topics import Topics, end_offsets, ensure_topics
+from memstream.streams.topics import Topics, ensure_topics
 
 if TYPE_CHECKING:
     import faust
 
-    from memstream.server.keys import ApiKeys
-    from memstream.server.service import MemoryService
-
-__all__ = ["Deployment", "Erasure"]
-
-_WORKER_READY_S = 90.0
-
-
-@dataclass(frozen=True, slots=True)
-class Erasure:
-    """What erasing a tenant did: its event, the data keys destroyed, the Redis files
-    rewritten, and whether the log was sealed at all (False: encryption was never set up, so
-    the log's plaintext was not reached)."""
-
-    event: TenantErased
-    destroyed: tuple[str, ...]
-    rewritten: tuple[str, ...]
-    sealed: bool
+__all__ = ["Deployment"]
 
 
 class Deployment:
-    """One namespace of one Kafka and one Redis, and the parts that use it."""
+    """One namespace of one Kafka and one projection backend, and the parts that use it."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.topics = Topics(settings.namespace, settings.partitions)
-        self.keys = Keyspace(settings.namespace)
+        # The only backend today; a second one is chosen here, from the settings.
+        self.projection = RedisProjection(settings)
+        self.embedders = EmbedderCatalogue(settings, embedder)
         self._embedder = embedder
         self._stores: EventSourcedStores | None = None
         # This deployment's own registry (never prometheus_client's global one): serve it with
@@ -139,17 +98,22 @@ class Deployment:
 
     @property
     def embedder(self) -> Embedder:
-        """The configured embedder, loaded on first use."""
-        if self._embedder is None:
-            self._embedder = embedder_from_settings(self.settings)
-        return self._embedder
+        """The configured embedder, loaded on first use: the model new generations of the
+        projection are built with (an existing one keeps its own: `embedders`)."""
+        return self.embedders.configured()
 
     @property
     def embedding_model(self) -> str:
-        """The model id events are recorded for, without loading the model."""
-        if self._embedder is not None:
-            return self._embedder.model_id
-        return embedding_model_id(self.settings)
+        """The configured model's id, without loading the model (events carry it as
+        information; it decides nothing about how they are projected)."""
+        return self.embedders.configured_model
+
+    def check_embedder(self) -> None:
+        """Fail now, with a ConfigurationError naming both models and the fix, if this process
+        cannot embed for the model the live projection was built with. A projection that does
+        not answer is no reason to fail at start (recall skips while it is away)."""
+        with contextlib.suppress(InfrastructureError):
+            self.projection.check_model(self.embedders)
 
     def chat_model(self) -> ModelClient | None:
         """The configured chat model; None when none is configured (offline)."""
@@ -162,20 +126,16 @@ class Deployment:
         """The brokers and the security every Kafka client of this deployment uses."""
         return KafkaConnection.from_settings(self.settings)
 
-    @cached_property
-    def redis_connection(self) -> RedisConnection:
-        """The Redis URL, ACL user and TLS files every Redis client of this deployment uses."""
-        return RedisConnection.from_settings(self.settings)
-
     # -- the agent side ---------------------------------------------------------------------
 
     def stores(self, *, publisher: BackgroundPublisher | None = None) -> EventSourcedStores:
         """The tenant -> store resolver of the agent side (one per deployment)."""
         if self._stores is None:
+            self.check_embedder()
             self._stores = EventSourcedStores(
                 publisher or BackgroundPublisher(self.kafka),
                 self.topics,
-                reader=self.reader(),
+                reader=self.projection.reader(),
                 recaller=self.recaller(),
                 embedding_model=self.embedding_model,
                 keyring=self.sealer(),
@@ -217,42 +177,6 @@ class Deployment:
     def event_publisher(self) -> EventPublisher:
         """An asyncio publisher that waits for the broker (imports, forgets, tests)."""
         return EventPublisher(self.kafka, self.topics, keyring=self.sealer())
-
-    # -- the server (the `server` extra) ------------------------------------------------------
-
-    def api_keys(self) -> ApiKeys:
-        """The server's API keys (stored hashed under the namespace)."""
-        from memstream.server.keys import ApiKeys
-
-        return ApiKeys(self.redis, self.settings.namespace, url=self.settings.redis)
-
-    @asynccontextmanager
-    async def memory_service(self) -> AsyncIterator[MemoryService]:
-        """What the HTTP API and the MCP tools do, over this deployment, its producer started."""
-        from memstream.projections.search import FilteredSearch
-        from memstream.server.mapping import Scoping
-        from memstream.server.service import Limits, MemoryService
-
-        settings = self.settings
-        await self.ensure_topics()
-        async with self.event_publisher() as publisher:
-            yield MemoryService(
-                publisher=publisher,
-                search=FilteredSearch(self.redis, self.keys, self.embedder, url=settings.redis),
-                reader=self.reader(),
-                status=self.status(),
-                scoping=Scoping(
-                    tenant_field=settings.server_tenant_field,
-                    default_importance=settings.default_importance,
-                    max_record_chars=settings.max_record_chars,
-                ),
-                limits=Limits(
-                    max_records=settings.server_max_records,
-                    max_query_chars=settings.server_max_query_chars,
-                    max_wait_s=settings.server_max_wait_s,
-                ),
-                embedding_model=self.embedding_model,
-            )
 
     # -- erasure: the tenants' data keys (docs/erasure.md) -----------------------------------
 
@@ -311,68 +235,23 @@ class Deployment:
         None (plaintext)."""
         return self.keyring() if self.settings.encryption else None
 
-    def erase_tenant(self, tenant: str, *, timeout_s: float = 120.0) -> Erasure:
-        """Crypto-shred `tenant` (`memstream forget --tenant T --erase`, docs/erasure.md):
-        destroy its data keys (tombstones in the keys topic, gone from disk once compacted),
-        write a TenantErased event, wait until the live projection has deleted the tenant's
-        memories, then rewrite Redis's files so their plaintext copy is gone from its disk.
-        Idempotent: running it again destroys what keys the tenant has since made."""
-        validate_tenant(tenant)
-        keyring = self.keyring()
-        destroyed = keyring.erase(tenant) if keyring is not None else []
-        event = TenantErased(
-            tenant=tenant,
-            request_id=uuid.uuid4().hex,
-            requested_at=datetime.now(UTC),
-            key_ids=tuple(destroyed),
-        )
-
-        async def publish() -> None:
-            await self.ensure_topics()
-            # TenantErased has no sealed fields: it names no content and stays readable.
-            async with self.event_publisher() as publisher:
-                await publisher.publish([event])
-
-        asyncio.run(publish())
-        if self.status().wait_applied([event], timeout_s):
-            raise ProjectionLagError(
-                f"the erasure of tenant {tenant!r} is in the log (its keys are destroyed) but no "
-                f"worker applied it within {timeout_s:.0f}s, so Redis's files were not rewritten; "
-                "start a worker (`memstream worker`) and run the erasure again"
-            )
-        with redis_errors(self.settings.redis, "rewriting Redis's files"):
-            rewritten = rewrite_persistence(self.redis, timeout_s)
-        return Erasure(event, tuple(destroyed), tuple(rewritten), sealed=keyring is not None)
-
     # -- the projection ---------------------------------------------------------------------
 
-    @cached_property
-    def redis(self) -> Redis:
-        return redis_client(self.redis_connection)
+    def reader(self) -> MemoryLookup:
+        return self.projection.reader()
 
-    def async_redis(self) -> AsyncRedis:
-        """A new asyncio client: one belongs to one event loop, so each caller makes its own."""
-        return async_redis_client(self.redis_connection)
+    def status(self) -> ProjectionProgress:
+        return self.projection.status()
 
-    def status(self) -> ProjectionStatus:
-        return ProjectionStatus(self.redis, self.keys, url=self.settings.redis)
-
-    def reader(self) -> ProjectionReader:
-        return ProjectionReader(self.redis, self.keys, url=self.settings.redis)
-
-    def recaller(
-        self, embedder: Embedder | None = None, *, deduplicate: bool = True
-    ) -> RedisRecaller:
+    def recaller(self, embedder: Embedder | None = None, *, deduplicate: bool = True) -> Recaller:
         """The recaller, ranking with the MEMSTREAM_RECALL_* knobs (the stores use this one).
         `deduplicate=False` keeps memories that restate a better-ranked one in the list (the
         LangGraph store: each item is its own, however alike the values)."""
-        return RedisRecaller(
-            self.redis,
-            self.keys,
-            embedder or self.embedder,
-            url=self.settings.redis,
-            tuning=self.recall_tuning(),
-            deduplicate=deduplicate,
+        embedders = (
+            self.embedders if embedder is None else EmbedderCatalogue(self.settings, embedder)
+        )
+        return self.projection.recaller(
+            embedders, tuning=self.recall_tuning(), deduplicate=deduplicate
         )
 
     def recall_tuning(self) -> RecallTuning:
@@ -392,31 +271,19 @@ class Deployment:
                 "MEMSTREAM_RECALL_RECENCY_WEIGHT"
             ) from None
 
-    def writer(
-        self, client: AsyncRedis, *, max_memories: int | None = None
-    ) -> RedisProjectionWriter:
-        settings = self.settings
-        bound = settings.max_memories_per_tenant if max_memories is None else max_memories
-        return RedisProjectionWriter(client, self.keys, max_memories=bound, url=settings.redis)
-
-    def generations(self, client: AsyncRedis) -> RedisGenerations:
-        return RedisGenerations(client, self.keys, url=self.settings.redis)
-
     @asynccontextmanager
     async def replayer(self) -> AsyncIterator[Replayer]:
-        client = self.async_redis()
-        try:
+        """A replayer over a projection session of its own, closed on the way out."""
+        async with self.projection.session() as session:
             yield Replayer(
                 self.kafka,
                 self.topics,
-                self.writer(client),
-                self.generations(client),
-                self.embedder,
+                session.writer,
+                session.generations,
+                self.embedders,
                 default_importance=self.settings.default_importance,
                 keyring=self.keyring(),
             )
-        finally:
-            await client.aclose()
 
     # -- the worker -------------------------------------------------------------------------
 
@@ -425,12 +292,14 @@ class Deployment:
         from memstream.streams.worker import build_app
 
         keyring = self.keyring()
+        writer, generations = self.projection.live_writer()
         return build_app(
             self.settings,
             self.topics,
-            TimedEmbedder(self.embedder, self.metrics.worker.embedding),
-            self.writer(self.async_redis()),
-            self.reader(),
+            TimedEmbedders(self.embedders, self.metrics.worker.embedding),
+            writer,
+            generations,
+            self.projection.reader(),
             self.chat_model() or ExtractiveSummarizer(),
             metrics=self.metrics,
             keyring=keyring,
@@ -438,137 +307,15 @@ class Deployment:
             keys_clock=keyring.tick if keyring is not None else None,
         )
 
-    def run_worker(self, *, loglevel: str = "info", metrics_port: int | None = None) -> None:
-        """Create the topics if needed, then run the worker until SIGINT or SIGTERM: its
-        metrics served on `metrics_port` (default MEMSTREAM_WORKER_METRICS_PORT; 0: not
-        served), its lag and last error kept for `memstream status` (a heartbeat in Redis)."""
-        from memstream.streams.worker import run_app
-
-        port = self.settings.worker_metrics_port if metrics_port is None else metrics_port
-        asyncio.run(self.ensure_topics())
-        app = self.worker_app()
-        stop_serving = self.metrics.serve(port) if port else None
-        errors = LastError()
-        lag = self.metrics.worker
-        beat = self.heartbeat("worker", errors, lag=lambda: lag.total_lag, metrics_port=port)
-        beat.start()
-        try:
-            run_app(app, loglevel=loglevel, loghandlers=[errors])
-        finally:
-            beat.stop()
-            if stop_serving is not None:
-                stop_serving()
-
     async def ensure_topics(self) -> None:
         await ensure_topics(self.kafka, self.topics)
-
-    # -- health (`memstream status`) --------------------------------------------------------
-
-    def heartbeat(
-        self,
-        kind: str,
-        errors: LastError,
-        *,
-        lag: Callable[[], int | None] = lambda: None,
-        metrics_port: int = 0,
-    ) -> Heartbeat:
-        """This process's heartbeat under the namespace (its kind, lag, last error and
-        metrics port), for `memstream status`; start it, and stop it on the way out."""
-        return Heartbeat(
-            self.redis,
-            self.keys,
-            kind,
-            errors=errors,
-            lag=lag,
-            metrics_port=metrics_port or None,
-        )
-
-    def processes(self) -> list[ProcessReport]:
-        """The processes of this namespace that beat lately (workers, servers)."""
-        with redis_errors(self.settings.redis, "reading the processes' heartbeats"):
-            return heartbeats(self.redis, self.keys)
-
-    def projection_lag(self) -> dict[int, int]:
-        """Per partition of the memory topic: messages the live projection has not applied."""
-        topic = self.topics.memory
-        positions = self.status().positions()
-        ends = asyncio.run(end_offsets(self.kafka, topic))
-        return {p: max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items()}
-
-    def worker_process(
-        self, log: Path, probe: MemoryEvent, *, loglevel: str = "info", metrics_port: int = 0
-    ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
-        """A `memstream worker` process on this namespace, projecting (it has applied `probe`)
-        when the block starts and stopped when it ends (serving its metrics on
-        `metrics_port` when given; with 0 none, whatever MEMSTREAM_WORKER_METRICS_PORT says, as
-        several such workers run at once). Tests and benches use it."""
-
-        async def publish() -> None:
-            await self.ensure_topics()  # a fresh namespace has none until a worker starts
-            async with self.event_publisher() as publisher:
-                await publisher.publish([probe])
-
-        asyncio.run(publish())
-        status = self.status()
-        return running(
-            [
-                sys.executable,
-                "-m",
-                "memstream",
-                "worker",
-                "--loglevel",
-                loglevel,
-                "--metrics-port",
-                str(metrics_port),
-            ],
-            env={**os.environ, **self.settings.environ()},
-            log=log,
-            ready=lambda: not status.unapplied([probe]),
-            what=f"the worker of namespace {self.settings.namespace}",
-            timeout_s=_WORKER_READY_S,
-        )
 
     # -- the namespace ----------------------------------------------------------------------
 
     def with_namespace(self, namespace: str, **changes: object) -> Deployment:
         """The same servers under another namespace (and other settings `changes`)."""
         settings = dataclasses.replace(self.settings, namespace=namespace, **changes)  # type: ignore[arg-type]
-        return Deployment(settings, embedder=self._embedder)
-
-    def drop(self) -> None:
-        """Delete everything of this namespace: every generation's index and keys, and its
-        topics. For tests and benches; irreversible."""
-        client = self.redis
-        prefixes = (f"{self.keys.namespace}:", f"{self.keys.namespace}-")
-        for raw in client.execute_command("FT._LIST"):  # type: ignore[no-untyped-call]
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            if name.startswith(prefixes):
-                try:
-                    client.ft(name).dropindex(delete_documents=False)
-                except redis.ResponseError as exc:  # dropped by someone else meanwhile
-                    if not is_missing_index(exc):
-                        raise
-        deleted = 0
-        for prefix in prefixes:
-            batch = []
-            for key in client.scan_iter(match=f"{prefix}*", count=5000):
-                batch.append(key)
-                if len(batch) >= 5000:
-                    deleted += int(client.unlink(*batch))
-                    batch.clear()
-            if batch:
-                deleted += int(client.unlink(*batch))
-        compact(client, deleted)  # keeps Redis's restarts short (docs/operations.md)
-        with contextlib.suppress(KafkaError):  # the keys are gone; a topic left is harmless
-            asyncio.run(self._delete_topics())
-
-    async def _delete_topics(self) -> None:
-        admin = AIOKafkaAdminClient(**self.kafka.aiokafka())
-        await admin.start()
-        try:
-            existing = set(await admin.list_topics())
-            names = [spec.name for spec in self.topics.specs() if spec.name in existing]
-            if names:
-                await admin.delete_topics(names)
-        finally:
-            await admin.close()
+        other = Deployment(settings, embedder=self._embedder)
+        if not any(name.startswith("embedd") for name in changes):
+            other.embedders = self.embedders  # the models loaded already, not loaded again
+        return other

@@ -13,7 +13,6 @@
     │   ├── EventVersionError                  a known event type in a version we cannot read
     │   ├── EventIdMismatchError               an `id` its fields do not derive
     │   ├── EventKeyMismatchError              a Kafka key that is not the event's tenant
-    │   ├── EmbeddingModelMismatchError        an event for another embedding model's index
     │   └── SealedEventError                   encrypted content that cannot be opened
     │       ├── UnknownDataKeyError            sealed under a data key this reader lacks
     │       └── DataKeyErasedError             sealed under a key destroyed by an erasure
@@ -44,7 +43,6 @@ __all__ = [
     "ConfigurationError",
     "DataKeyErasedError",
     "EffectRefusedError",
-    "EmbeddingModelMismatchError",
     "EmbeddingProviderError",
     "EventDecodeError",
     "EventIdMismatchError",
@@ -145,12 +143,6 @@ class EventVersionError(EventDecodeError):
             f"{event_type} has schema version {actual!r}; this memstream reads versions 1 to "
             f"{expected}. Upgrade the worker before producers that write newer events."
         )
-
-
-class EmbeddingModelMismatchError(EventDecodeError):
-    """The event was recorded for an index of another embedding model than this worker's."""
-
-    code = "embedding_model_mismatch"
 
 
 class SealedEventError(EventDecodeError):

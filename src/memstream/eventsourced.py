@@ -7,34 +7,29 @@ every event carries its effect key as its id and the projection applies each id 
 writing the same event again (a recovered run, a producer retry) never writes twice, and the
 outcome of a write — the ids of the memories it writes — follows from the event itself.
 
-Writes do not wait for the broker (see streams.sender); `on_durable` fires when the broker
-has the event. Reads do not wait for the projection: a memory is recallable once a worker has
-applied its event (tens of milliseconds on an idle worker, see docs/operations.md).
+Writes do not wait for the broker (see streams.background_publisher); `on_durable` fires when
+the broker has the event. Reads do not wait for the projection: a memory is recallable once a
+worker has applied its event (tens of milliseconds on an idle worker, see docs/operations.md).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
-from memstream.errors import ConfigurationError, KafkaUnavailableError
+from memstream.errors import ConfigurationError
 from memstream.memory.cipher import Keyring
-from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoryEvent, memories_of
 from memstream.memory.model import Memory, RecalledMemory
-from memstream.memory.monitoring import (
-    LoggingMonitor,
-    MonitoringEvent,
-    encode_monitoring,
-    monitoring_key,
-)
+from memstream.memory.monitoring import LoggingMonitor
 from memstream.memory.ports import MemoryReader, Recaller
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
-from memstream.memory.tenancy import tenant_key, validate_tenant
-from memstream.streams.sender import BackgroundPublisher
+from memstream.memory.tenancy import TenantId, validate_tenant
+from memstream.streams.background_publisher import BackgroundPublisher
+from memstream.streams.monitor import KafkaMonitor
 from memstream.streams.topics import Topics
+from memstream.streams.wire import event_record
 
-__all__ = ["EventSourcedMemoryStore", "EventSourcedStores", "KafkaMonitor"]
+__all__ = ["EventSourcedMemoryStore", "EventSourcedStores"]
 
 
 EventSink = Callable[[MemoryEvent, Callable[[], None] | None], None]
@@ -61,7 +56,7 @@ class EventSourcedMemoryStore:
         self._recaller = recaller
 
     @property
-    def tenant(self) -> str:
+    def tenant(self) -> TenantId:
         return self._tenant
 
     @property
@@ -84,21 +79,6 @@ class EventSourcedMemoryStore:
         return WriteOutcome(event.id, tuple(m.id for m in memories_of(event)))
 
 
-class KafkaMonitor:
-    """Announces monitoring events on the monitoring topic, without waiting (and logs them)."""
-
-    def __init__(self, publisher: BackgroundPublisher, topics: Topics) -> None:
-        self._publisher = publisher
-        self._topic = topics.monitoring
-        self._log = LoggingMonitor()
-
-    def announce(self, event: MonitoringEvent) -> None:
-        self._log.announce(event)
-        # A full buffer means Kafka is down; the log line above is then the only trace.
-        with contextlib.suppress(KafkaUnavailableError):
-            self._publisher.submit(self._topic, monitoring_key(event), encode_monitoring(event))
-
-
 class EventSourcedStores:
     """The tenant -> store resolver over one deployment's Kafka and Redis (build it with
     `Deployment.stores()`)."""
@@ -119,7 +99,7 @@ class EventSourcedStores:
         self._reader = reader
         self._recaller = recaller
         self._embedding_model = embedding_model
-        self.monitor = KafkaMonitor(publisher, topics)
+        self.monitor = KafkaMonitor(publisher, topics, also=LoggingMonitor())
 
     def __call__(self, tenant: str) -> EventSourcedMemoryStore:
         return EventSourcedMemoryStore(
@@ -131,9 +111,8 @@ class EventSourcedStores:
         )
 
     def _send(self, event: MemoryEvent, on_durable: Callable[[], None] | None) -> None:
-        key = tenant_key(event.tenant)
-        value = encode_event(event, self._keyring)
-        self.publisher.submit(self._topics.memory, key, value, on_durable)
+        # Encoded and sealed on the publisher's thread: the turn only takes a buffer slot.
+        self.publisher.submit(lambda: event_record(self._topics, event, self._keyring), on_durable)
 
     def close(self, timeout: float = 10.0) -> None:
         self.publisher.close(timeout)

@@ -1,14 +1,14 @@
 """What a running process says about itself, for `memstream status`: its last error and its
-consumer lag, kept in a small hash in Redis under the namespace that expires when the process
-stops refreshing it.
+consumer lag, kept in the projection backend's `ProcessRegistry` (a small hash in Redis under
+the namespace) that expires when the process stops refreshing it.
 
 `LastError` is a logging handler: it keeps the last WARNING or worse of memstream's own
 loggers, and the last ERROR or worse of the libraries' (Faust, aiokafka, redis-py), which is
 where every failure a process lives through is reported — a Redis outage it retries through,
-a message it dead-lettered, a broker it cannot reach. `Heartbeat` writes the process's hash
-(`Keyspace.process`) every few seconds from a daemon thread: its kind, pid, host, metrics
-port, consumer lag and last error. `heartbeats` reads them all. A process that dies leaves its
-hash behind for at most the TTL, so status never shows a dead process for long.
+a message it dead-lettered, a broker it cannot reach. `Heartbeat` writes the process's report
+every few seconds from a daemon thread: its kind, pid, host, metrics port, consumer lag and
+last error. `ProcessRegistry.reports()` reads them all. A process that dies leaves its report
+behind for at most the TTL, so status never shows a dead process for long.
 """
 
 from __future__ import annotations
@@ -18,17 +18,13 @@ import logging
 import os
 import socket
 import threading
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 
-import redis
-from redis.typing import EncodableT, FieldT
+from memstream.errors import InfrastructureError
+from memstream.memory.ports import ProcessRegistry, ProcessReport
 
-from memstream.projections.schema import Keyspace
-
-__all__ = ["HEARTBEAT_TTL_S", "Heartbeat", "LastError", "ProcessReport", "heartbeats"]
+__all__ = ["HEARTBEAT_TTL_S", "Heartbeat", "LastError"]
 
 log = logging.getLogger(__name__)
 
@@ -37,20 +33,6 @@ HEARTBEAT_S = 2.0
 # Redis restarting, must not make it vanish from `memstream status`.
 HEARTBEAT_TTL_S = 15
 _MAX_ERROR_CHARS = 500
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessReport:
-    """One process's last heartbeat."""
-
-    kind: str
-    pid: int
-    host: str
-    seen_at: datetime
-    metrics_port: int | None
-    lag: int | None
-    last_error: str
-    last_error_at: datetime | None
 
 
 class LastError(logging.Handler):
@@ -77,12 +59,11 @@ class LastError(logging.Handler):
 
 
 class Heartbeat:
-    """A daemon thread that keeps this process's hash in Redis fresh until `stop()`."""
+    """A daemon thread that keeps this process's report fresh until `stop()`."""
 
     def __init__(
         self,
-        client: redis.Redis,
-        keys: Keyspace,
+        registry: ProcessRegistry,
         kind: str,
         *,
         errors: LastError,
@@ -90,7 +71,7 @@ class Heartbeat:
         metrics_port: int | None = None,
         interval_s: float = HEARTBEAT_S,
     ) -> None:
-        self._client = client
+        self._registry = registry
         self._kind = kind
         self._errors = errors
         self._lag = lag
@@ -98,7 +79,6 @@ class Heartbeat:
         self._interval_s = interval_s
         self._pid = os.getpid()
         self._host = socket.gethostname()
-        self._key = keys.process(self._host, self._pid)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memstream-heartbeat", daemon=True)
 
@@ -109,27 +89,23 @@ class Heartbeat:
     def stop(self) -> None:
         self._stopping.set()
         self._thread.join(self._interval_s + 5.0)
-        with contextlib.suppress(redis.RedisError):  # it expires by itself
-            self._client.delete(self._key)
+        with contextlib.suppress(InfrastructureError):  # it expires by itself
+            self._registry.remove(self._host, self._pid)
 
     def beat(self) -> None:
-        """Write the hash now."""
-        lag = self._lag()
+        """Write the report now."""
         last = self._errors.last
-        fields: dict[FieldT, EncodableT] = {
-            "kind": self._kind,
-            "pid": str(self._pid),
-            "host": self._host,
-            "seen_at": f"{time.time():.3f}",
-            "metrics_port": str(self._metrics_port or ""),
-            "lag": "" if lag is None else str(lag),
-            "last_error": last[0] if last else "",
-            "last_error_at": f"{last[1]:.3f}" if last else "",
-        }
-        pipe = self._client.pipeline(transaction=True)
-        pipe.hset(self._key, mapping=fields)
-        pipe.expire(self._key, HEARTBEAT_TTL_S)
-        pipe.execute()
+        report = ProcessReport(
+            kind=self._kind,
+            pid=self._pid,
+            host=self._host,
+            seen_at=datetime.now(UTC),
+            metrics_port=self._metrics_port,
+            lag=self._lag(),
+            last_error=last[0] if last else "",
+            last_error_at=datetime.fromtimestamp(last[1], UTC) if last else None,
+        )
+        self._registry.write(report, HEARTBEAT_TTL_S)
 
     def _run(self) -> None:
         failing = False
@@ -137,34 +113,8 @@ class Heartbeat:
             try:
                 self.beat()
                 failing = False
-            except redis.RedisError as exc:
+            except InfrastructureError as exc:
                 if not failing:  # once per outage, not every beat
                     log.warning("the heartbeat for `memstream status` failed: %s", exc)
                 failing = True
             self._stopping.wait(self._interval_s)
-
-
-def heartbeats(client: redis.Redis, keys: Keyspace) -> list[ProcessReport]:
-    """Every process of the namespace that beat within the TTL, by kind then pid."""
-    reports = []
-    for key in client.scan_iter(match=keys.process_pattern, count=1000):
-        raw: Mapping[bytes, bytes] = client.hgetall(key)  # type: ignore[assignment]
-        if raw:
-            reports.append(_report({k.decode(): v.decode() for k, v in raw.items()}))
-    return sorted(reports, key=lambda r: (r.kind, r.host, r.pid))
-
-
-def _report(fields: Mapping[str, str]) -> ProcessReport:
-    def when(raw: str) -> datetime | None:
-        return datetime.fromtimestamp(float(raw), UTC) if raw else None
-
-    return ProcessReport(
-        kind=fields.get("kind", "?"),
-        pid=int(fields.get("pid", "0")),
-        host=fields.get("host", "?"),
-        seen_at=when(fields.get("seen_at", "")) or datetime.fromtimestamp(0, UTC),
-        metrics_port=int(fields["metrics_port"]) if fields.get("metrics_port") else None,
-        lag=int(fields["lag"]) if fields.get("lag") else None,
-        last_error=fields.get("last_error", ""),
-        last_error_at=when(fields.get("last_error_at", "")),
-    )

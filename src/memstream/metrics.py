@@ -31,13 +31,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
-from memstream.memory.embeddings import Embedder, Vectors
+from memstream.memory.embeddings import Embedder, Embedders, Vectors
 
 if TYPE_CHECKING:
     from faust.sensors.prometheus import FaustMetrics
 from memstream.memory.monitoring import (
     Consolidated,
     DeadLettered,
+    DeadLetterRetried,
     Evicted,
     Forgotten,
     ModelUsage,
@@ -84,6 +85,13 @@ class NoticeMetrics:
             ["reason"],
             registry=registry,
         )
+        self.dead_letters_retried = Counter(
+            "memstream_dead_letters_retried",
+            "Dead letters `memstream dead-letters retry` re-drove, by outcome (applied, "
+            "already_applied, failed, erased).",
+            ["outcome"],
+            registry=registry,
+        )
         self.evicted = Counter(
             "memstream_memories_evicted",
             "Memories evicted because a tenant went past its bound.",
@@ -123,6 +131,8 @@ class NoticeMetrics:
             self.skipped.labels(stage=event.stage, code=event.code).inc()
         elif isinstance(event, DeadLettered):
             self.dead_letters.labels(reason=event.code).inc()
+        elif isinstance(event, DeadLetterRetried):
+            self.dead_letters_retried.labels(outcome=event.outcome).inc()
         elif isinstance(event, Evicted):
             self.evicted.inc(len(event.memory_ids))
         elif isinstance(event, Forgotten):
@@ -237,8 +247,27 @@ class TimedEmbedder:
         return self._embedder.embed_query(text)
 
 
+class TimedEmbedders:
+    """`Embedders` whose embedders' document calls are timed into `memstream_embedding_seconds`
+    (the worker's: whichever model the generation it writes was built with)."""
+
+    def __init__(self, embedders: Embedders, histogram: Histogram) -> None:
+        self._embedders = embedders
+        self._histogram = histogram
+
+    @property
+    def configured_model(self) -> str:
+        return self._embedders.configured_model
+
+    def configured(self) -> Embedder:
+        return TimedEmbedder(self._embedders.configured(), self._histogram)
+
+    def for_model(self, model_id: str) -> Embedder:
+        return TimedEmbedder(self._embedders.for_model(model_id), self._histogram)
+
+
 class PublishBuffer(Protocol):
-    """What the agent side's publisher tells about its buffer (streams.sender)."""
+    """What the agent side's publisher tells about its buffer (streams.background_publisher)."""
 
     @property
     def pending(self) -> int: ...

@@ -19,6 +19,7 @@ from memstream import Settings
 from memstream.cli.secure import SecureStack
 from memstream.deployment import Deployment
 from memstream.errors import StackError
+from memstream.operations import drop
 from memstream.processes import free_port
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.streams.kafka import KafkaConnection
@@ -77,7 +78,7 @@ def settings(env: dict[str, str]) -> Iterator[Settings]:
             pytest.fail(message)
         pytest.skip(message)
     yield settings
-    Deployment(settings).drop()
+    drop(Deployment(settings))
 
 
 @pytest.fixture(scope="session")

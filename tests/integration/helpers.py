@@ -19,14 +19,15 @@ from memstream import MemoryEvent, Settings, TurnCompleted
 from memstream.binaries import cache_dir, redis_home
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
+from memstream.operations import worker_process
 from memstream.processes import free_port
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.status import ProjectionStatus
-from memstream.providers import embedder_from_settings, embedding_model_id
+from memstream.providers import EmbedderCatalogue, embedder_from_settings, embedding_model_id
+from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.publisher import EventPublisher
 from memstream.streams.topics import Topics
 
 DEADLINE_S = 60.0
@@ -59,7 +60,7 @@ def running_worker(
     """A worker that is projecting when the block starts, and stopped when it ends."""
     stack = TestStack(Settings.from_env(env))
     probe = stack.turn("__probe__", "is the worker up?", "yes")
-    return Deployment(stack.settings).worker_process(log, probe)
+    return worker_process(Deployment(stack.settings), log, probe)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
@@ -177,7 +178,7 @@ class TestStack:
         return RedisRecaller(
             self.redis,
             self.keys,
-            shared_embedder(self.settings),
+            EmbedderCatalogue(self.settings, shared_embedder(self.settings)),
             tuning=Deployment(self.settings).recall_tuning(),
         )
 

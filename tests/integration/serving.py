@@ -1,14 +1,20 @@
-"""Helpers for tests of `memstream serve`: start it as a real process, make keys with the CLI."""
+"""Helpers for tests of `memstream serve`: start it as a real process, make keys with the CLI,
+speak MCP to it with the official client."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from memstream.processes import free_port, running
 
@@ -49,3 +55,26 @@ def create_key(env: dict[str, str], *args: str) -> str:
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("msk_"), done.stdout
     return lines[0]
+
+
+@contextlib.asynccontextmanager
+async def mcp_over_http(server: str, key: str) -> AsyncIterator[ClientSession]:
+    """An initialised MCP client session on `server`'s `/mcp`, with `key`."""
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(f"{server}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def call_tool(session: ClientSession, tool: str, **arguments: Any) -> Any:
+    """A tool's result, which must not be an error, as JSON."""
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        content = result.structured_content
+        return content.get("result", content)
+    return json.loads(result.content[0].text)  # type: ignore[union-attr]

@@ -16,6 +16,7 @@ import pytest
 
 from memstream import MessageRecorded, Settings
 from memstream.deployment import Deployment
+from memstream.operations import drop
 
 from .helpers import TestStack, start_worker, wait_until
 
@@ -37,7 +38,7 @@ def churn_env(env: dict[str, str]) -> Iterator[dict[str, str]]:
         "MEMSTREAM_WORKER_SESSION_TIMEOUT": "6",  # the broker's minimum: quick takeovers
     }
     yield churn
-    Deployment(Settings.from_env(churn)).drop()
+    drop(Deployment(Settings.from_env(churn)))
 
 
 class _Workers:

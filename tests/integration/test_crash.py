@@ -15,6 +15,7 @@ import pytest
 from memstream import MessageRecorded, Settings
 from memstream.cli.stack import LocalStack
 from memstream.deployment import Deployment
+from memstream.operations import drop
 
 from .helpers import TestStack, start_worker, wait_until
 
@@ -34,7 +35,7 @@ def crash_env(env: dict[str, str], settings: Settings) -> Iterator[dict[str, str
         "MEMSTREAM_WORKER_SESSION_TIMEOUT": "6",  # the broker's minimum: a quick takeover
     }
     yield crash
-    Deployment(Settings.from_env(crash)).drop()
+    drop(Deployment(Settings.from_env(crash)))
 
 
 def test_sigkill_mid_stream_loses_and_doubles_nothing(

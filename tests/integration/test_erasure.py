@@ -25,6 +25,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from memstream import DecodeContext, Settings, TurnCompleted, decode_event
 from memstream.deployment import Deployment
+from memstream.operations import drop, erase_tenant
 from memstream.processes import project_root
 from memstream.projections.connection import rewrite_persistence
 from memstream.streams.kafka import KafkaConnection
@@ -82,7 +83,7 @@ def namespace_env(env: dict[str, str]) -> Iterator[dict[str, str]]:
         "MEMSTREAM_KEYS_CLOCK_S": "0.5",  # the worker rolls the keys topic's segments
     }
     yield own
-    Deployment(Settings.from_env(own)).drop()
+    drop(Deployment(Settings.from_env(own)))
 
 
 def test_an_erased_tenant_is_gone_from_every_disk_and_the_other_is_untouched(
@@ -141,7 +142,7 @@ def test_an_erased_tenant_is_gone_from_every_disk_and_the_other_is_untouched(
             "Redis's append-only file to hold A's memories (the positive control)",
         )
 
-        erasure = deployment.erase_tenant(a)
+        erasure = erase_tenant(deployment, a)
         assert erasure.destroyed == (record_a.key_id,) and "aof" in erasure.rewritten
         assert reader.memories(a) == []
         assert deployment.recaller().recall(a, marker_a.decode(), k=5) == []
@@ -223,7 +224,7 @@ def test_an_old_plaintext_log_is_copied_sealed_and_reads_the_same(
         assert sorted(copies, key=lambda e: e.id) == sorted(events, key=lambda e: e.id)
     finally:
         for namespace in (new_namespace, f"{new_namespace}2"):
-            Deployment(Settings.from_env({**new_env, "MEMSTREAM_NAMESPACE": namespace})).drop()
+            drop(Deployment(Settings.from_env({**new_env, "MEMSTREAM_NAMESPACE": namespace})))
 
 
 def test_redis_files_are_rewritten_without_what_was_deleted_aof_and_rdb(tmp_path: Path) -> None:

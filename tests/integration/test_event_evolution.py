@@ -18,6 +18,7 @@ from kafka import KafkaProducer
 
 from memstream import Settings, decode_event, encode_event
 from memstream.deployment import Deployment
+from memstream.operations import drop
 
 from .helpers import TestStack, running_worker, wait_until
 from .test_cli import memstream
@@ -44,15 +45,12 @@ def evolution_env(
 ) -> Iterator[dict[str, str]]:
     """A namespace of its own with its own worker: the golden payloads name fixed tenants,
     and the junk this module writes must not reach other tests' replays. The golden payloads
-    were recorded for MiniLM (release 0.1.0's default embedder), so this worker embeds with it:
-    one with another model dead-letters them (embedding_model_mismatch)."""
-    own = env | {
-        "MEMSTREAM_NAMESPACE": f"evo-{uuid.uuid4().hex[:8]}",
-        "MEMSTREAM_EMBEDDER": "minilm-int8",
-    }
+    were recorded for MiniLM (release 0.1.0's default embedder); this worker has the default
+    settings, and projects them with its own model all the same."""
+    own = env | {"MEMSTREAM_NAMESPACE": f"evo-{uuid.uuid4().hex[:8]}"}
     with running_worker(own, tmp_path_factory.mktemp("evolution") / "worker.log"):
         yield own
-    Deployment(Settings.from_env(own)).drop()
+    drop(Deployment(Settings.from_env(own)))
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 
 from memstream import MessageRecorded, Settings
 from memstream.deployment import Deployment
+from memstream.operations import drop
 
 from .helpers import OwnRedis, TestStack, start_worker, wait_until
 
@@ -74,4 +75,4 @@ def test_redis_restarted_on_an_older_copy_gets_the_missing_memories_back(
         finally:
             worker.terminate()
             worker.wait(timeout=60)
-            Deployment(settings).drop()  # the test's Redis, and the namespace's topics
+            drop(Deployment(settings))  # the test's Redis, and the namespace's topics

@@ -11,9 +11,9 @@ import pytest
 from memstream import MessageRecorded
 from memstream.bench.baselines import BM25
 from memstream.memory.embeddings import Vectors
+from memstream.memory.ranking.tokens import when_text
 from memstream.memory.tenancy import tenant_token
 from memstream.projections.recall import HybridQuery
-from memstream.projections.schema import when_text
 from memstream.providers import embedder_from_settings
 
 from .helpers import TestStack

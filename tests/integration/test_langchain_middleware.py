@@ -23,11 +23,12 @@ from pydantic import Field
 
 from memstream.deployment import Deployment
 from memstream.errors import InvalidTenantError
-from memstream.eventsourced import KafkaMonitor
 from memstream.hooks.turns import RecallConfig
 from memstream.integrations.langchain import MemstreamMiddleware
+from memstream.streams.background_publisher import BackgroundPublisher
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.sender import BackgroundPublisher
+from memstream.streams.monitor import KafkaMonitor
+from memstream.streams.wire import Record
 
 from .helpers import TestStack, wait_until
 
@@ -182,7 +183,7 @@ def test_a_failed_record_is_skipped_and_announced_never_raised(stack: TestStack)
     Skipped event reaches the monitoring topic (through a healthy publisher)."""
     tenant = f"lc-skip-{uuid.uuid4().hex[:6]}"
     dead = BackgroundPublisher(KafkaConnection("127.0.0.1:1"), capacity=1)
-    dead.submit(stack.topics.memory, b"x", b"fills the only slot")
+    dead.submit(Record(stack.topics.memory, b"x", b"fills the only slot"))
     healthy = BackgroundPublisher(stack.kafka)
     deployment = Deployment(stack.settings)
     deployment.stores(publisher=dead)  # the agent side's memory writes go to the dead broker

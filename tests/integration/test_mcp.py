@@ -3,23 +3,19 @@ and the same tools over streamable HTTP at `/mcp` of `memstream serve`, on the r
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from .helpers import DEADLINE_S
-from .serving import create_key
+from .serving import call_tool, create_key, mcp_over_http
 
 pytestmark = pytest.mark.integration
 
@@ -43,27 +39,6 @@ async def _stdio(env: dict[str, str], tenant: str) -> AsyncIterator[ClientSessio
         yield session
 
 
-@asynccontextmanager
-async def _http(server: str, key: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        streamable_http_client(f"{server}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-async def _call(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    if result.structured_content is not None:
-        content = result.structured_content
-        return content.get("result", content)
-    return json.loads(result.content[0].text)  # type: ignore[union-attr]
-
-
 async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not await check():
@@ -77,7 +52,7 @@ async def _every_tool(session: ClientSession, tenant: str) -> None:
     assert {tool.name for tool in listed.tools} >= TOOLS
 
     memory_id = uuid.uuid4().hex
-    ack = await _call(
+    ack = await call_tool(
         session,
         "create_long_term_memories",
         memories=[
@@ -88,29 +63,29 @@ async def _every_tool(session: ClientSession, tenant: str) -> None:
     assert ack == {"status": "ok"}
 
     async def both_recallable() -> bool:
-        found = await _call(session, "search_long_term_memory", text="dog")
+        found = await call_tool(session, "search_long_term_memory", text="dog")
         return bool(found["total"] == 2)
 
     await _eventually(both_recallable, "the memories to be recallable")
-    found = await _call(session, "search_long_term_memory", text="what is the dog called?")
+    found = await call_tool(session, "search_long_term_memory", text="what is the dog called?")
     assert found["memories"][0]["id"] == memory_id
     assert found["memories"][0]["namespace"] == tenant
 
-    got = await _call(session, "get_long_term_memory", memory_id=memory_id)
+    got = await call_tool(session, "get_long_term_memory", memory_id=memory_id)
     assert got["text"] == "The user's dog is called Pixel" and got["session_id"] == "walks"
 
-    edited = await _call(
+    edited = await call_tool(
         session, "edit_long_term_memory", memory_id=memory_id, text="The user's dog is Pixel II"
     )
     assert edited["text"] == "The user's dog is Pixel II" and edited["session_id"] == "walks"
 
     async def edit_applied() -> bool:
-        got = await _call(session, "get_long_term_memory", memory_id=memory_id)
+        got = await call_tool(session, "get_long_term_memory", memory_id=memory_id)
         return bool(got["text"] == "The user's dog is Pixel II")
 
     await _eventually(edit_applied, "the edit to be applied")
 
-    prompt = await _call(session, "memory_prompt", query="where does the user live?")
+    prompt = await call_tool(session, "memory_prompt", query="where does the user live?")
     system = prompt["messages"][0]["content"]["text"]
     assert "## semantic-memory" in system and "The user lives in Lisbon" in system
 
@@ -120,7 +95,7 @@ async def _every_tool(session: ClientSession, tenant: str) -> None:
     )
     assert foreign.is_error and "forbidden" in foreign.content[0].text  # type: ignore[union-attr]
 
-    deleted = await _call(session, "delete_long_term_memories", memory_ids=[memory_id])
+    deleted = await call_tool(session, "delete_long_term_memories", memory_ids=[memory_id])
     assert deleted == {"status": "ok, deleted 1 memories"}
 
     async def gone() -> bool:
@@ -139,7 +114,7 @@ async def test_stdio_tools_for_the_configured_tenant(env: dict[str, str]) -> Non
 
 async def test_http_tools_for_the_keys_tenant(server: str, env: dict[str, str]) -> None:
     tenant = f"mcp-http-{uuid.uuid4().hex[:8]}"
-    async with _http(server, create_key(env, "--tenant", tenant)) as session:
+    async with mcp_over_http(server, create_key(env, "--tenant", tenant)) as session:
         await _every_tool(session, tenant)
 
 

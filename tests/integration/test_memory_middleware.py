@@ -25,8 +25,8 @@ from memstream.errors import RedisLoadingError
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.monitoring import Skipped
+from memstream.streams.background_publisher import BackgroundPublisher
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.sender import BackgroundPublisher
 
 from ..doubles import CollectingMonitor, Crash, CrashAfterMemory
 from .helpers import OwnRedis, TestStack, shared_embedder, wait_until

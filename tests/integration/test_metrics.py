@@ -19,8 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from memstream import Settings
 from memstream.agent import Agent, RunConfig, ScriptedModel
 from memstream.deployment import Deployment
+from memstream.operations import drop, worker_process
 from memstream.processes import free_port
-from memstream.streams.sender import BackgroundPublisher
+from memstream.streams.background_publisher import BackgroundPublisher
 
 from .helpers import DEADLINE_S, TestStack, shared_embedder, wait_until
 
@@ -71,11 +72,11 @@ def metered(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Ite
     probe = TestStack(deployment.settings).turn("__probe__", "is the worker up?", "yes")
     log = tmp_path_factory.mktemp("metered") / "worker.log"
     try:
-        with deployment.worker_process(log, probe, metrics_port=port) as worker:
+        with worker_process(deployment, log, probe, metrics_port=port) as worker:
             yield Metered(deployment, worker, f"http://127.0.0.1:{port}/metrics")
     finally:
         deployment.close()
-        deployment.drop()
+        drop(deployment)
 
 
 def test_the_workers_metrics_move_as_events_are_applied_and_dead_lettered(

@@ -8,7 +8,8 @@ import uuid
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from memstream.streams.sender import BackgroundPublisher
+from memstream.streams.background_publisher import BackgroundPublisher
+from memstream.streams.wire import Record
 
 from .helpers import TestStack
 
@@ -23,7 +24,7 @@ def test_the_agent_side_publisher_partitions_by_tenant_like_the_java_client(
     try:
         for tenant in tenants:
             # Not an event: the worker dead-letters it; only its partition matters here.
-            publisher.submit(stack.topics.memory, tenant.encode(), b"partition probe")
+            publisher.submit(Record(stack.topics.memory, tenant.encode(), b"partition probe"))
         assert publisher.flush(30)
     finally:
         publisher.close()

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from memstream.memory.events import memories_of
 from memstream.memory.monitoring import DeadLettered
 
 from .helpers import TestStack
@@ -93,14 +94,18 @@ def test_a_malformed_message_is_dead_lettered_and_the_worker_goes_on(stack: Test
     assert notice["code"] == "event_decode"
 
 
-def test_an_event_for_another_embedding_model_is_dead_lettered(stack: TestStack) -> None:
+def test_an_event_recorded_for_another_embedding_model_is_projected_with_the_projections(
+    stack: TestStack,
+) -> None:
+    # The model an event names is what its producer used: information, never a reason to
+    # refuse it. The projection embeds it with the model its live generation was built with.
     tenant = unique("model")
     foreign = dataclasses.replace(stack.turn(tenant, "q", "a"), embedding_model="other-model@9")
     stack.publish([foreign])
-    dead = stack.read_topic(
-        stack.topics.dead_letters, lambda records: any(r.key == tenant.encode() for r in records)
-    )
-    (letter,) = [r for r in dead if r.key == tenant.encode()]
-    assert dict(letter.headers)["memstream-error-code"] == b"embedding_model_mismatch"
-    # The letter is written before the message is acknowledged: projection is over for it.
-    assert stack.stored_memories(tenant) == 0
+    stack.wait_applied([foreign])
+    assert stack.stored_memories(tenant) == 2
+    live = stack.status.live()
+    models = {
+        stack.redis.hget(live.memory(tenant, m.id), "embedding_model") for m in memories_of(foreign)
+    }
+    assert models == {stack.model_id.encode()}

@@ -36,13 +36,15 @@ from memstream import Settings, TurnCompleted
 from memstream.cli.secure import ADMIN, SecureStack
 from memstream.deployment import Deployment
 from memstream.errors import KafkaUnavailableError, RedisUnavailableError
+from memstream.operations import drop, erase_tenant, worker_process
 from memstream.projections.acl import redis_acl
 from memstream.projections.connection import COMPACT_AFTER, compact, redis_client, redis_errors
 from memstream.projections.schema import Keyspace
 from memstream.streams.acls import KafkaGrant, kafka_grants
+from memstream.streams.background_publisher import BackgroundPublisher
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.sender import BackgroundPublisher
 from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.wire import Record
 
 from .helpers import wait_until
 
@@ -111,7 +113,7 @@ def secured(secure_stack: SecureStack, env: dict[str, str]) -> Iterator[Secured]
         admin=_settings(secure_stack, env, namespace, ADMIN),
     )
     yield secured
-    Deployment(secured.admin).drop()
+    drop(Deployment(secured.admin))
 
 
 def _turn(tenant: str, query: str, answer: str, model: str) -> TurnCompleted:
@@ -136,7 +138,7 @@ def test_the_pipe_runs_through_sasl_ssl_kafka_and_tls_acl_redis_each_part_as_its
         model = agent.embedding_model
         probe = _turn("__probe__", "is the worker up?", "yes", model)
         # The worker creates its topics, consumes in its group and writes Redis as "worker".
-        with Deployment(secured.worker).worker_process(tmp_path / "worker.log", probe):
+        with worker_process(Deployment(secured.worker), tmp_path / "worker.log", probe):
             # record: the hook's path, librdkafka with SCRAM over mutual TLS, as "agent".
             store = agent.stores()(tenant)
             kept = _turn(tenant, "My dog is called Rex.", "Rex is a fine name.", model)
@@ -168,7 +170,7 @@ def test_the_pipe_runs_through_sasl_ssl_kafka_and_tls_acl_redis_each_part_as_its
             agent.stores()(gone).write(doomed)
             assert agent.stores().publisher.flush(30)
             assert not agent.status().wait_applied([doomed], 60)
-            erasure = importer.erase_tenant(gone, timeout_s=60)
+            erasure = erase_tenant(importer, gone, timeout_s=60)
             assert erasure.sealed and erasure.destroyed and erasure.rewritten
             assert agent.stores()(gone).search("What is my fish called?", k=3) == []
 
@@ -224,8 +226,8 @@ def test_each_user_is_refused_what_its_role_does_not_need(secured: Secured) -> N
 
     # In Redis the agent reads its namespace and writes nothing; no user reaches another
     # namespace's keys, the worker included.
-    agent = redis_client(Deployment(secured.agent).redis_connection)
-    worker = redis_client(Deployment(secured.worker).redis_connection)
+    agent = redis_client(Deployment(secured.agent).projection.connection)
+    worker = redis_client(Deployment(secured.worker).projection.connection)
     redis_client(secured.stack.redis(ADMIN)).set("someone-else:generation", "1")
     agent.get(Keyspace(namespace).generation_key)  # allowed
     with pytest.raises(redis.exceptions.NoPermissionError):
@@ -275,7 +277,7 @@ def test_the_hook_producer_reports_a_refusal_naming_the_broker(
         if what == "password"
         else dataclasses.replace(right, ca_file=str(secure_stack.certificates.untrusted_ca))
     )
-    caplog.set_level(logging.WARNING, logger="memstream.streams.sender")
+    caplog.set_level(logging.WARNING, logger="memstream.streams.background_publisher")
 
     def reported() -> list[str]:
         return [
@@ -286,7 +288,7 @@ def test_the_hook_producer_reports_a_refusal_naming_the_broker(
 
     publisher = BackgroundPublisher(wrong)
     try:
-        publisher.submit("sec-nowhere.memory", b"k", b"v")
+        publisher.submit(Record("sec-nowhere.memory", b"k", b"v"))
         wait_until(lambda: bool(reported()), "the producer to report the refusal", PROMPT_S)
     finally:
         publisher.close(0)

@@ -15,6 +15,7 @@ import pytest
 from memstream import Settings
 from memstream.cli.stack import LocalStack
 from memstream.deployment import Deployment
+from memstream.operations import drop
 
 from .helpers import TestStack, wait_until
 from .serving import create_key, free_port, memstream, serving
@@ -186,7 +187,7 @@ def test_without_keys_loopback_only_and_wait_times_out(env: dict[str, str], tmp_
             _refused(slow, 504, "not recallable within 0.5s")
             assert slow.json()["retryable"] is True
     finally:
-        Deployment(Settings.from_env(bare)).drop()
+        drop(Deployment(Settings.from_env(bare)))
 
 
 def test_up_serve_starts_the_server_beside_the_stack(

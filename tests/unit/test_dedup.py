@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 from memstream.memory.model import Memory, MemoryType
-from memstream.projections.dedup import anchors, collapse_duplicates, normalised
-from memstream.projections.fusion import Candidate
+from memstream.memory.ranking.dedup import anchors, collapse_duplicates, normalised
+from memstream.memory.ranking.fusion import Candidate
 
 
 def _at(content: str, angle: float) -> tuple[Candidate, float]:

@@ -8,7 +8,7 @@ from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError, InvalidInputError
 from memstream.memory.model import Memory, MemoryType
-from memstream.projections.fusion import Candidate, RecallTuning, fuse, reciprocal_rank_fusion
+from memstream.memory.ranking.fusion import Candidate, RecallTuning, fuse, reciprocal_rank_fusion
 
 
 def _tuning(**changes: float) -> RecallTuning:

@@ -7,14 +7,18 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
 
-from memstream.health import LastError
+from memstream.errors import RedisUnavailableError
+from memstream.health import Heartbeat, LastError
 from memstream.memory.monitoring import (
     Consolidated,
     DeadLettered,
@@ -24,6 +28,7 @@ from memstream.memory.monitoring import (
     MonitoringEvent,
     Skipped,
 )
+from memstream.memory.ports import ProcessReport
 from memstream.metrics import Metrics
 from memstream.streams.worker import _consumer_lag
 
@@ -288,3 +293,62 @@ def test_the_consumer_lag_counts_what_is_after_the_last_message_consumed() -> No
     assert lag == {("ns.memory", 0): 3, ("ns.memory", 1): 4}
     stopped = SimpleNamespace(consumer=FakeConsumer({}, started=False))
     assert _consumer_lag(stopped, "ns.memory", healer) == {}  # type: ignore[arg-type]
+
+
+class _Registry:
+    """The `ProcessRegistry` port, in memory; `failing` makes every write unavailable."""
+
+    def __init__(self) -> None:
+        self.written: dict[tuple[str, int], tuple[ProcessReport, int]] = {}
+        self.failing = False
+        self.failed = 0
+
+    def write(self, report: ProcessReport, ttl_s: int) -> None:
+        if self.failing:
+            self.failed += 1
+            raise RedisUnavailableError("Redis did not answer")
+        self.written[(report.host, report.pid)] = (report, ttl_s)
+
+    def remove(self, host: str, pid: int) -> None:
+        self.written.pop((host, pid), None)
+
+    def reports(self) -> list[ProcessReport]:
+        return [report for report, _ in self.written.values()]
+
+
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_heartbeat_reports_its_kind_lag_and_last_error_then_leaves() -> None:
+    registry = _Registry()
+    errors = LastError()
+    errors.emit(logging.LogRecord("memstream.x", logging.WARNING, "", 0, "slow", None, None))
+    beat = Heartbeat(registry, "worker", errors=errors, lag=lambda: 7, metrics_port=9102)
+    beat.start()
+    try:
+        _wait(lambda: bool(registry.written), "the first beat")
+        ((report, ttl),) = registry.written.values()
+    finally:
+        beat.stop()
+    assert (report.kind, report.lag, report.metrics_port, ttl) == ("worker", 7, 9102, 15)
+    assert report.last_error == "WARNING memstream.x: slow" and report.last_error_at is not None
+    assert registry.written == {}  # stopping removes it
+
+
+def test_a_heartbeat_outlives_an_unavailable_backend(caplog: pytest.LogCaptureFixture) -> None:
+    registry = _Registry()
+    registry.failing = True
+    beat = Heartbeat(registry, "server", errors=LastError(), interval_s=0.01).start()
+    try:
+        _wait(lambda: registry.failed >= 3, "beats against the unavailable backend")
+        registry.failing = False
+        _wait(lambda: bool(registry.written), "a beat once the backend answers")
+    finally:
+        beat.stop()
+    warned = [r for r in caplog.records if "heartbeat" in r.getMessage()]
+    assert len(warned) == 1  # once per outage, not every beat
+    assert registry.written == {}

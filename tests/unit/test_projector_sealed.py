@@ -26,11 +26,29 @@ class Embedder:
         return np.ones((len(texts), self.dims), dtype=np.float32)
 
 
+class Embedders:
+    configured_model = Embedder.model_id
+
+    def configured(self) -> Embedder:
+        return Embedder()
+
+    def for_model(self, model_id: str) -> Embedder:
+        return Embedder()
+
+
+class Generations:
+    async def live(self) -> int:
+        return 1
+
+    async def model(self, generation: int) -> str:
+        return Embedder.model_id
+
+
 class Writer:
     def __init__(self) -> None:
         self.applied: list[Embedded] = []
 
-    async def apply(self, batch: Sequence[Embedded], *, into: int | None = None) -> list[Any]:
+    async def apply(self, batch: Sequence[Embedded], **_: object) -> list[Any]:
         self.applied += batch
         return [AppliedOutcome(item.event, True, (), ()) for item in batch]
 
@@ -70,8 +88,9 @@ def projector(
 ) -> tuple[Projector, Writer, DeadLetters]:
     writer, dead = Writer(), DeadLetters()
     made = Projector(
-        cast(Any, Embedder()),
+        Embedders(),
         cast(ProjectionWriter, writer),
+        Generations(),
         dead,
         default_importance=0.5,
         keyring=keyring,

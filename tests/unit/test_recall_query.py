@@ -3,18 +3,19 @@
 import numpy as np
 import pytest
 
+from memstream import MemoryType
 from memstream.errors import InvalidInputError, InvalidTenantError
+from memstream.memory.ranking.tokens import MAX_QUERY_TERMS, query_terms
 from memstream.memory.tenancy import tenant_token
 from memstream.projections.recall import (
-    MAX_QUERY_TERMS,
     MAX_RECALL_K,
     HybridQuery,
     LexicalQuery,
+    SearchFilter,
     TenantFilter,
     TenantStatsQuery,
     VectorQuery,
     escape_term,
-    query_terms,
 )
 
 VECTOR = np.ones(4, dtype=np.float32)
@@ -145,3 +146,23 @@ def test_an_invalid_tenant_never_reaches_a_query() -> None:
 def test_a_list_without_candidates_is_refused(words: int, meaning: int) -> None:
     with pytest.raises(InvalidInputError, match="candidates must be at least 1"):
         HybridQuery("acme", "x", VECTOR, candidates=words, vector_candidates=meaning)
+
+
+def test_a_filter_narrows_both_lists_but_not_the_tenants_statistics() -> None:
+    where = SearchFilter("acme", threads=("monday",), memory_types=(MemoryType.USER_FACT,))
+    query = HybridQuery("acme", "tea", VECTOR, k=5, where=where)
+    scope = where.render()
+    assert query.lexical.render() == f"({scope}) (@content|when:(tea))"
+    assert query.semantic.render().startswith(f"({scope})=>[KNN 20 @embedding $vector ")
+    # A memory's BM25 does not depend on which others the filter lets through.
+    assert query.stats.commands("ix") == TenantStatsQuery("acme", ("tea",)).commands("ix")
+    unfiltered = HybridQuery("acme", "tea", VECTOR, k=5)
+    assert unfiltered.lexical.render() == LexicalQuery("acme", "tea").render()
+    assert unfiltered.semantic.render() == VectorQuery("acme", VECTOR, 20).render()
+
+
+def test_a_filter_for_another_tenant_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="given a filter for 'globex'"):
+        HybridQuery("acme", "tea", VECTOR, where=SearchFilter("globex"))
+    with pytest.raises(InvalidInputError, match="given a filter for 'globex'"):
+        VectorQuery("acme", VECTOR, where=SearchFilter("globex")).render()

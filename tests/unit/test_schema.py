@@ -74,7 +74,8 @@ def test_every_state_key_and_index_carries_its_generation_but_not_the_alias() ->
 
 
 def test_a_memory_carries_its_date_in_words_for_the_lexical_search() -> None:
-    from memstream.projections.schema import Fields, when_text
+    from memstream.memory.ranking.tokens import when_text
+    from memstream.projections.schema import Fields
 
     assert when_text(datetime(2023, 5, 7, 13, 56, tzinfo=UTC)) == "7 May 2023"
     memory = Memory(

@@ -8,7 +8,7 @@ import pytest
 
 from memstream import MemoryType
 from memstream.errors import InvalidInputError
-from memstream.projections.search import SearchFilter
+from memstream.projections.recall import SearchFilter
 
 
 def test_only_the_tenant_when_nothing_else_is_asked() -> None:

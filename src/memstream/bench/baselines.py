@@ -1,7 +1,7 @@
 """Plain retrieval baselines computed in-process, and evidence recall@k to score any ranking.
 
-- `BM25`: Okapi BM25 (`projections.bm25`: k1 = 1.2, b = 0.75, Lucene's idf) over the same
-  word tokens memstream queries with (`projections.recall.word_tokens`), without stemming;
+- `BM25`: Okapi BM25 (`memory.ranking.bm25`: k1 = 1.2, b = 0.75, Lucene's idf) over the same
+  word tokens memstream queries with (`memory.ranking.tokens.word_tokens`), without stemming;
 - `cosine_ranking`: exact cosine similarity of one query vector against a matrix of unit
   document vectors (numpy), i.e. a flat vector search with no index;
 - `RecallAtK`: the mean over questions of the share of each question's evidence found in the
@@ -18,8 +18,8 @@ import numpy as np
 
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Vectors
-from memstream.projections.bm25 import idf, okapi
-from memstream.projections.recall import word_tokens
+from memstream.memory.ranking.bm25 import idf, okapi
+from memstream.memory.ranking.tokens import word_tokens
 
 __all__ = ["BM25", "RecallAtK", "cosine_ranking"]
 

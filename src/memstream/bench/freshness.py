@@ -27,7 +27,7 @@ from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of
-from memstream.streams.publisher import EventPublisher
+from memstream.streams.event_publisher import EventPublisher
 
 __all__ = ["run_freshness"]
 
@@ -95,7 +95,7 @@ def run_freshness(
     progress.say(f"embedder alone: {embedder_rate:.0f} turns/s; high load: {rate:.0f} turns/s")
 
     with BenchNamespace(settings, "fresh") as ns:
-        client = ns.deployment.async_redis()
+        client = ns.projection.async_client()
         keys = ns.keys
 
         async def applied(events: Sequence[MemoryEvent]) -> list[bool]:
@@ -123,14 +123,14 @@ def run_freshness(
         pipeline = RawPipeline(
             ns.kafka,
             ns.topics.memory,
-            ns.deployment.redis_connection,
+            ns.projection.connection,
             ns.settings.namespace,
             embedder,
             ns.deployment.keyring(),
         )
 
         async def raw_phase() -> tuple[list[float], list[float]]:
-            raw_client = ns.deployment.async_redis()
+            raw_client = ns.projection.async_client()
 
             async def written(events: Sequence[MemoryEvent]) -> list[bool]:
                 async with raw_client.pipeline(transaction=False) as pipe:

@@ -21,6 +21,8 @@ from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent
+from memstream.operations import drop, worker_process
+from memstream.projections.status import ProjectionStatus
 
 __all__ = ["BenchNamespace"]
 
@@ -34,11 +36,13 @@ class BenchNamespace:
             dataclasses.replace(settings, namespace=namespace), embedder=embedder
         )
         self.settings = self.deployment.settings
-        self.keys = self.deployment.keys
+        # A bench measures the Redis projection against raw Redis: it reads Redis directly.
+        self.projection = self.deployment.projection
+        self.keys = self.projection.keys
         self.topics = self.deployment.topics
         self.kafka = self.deployment.kafka
-        self.redis = self.deployment.redis
-        self.status = self.deployment.status()
+        self.redis = self.projection.client
+        self.status = ProjectionStatus(self.redis, self.keys, url=self.settings.redis)
         self._scratch: list[str] = [f"{namespace}-raw"]
         self._worker = contextlib.ExitStack()
 
@@ -55,7 +59,7 @@ class BenchNamespace:
         self.stop_worker()
         self.deployment.close()
         for namespace in [self.settings.namespace, *self._scratch]:
-            self.deployment.with_namespace(namespace).drop()
+            drop(self.deployment.with_namespace(namespace))
 
     def scratch(self, label: str) -> str:
         """A further namespace (keys and index only) that is dropped with this one."""
@@ -69,7 +73,7 @@ class BenchNamespace:
         """Start `memstream worker` on this namespace; return once it has projected `probe`."""
         log = Path(tempfile.mkstemp(prefix=f"{self.settings.namespace}-", suffix=".log")[1])
         self._worker.callback(log.unlink, missing_ok=True)
-        self._worker.enter_context(self.deployment.worker_process(log, probe, loglevel="warning"))
+        self._worker.enter_context(worker_process(self.deployment, log, probe, loglevel="warning"))
 
     def stop_worker(self) -> None:
         self._worker.close()

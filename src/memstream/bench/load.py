@@ -10,11 +10,14 @@ same load. A sampler reads the worker's lag (log end offsets - the projection's 
 twice a second, and goes on after the threads stop until the worker has caught up.
 
 Figures: turns/s accepted (turns with memory that completed, per second of wall clock), the
-turn's p50/p99 with and without memory (their difference is what the hook adds under load),
-the lag over time (plotted in the report) and the time to catch up. The audit reads the whole
-memory topic back: every event in the log must be applied exactly once (its marker), and each
-tenant must hold exactly two memories (query, answer) per turn event: `lost` and `doubled`
-must both be 0.
+turn's p50/p99 with and without memory, the hook's own time in each turn (both hooks, timed by
+the middleware's HookTimer) beside a raw producer's enqueue of the same event under the same
+threads (librdkafka `produce` of the encoded event, same producer settings, to a scratch
+topic: what handing an event to a background producer costs with nothing else; the target is
+the hook's p99 within 2x of it), the lag over time (plotted in the report) and the time to
+catch up. The audit reads the whole memory topic back: every event in the log must be applied
+exactly once (its marker), and each tenant must hold exactly two memories (query, answer) per
+turn event: `lost` and `doubled` must both be 0.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Producer
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
 from memstream.bench.corpus import turns as corpus_turns
@@ -36,15 +41,28 @@ from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import TurnCompleted
+from memstream.memory.manager import HeuristicImportance
 from memstream.projections.connection import text
 from memstream.streams.topics import end_offsets
+from memstream.streams.wire import event_record, producer_config
 
 __all__ = ["run_load"]
 
 TARGET = "0 lost, 0 doubled"
+HOOK_TARGET = "hook p99 ≤ 2x a raw enqueue's p99"
 _TENANTS = 100
 _SAMPLE_S = 0.5
 _ANSWER = "Noted: I will keep that in mind for next time."
+
+
+class _HookTime:
+    """The middleware's HookTimer: what its hooks spent in the current turn."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+
+    def observe_hook(self, hook: str, seconds: float) -> None:
+        self.spent += seconds
 
 
 def _lag(ns: BenchNamespace) -> int:
@@ -102,18 +120,25 @@ def run_load(
         progress.say("starting a worker")
         ns.start_worker(probe)
         stores = ns.deployment.stores()
+        scratch = ns.deployment.with_namespace(ns.scratch("enqueue"))
+        asyncio.run(scratch.ensure_topics())
+        raw_producer = Producer(producer_config(ns.kafka, "librdkafka", {"linger.ms": 2}))
         ours: list[float] = []
         raw: list[float] = []
+        hooks: list[float] = []
+        enqueues: list[float] = []
         lock = threading.Lock()
         done = Counter[str]()
+        importance = HeuristicImportance()
 
         def agent_thread(n: int, deadline: float) -> None:
+            timer = _HookTime()
             memory = SemanticMemoryMiddleware(
-                stores=stores, client=ScriptedModel([]), record=RecordConfig()
+                stores=stores, client=ScriptedModel([]), record=RecordConfig(), timer=timer
             )
             plain = Agent(ScriptedModel([_ANSWER] * (turns + 1)))
             with_memory = Agent(ScriptedModel([_ANSWER] * (turns + 1)), middleware=[memory])
-            mine, base, statuses = [], [], Counter[str]()
+            mine, base, spent, enqueued, statuses = [], [], [], [], Counter[str]()
             for i in range(turns):
                 if time.monotonic() > deadline:
                     break
@@ -122,14 +147,37 @@ def run_load(
                 t0 = time.perf_counter()
                 plain.run(question, config)
                 t1 = time.perf_counter()
+                timer.spent = 0.0
                 result = with_memory.run(question, config)
                 t2 = time.perf_counter()
+                # The raw baseline: the same turn's event, encoded beforehand, enqueued.
+                same = event_record(
+                    scratch.topics,
+                    TurnCompleted(
+                        tenant=config.tenant_id or "",
+                        thread=config.thread_id,
+                        run=result.run_id,
+                        turn=0,
+                        query=question,
+                        answer=_ANSWER,
+                        recorded_at=datetime.now(UTC),
+                        importance=importance.score(question, _ANSWER),
+                        embedding_model=embedder.model_id,
+                    ),
+                )
+                t3 = time.perf_counter()
+                raw_producer.produce(same.topic, same.value, same.key)
+                t4 = time.perf_counter()
                 base.append(t1 - t0)
                 mine.append(t2 - t1)
+                spent.append(timer.spent)
+                enqueued.append(t4 - t3)
                 statuses[result.status] += 1
             with lock:
                 ours.extend(mine)
                 raw.extend(base)
+                hooks.extend(spent)
+                enqueues.extend(enqueued)
                 done.update(statuses)
 
         lag_series: list[tuple[float, int]] = []
@@ -153,6 +201,7 @@ def run_load(
             worker.join()
         load_s = time.monotonic() - t0
         drained = stores.publisher.flush(60)
+        raw_producer.flush(60)
         progress.say("waiting for the worker to catch up")
         deadline = time.monotonic() + catch_up_s
         while _lag(ns) > 0 and time.monotonic() < deadline:
@@ -180,6 +229,7 @@ def run_load(
 
     accepted = done["completed"]
     mine, base = Latency.of_seconds(ours), Latency.of_seconds(raw)
+    hook, enqueue = Latency.of_seconds(hooks), Latency.of_seconds(enqueues)
     figures = {
         "threads": threads,
         "tenants": _TENANTS,
@@ -189,6 +239,9 @@ def run_load(
         "turn_with_memory": {"p50_ms": mine.p50_ms, "p99_ms": mine.p99_ms},
         "turn_without": {"p50_ms": base.p50_ms, "p99_ms": base.p99_ms},
         "hook_added_p99_ms": round(mine.p99_ms - base.p99_ms, 4),
+        "hook": {"p50_ms": hook.p50_ms, "p99_ms": hook.p99_ms},
+        "raw_enqueue": {"p50_ms": enqueue.p50_ms, "p99_ms": enqueue.p99_ms},
+        "hook_p99_over_raw_enqueue_p99": round(hook.p99_ms / enqueue.p99_ms, 2),
         "publisher_drained": drained,
         "events_in_log": len(distinct),
         "lost": lost,
@@ -201,6 +254,15 @@ def run_load(
         name="load",
         figures=figures,
         comparisons=[
+            Comparison(
+                "hook p99 under load",
+                hook.p99_ms,
+                enqueue.p99_ms,
+                "ms",
+                "raw producer enqueue",
+                False,
+                HOOK_TARGET,
+            ),
             Comparison(
                 "turn p99 under load", mine.p99_ms, base.p99_ms, "ms", "agent without memory", False
             ),

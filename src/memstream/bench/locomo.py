@@ -13,6 +13,8 @@ Beside it, computed in the same run over the same stored texts:
 - `vector`: exact cosine over the very vectors the worker stored (read back from Redis);
 - `bm25+vector rrf`: the two fused in-process by reciprocal rank (top `candidates` of each);
 - `bm25+vector score fusion`: the two fused in-process as recall fuses them, over every turn;
+- `server search`: the HTTP API's and the MCP tools' search (`FilteredSearch`, hybrid mode,
+  no filter but the tenant's): what a client of `memstream serve` gets for the question;
 - `memstream lexical-only` / `vector-only`: memstream's own path with the vector weight 0 (its
   per-tenant BM25, a check against `bm25`) and its KNN path (a check on `vector`);
 - `redis bm25 (index-wide)`: RediSearch's own `SCORER BM25` ranking of the same words, with
@@ -47,15 +49,18 @@ from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.model import RecalledMemory
-from memstream.projections.fusion import RRF_K, RecallTuning, reciprocal_rank_fusion
+from memstream.memory.ranking.fusion import RRF_K, RecallTuning, reciprocal_rank_fusion
 from memstream.projections.recall import (
     CANDIDATES,
     HybridQuery,
     RedisRecaller,
+    SearchFilter,
     VectorQuery,
     parse_reply,
 )
 from memstream.projections.schema import Fields
+from memstream.projections.search import FilteredSearch
+from memstream.providers import EmbedderCatalogue
 
 __all__ = ["CONTENT_STYLES", "Conversation", "load_locomo", "run_locomo"]
 
@@ -195,6 +200,7 @@ _METHODS = (
     "memstream",
     "memstream lexical-only",
     "memstream vector-only",
+    "server search",
     "redis bm25 (index-wide)",
     "bm25",
     "vector",
@@ -257,7 +263,14 @@ def run_locomo(
         import_s = time.perf_counter() - t0
         ns.stop_worker()
 
-        recaller = RedisRecaller(ns.redis, ns.keys, embedder, url=ns.settings.redis, tuning=tuning)
+        recaller = RedisRecaller(
+            ns.redis,
+            ns.keys,
+            EmbedderCatalogue(ns.settings, embedder),
+            url=ns.settings.redis,
+            tuning=tuning,
+        )
+        server = FilteredSearch(ns.redis, ns.keys, recaller, url=ns.settings.redis)
         total = sum(len(c.questions) for c in loaded)
         budget = questions if questions is not None else total
         for conversation in loaded:
@@ -281,6 +294,9 @@ def run_locomo(
                         recaller.search_vector(VectorQuery(conversation.sample_id, vector, _DEPTH))
                     ),
                 }
+                tenant_only = SearchFilter(conversation.sample_id)
+                page = server.search(tenant_only, question.text, limit=_DEPTH)
+                rankings["server search"] = _dia_ids(page.hits)
                 for name, swept in tunings.items():
                     rankings[name] = _dia_ids(recaller.search(hybrid, swept))
                 rankings["redis bm25 (index-wide)"] = _redis_bm25(ns, hybrid)

@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaProducer
 
 from memstream.config import Settings
 from memstream.streams.kafka import KafkaConnection
+from memstream.streams.wire import producer_config
 
 __all__ = ["RawWrites"]
 
@@ -34,10 +35,7 @@ class RawWrites:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
                     self._producer = AIOKafkaProducer(
-                        **self._kafka.aiokafka(),
-                        enable_idempotence=True,
-                        acks="all",
-                        linger_ms=2,
+                        **producer_config(self._kafka, "aiokafka", {"linger_ms": 2})
                     )
                     await self._producer.start()
                     await send({"type": "lifespan.startup.complete"})

@@ -41,6 +41,7 @@ from memstream.memory.tenancy import tenant_token
 from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
 from memstream.projections.schema import Fields
 from memstream.projections.writer import RedisProjectionWriter
+from memstream.providers import EmbedderCatalogue
 
 __all__ = ["run_recall"]
 
@@ -58,7 +59,7 @@ def _seed(
 
     async def write() -> None:
         writer = RedisProjectionWriter(
-            ns.deployment.async_redis(), ns.keys, max_memories=0, url=ns.settings.redis
+            ns.projection.async_client(), ns.keys, max_memories=0, url=ns.settings.redis
         )
         await writer.ensure_live_index(_MODEL, dims)
         for low in range(start, stop, 500):
@@ -152,7 +153,7 @@ def _measure(
     recaller = RedisRecaller(
         ns.redis,
         ns.keys,
-        embedder=_NoEmbedder(dims),
+        EmbedderCatalogue(ns.settings, _NoEmbedder(dims)),
         tuning=ns.deployment.recall_tuning(),
         url=ns.settings.redis,
     )

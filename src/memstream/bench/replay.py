@@ -38,8 +38,10 @@ from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import memories_of
 from memstream.projections.connection import RedisConnection, async_redis_client
+from memstream.projections.generations import RedisGenerations
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import RedisProjectionWriter
+from memstream.providers import EmbedderCatalogue
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.replay import CountedDeadLetters
@@ -86,15 +88,17 @@ async def rebuild_loop(
 ) -> RawRun:
     """The projector loop alone over `topic`, into the keyspace `target` (`keyring` opens
     sealed events)."""
+    writer_client = async_redis_client(RedisConnection.from_settings(settings))
     writer = RedisProjectionWriter(
-        async_redis_client(RedisConnection.from_settings(settings)),
+        writer_client,
         Keyspace(target),
         max_memories=settings.max_memories_per_tenant,
         url=settings.redis,
     )
     projector = Projector(
-        embedder,
+        EmbedderCatalogue(settings, embedder),
         writer,
+        RedisGenerations(writer_client, Keyspace(target), url=settings.redis),
         CountedDeadLetters(),
         default_importance=settings.default_importance,
         keyring=keyring,
@@ -143,7 +147,7 @@ async def _raw_writes(ns: BenchNamespace, cached: Embedder, count: int) -> RawRu
     pipeline = RawPipeline(
         ns.kafka,
         ns.topics.memory,
-        ns.deployment.redis_connection,
+        ns.projection.connection,
         ns.settings.namespace,
         cached,
         ns.deployment.keyring(),

@@ -21,14 +21,10 @@ import json
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from aiokafka.partitioner import murmur2
 
-__all__ = ["Spread", "partition_of", "simulate"]
+from memstream.streams.wire import partition_of
 
-
-def partition_of(tenant: str, partitions: int) -> int:
-    """The partition Kafka's default (murmur2) partitioner gives the key `tenant`."""
-    return int(murmur2(tenant.encode("utf-8")) & 0x7FFFFFFF) % partitions
+__all__ = ["Spread", "simulate"]
 
 
 @dataclass(frozen=True, slots=True)

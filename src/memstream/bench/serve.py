@@ -38,13 +38,14 @@ from memstream.bench.harness import BenchNamespace
 from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
-from memstream.memory.codec import encode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemorySaved, memories_of
 from memstream.memory.model import MemoryType
-from memstream.memory.tenancy import tenant_key
 from memstream.processes import free_port, running
+from memstream.server.parts import api_keys
 from memstream.streams.kafka import KafkaConnection
+from memstream.streams.topics import Topics
+from memstream.streams.wire import event_record, producer_config, send
 
 __all__ = ["run_serve"]
 
@@ -73,7 +74,7 @@ def run_serve(
         progress.say(f"projecting {2 * len(corpus)} memories of one tenant")
         ns.publish(corpus)
         ns.wait_applied(corpus, 600, lambda d, t: progress.tick("tenant caught up", d, t))
-        key, _ = ns.deployment.api_keys().create(_TENANT)
+        key, _ = api_keys(ns.deployment).create(_TENANT)
         recaller = ns.deployment.recaller()
         texts = conversation_texts()
         serve = ("memstream", "serve", "--port", "{port}")
@@ -120,14 +121,12 @@ def run_serve(
             progress.say(f"{sequential} sequential writes: acked, with ?wait=true, raw Kafka")
             acked = [_timed_write(http, "") for _ in range(sequential)]
             waited = [_timed_write(http, "?wait=true") for _ in range(sequential)]
-            raw_single = asyncio.run(
-                _raw_writes(ns.kafka, ns.topics.memory, embedder, sequential, 1)
-            )[1]
+            raw_single = asyncio.run(_raw_writes(ns.kafka, ns.topics, embedder, sequential, 1))[1]
             ns.stop_worker()
             progress.say(f"{writes} writes from {CLIENTS} concurrent clients, then raw Kafka")
             ours_s, ours_latency = asyncio.run(_concurrent_writes(url, key, writes))
             raw_s, raw_latency = asyncio.run(
-                _raw_writes(ns.kafka, ns.topics.memory, embedder, writes, CLIENTS)
+                _raw_writes(ns.kafka, ns.topics, embedder, writes, CLIENTS)
             )
         # Nothing consumes the dead-letter topic during the bench: the bare service's bodies
         # (no events) go there, and are dropped with the namespace.
@@ -287,13 +286,11 @@ async def _concurrent_writes(url: str, key: str, writes: int) -> tuple[float, li
 
 
 async def _raw_writes(
-    kafka: KafkaConnection, topic: str, embedder: Embedder, writes: int, clients: int
+    kafka: KafkaConnection, topics: Topics, embedder: Embedder, writes: int, clients: int
 ) -> tuple[float, list[float]]:
     """The same kind of event sent straight to Kafka (acks=all, idempotent, as the server's
     producer), `clients` at a time, each waiting for its acknowledgement."""
-    producer = AIOKafkaProducer(
-        **kafka.aiokafka(), enable_idempotence=True, acks="all", linger_ms=2
-    )
+    producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka", {"linger_ms": 2}))
     await producer.start()
     latencies: list[float] = []
     queue = list(range(writes))
@@ -303,7 +300,7 @@ async def _raw_writes(
             while queue:
                 event = _saved(embedder, queue.pop())
                 t0 = time.perf_counter()
-                await producer.send_and_wait(topic, encode_event(event), key=tenant_key(_TENANT))
+                await (await send(producer, event_record(topics, event)))
                 latencies.append(time.perf_counter() - t0)
 
         t0 = time.perf_counter()

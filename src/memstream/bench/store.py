@@ -28,10 +28,9 @@ from memstream.bench.report import BenchResult, Comparison
 from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
 from memstream.errors import InfrastructureError
-from memstream.memory.codec import encode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import ItemStored, item_memory_id
-from memstream.memory.tenancy import tenant_key
+from memstream.streams.wire import event_record, producer_config
 
 __all__ = ["run_store"]
 
@@ -52,7 +51,7 @@ def run_store(
         progress.say("starting a worker")
         ns.start_worker(turns(1, embedder.model_id, tenants=1)[0])
         store = MemstreamStore(ns.deployment, tenants=NamespaceTenants((1,)))
-        raw = Producer({**ns.kafka.librdkafka(), "enable.idempotence": True})
+        raw = Producer(producer_config(ns.kafka, "librdkafka"))
         slots = [(("memories", f"user-{i % users}"), f"item-{i}") for i in range(items)]
         puts, raw_puts = [], []
         raw_events: list[ItemStored] = []
@@ -72,7 +71,8 @@ def run_store(
                 importance=0.5,
                 embedding_model=embedder.model_id,
             )
-            raw.produce(ns.topics.memory, encode_event(same), tenant_key(same.tenant))
+            record = event_record(ns.topics, same)
+            raw.produce(record.topic, record.value, record.key)
             raw_events.append(same)
             raw.flush(10)
             t2 = time.perf_counter()

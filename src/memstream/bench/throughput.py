@@ -49,7 +49,7 @@ def run_throughput(
         pipeline = RawPipeline(
             ns.kafka,
             ns.topics.memory,
-            ns.deployment.redis_connection,
+            ns.projection.connection,
             ns.settings.namespace,
             embedder,
             ns.deployment.keyring(),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 
 from memstream.deployment import Deployment
-from memstream.projections.acl import REDIS_ROLES, redis_acl_command
 from memstream.streams.acls import KAFKA_ROLES, kafka_grants
 
 __all__ = ["acl_commands", "register"]
@@ -32,8 +31,9 @@ def acl_commands(deployment: Deployment, roles: tuple[str, ...] = KAFKA_ROLES) -
             grant.command(deployment.settings.bootstrap_servers)
             for grant in kafka_grants(role, deployment.topics)
         ]
-        if role in REDIS_ROLES:
-            lines.append(f"redis-cli --tls ... {redis_acl_command(role, deployment.keys)}")
+        redis_user = deployment.projection.access_command(role)
+        if redis_user is not None:
+            lines.append(redis_user)
     return lines
 
 

@@ -23,7 +23,7 @@ from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError, InvalidInputError
 from memstream.memory.embeddings import Embedder
-from memstream.projections.fusion import RRF_K
+from memstream.memory.ranking.fusion import RRF_K
 from memstream.projections.recall import CANDIDATES
 
 __all__ = ["register"]

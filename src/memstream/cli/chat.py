@@ -40,7 +40,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     agent = Agent(
         model,
         middleware=[deployment.memory_middleware(model)],
-        journal=RedisJournal(deployment.redis, deployment.settings.namespace),
+        journal=RedisJournal(deployment.projection.client, deployment.settings.namespace),
     )
     interactive = sys.stdin.isatty()
     print(f"memstream chat: tenant {tenant!r}, thread {args.thread!r}, {described}.")

@@ -20,6 +20,7 @@ from memstream.cli.importer import wait_applied
 from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
 from memstream.memory.events import MemoryForgotten
+from memstream.operations import erase_tenant
 
 __all__ = ["register"]
 
@@ -83,7 +84,7 @@ def _erase(args: argparse.Namespace, deployment: Deployment) -> int:
         raise InvalidInputError(
             "--erase erases the whole tenant; leave out --id, --thread, --before and --all"
         )
-    erasure = deployment.erase_tenant(args.tenant, timeout_s=args.timeout)
+    erasure = erase_tenant(deployment, args.tenant, timeout_s=args.timeout)
     say(f"tenant {args.tenant!r} erased (event {erasure.event.id}):")
     say(f"  data keys destroyed: {len(erasure.destroyed)} ({deployment.topics.keys})")
     say("  projection: every memory of the tenant deleted")

@@ -11,6 +11,7 @@ import sys
 
 from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
+from memstream.server.parts import api_keys
 
 __all__ = ["register"]
 
@@ -32,7 +33,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _create(args: argparse.Namespace, deployment: Deployment) -> int:
     if bool(args.tenant) == bool(args.admin):
         raise InvalidInputError("say whom the key is for: --tenant T, or --admin for all tenants")
-    key, made = deployment.api_keys().create(None if args.admin else args.tenant)
+    key, made = api_keys(deployment).create(None if args.admin else args.tenant)
     print(key)
     scope = "every tenant (admin)" if made.admin else f"tenant {made.tenant!r}"
     print(f"key {made.key_id} created for {scope}; it is not shown again", file=sys.stderr)
@@ -40,7 +41,7 @@ def _create(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def _revoke(args: argparse.Namespace, deployment: Deployment) -> int:
-    if deployment.api_keys().revoke(args.key):
+    if api_keys(deployment).revoke(args.key):
         print("key revoked", file=sys.stderr)
         return 0
     print("no such key (nothing revoked)", file=sys.stderr)
@@ -48,7 +49,7 @@ def _revoke(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def _list(args: argparse.Namespace, deployment: Deployment) -> int:
-    for key in deployment.api_keys().all():
+    for key in api_keys(deployment).all():
         scope = "admin" if key.admin else f"tenant={key.tenant}"
         print(f"{key.key_id}\t{scope}\t{key.created_at.isoformat()}")
     return 0

@@ -24,6 +24,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
         from memstream.server.mcp import build_mcp, stdio_principal
+        from memstream.server.parts import memory_service
     except ModuleNotFoundError as exc:
         raise missing_extra("mcp", exc) from None
 
@@ -32,7 +33,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
-        async with deployment.memory_service() as service:
+        async with memory_service(deployment) as service:
             state["service"] = service
             yield
 

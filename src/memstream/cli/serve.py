@@ -15,6 +15,7 @@ import sys
 from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError
 from memstream.health import LastError
+from memstream.operations import heartbeat
 
 __all__ = ["is_loopback", "missing_extra", "register"]
 
@@ -53,11 +54,12 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         import uvicorn
 
         from memstream.server.app import create_app
+        from memstream.server.parts import api_keys, memory_service
     except ModuleNotFoundError as exc:
         raise missing_extra("serve", exc) from None
 
     settings = deployment.settings
-    keys = deployment.api_keys()
+    keys = api_keys(deployment)
     loopback = is_loopback(args.host)
     if not keys.any():
         if not loopback and not args.insecure:
@@ -72,7 +74,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
             file=sys.stderr,
         )
     app = create_app(
-        deployment.memory_service,
+        lambda: memory_service(deployment),
         keys,
         max_body_bytes=settings.server_max_body_bytes,
         keyless=loopback or args.insecure,
@@ -85,7 +87,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     errors = LastError()
     for logger in (logging.getLogger(), logging.getLogger("uvicorn")):
         logger.addHandler(errors)
-    beat = deployment.heartbeat("server", errors)
+    beat = heartbeat(deployment, "server", errors)
     beat.start()
     try:
         uvicorn.run(app, host=args.host, port=port, log_level="warning", access_log=False)

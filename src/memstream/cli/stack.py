@@ -34,10 +34,12 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from memstream.binaries import cache_dir, java, kafka_libs, redis_home, stack_file
+from memstream.cli.dead_letters import pending_by_code, pending_line
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError, StackError
-from memstream.health import ProcessReport
+from memstream.memory.ports import ProcessReport
+from memstream.operations import projection_lag
 from memstream.processes import project_root
 from memstream.projections.connection import redis_client
 from memstream.streams.kafka import KafkaConnection
@@ -381,7 +383,7 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
     states = stack.status()
     unread = ""
     try:
-        reports = deployment.processes()
+        reports = deployment.projection.processes().reports()
     except MemstreamError as exc:  # Redis is down: the services' states still help
         reports, unread = [], str(exc)
     local = {(report.kind, report.pid): report for report in reports}
@@ -395,8 +397,9 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"lag and last errors unknown: {unread}")
     if states["kafka"] != "stopped" and states["redis"] != "stopped":
         with contextlib.suppress(MemstreamError, KafkaError, OSError):
-            lag = deployment.projection_lag()
+            lag = projection_lag(deployment)
             print(f"projection lag: {sum(lag.values())} messages")
+            print(pending_line(pending_by_code(deployment)))
     return 0 if states["kafka"] != "stopped" and states["redis"] != "stopped" else 1
 
 

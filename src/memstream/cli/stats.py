@@ -6,8 +6,10 @@ import argparse
 import json
 from typing import Any
 
+from memstream.cli.dead_letters import pending_by_code, pending_line
 from memstream.deployment import Deployment
 from memstream.memory.tenancy import validate_tenant
+from memstream.operations import projection_lag
 
 __all__ = ["register"]
 
@@ -22,12 +24,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     status = deployment.status()
     tenants = status.tenant_stats(args.tenant)
-    lag = deployment.projection_lag()
+    lag = projection_lag(deployment)
     body: dict[str, Any] = {
         "memories": sum(t.memories for t in tenants),
         "lag": sum(lag.values()),
         "lag_by_partition": {str(p): n for p, n in sorted(lag.items())},
-        "generation": status.live().generation,
+        "generation": status.live_generation(),
+        "dead_letters_pending": pending_by_code(deployment),
         "tenants": {
             t.tenant: {
                 "memories": t.memories,
@@ -43,6 +46,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         print(json.dumps(body, ensure_ascii=False, indent=2))
         return 0
     print(f"generation {body['generation']}: {body['memories']} memories, lag {body['lag']}")
+    print(pending_line(body["dead_letters_pending"]))
     for tenant, row in body["tenants"].items():
         print(f"  {tenant!r}: {row['memories']} memories, {row['oldest']} .. {row['newest']}")
     return 0

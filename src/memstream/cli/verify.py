@@ -17,19 +17,16 @@ import sys
 import time
 from dataclasses import dataclass
 
-from aiokafka.partitioner import DefaultPartitioner
-
 from memstream.cli.replay import add_allow_dead_letters, progress_bar, report
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
-from memstream.memory.tenancy import tenant_key, validate_tenant
-from memstream.projections.compare import Difference, ProjectionComparer
+from memstream.memory.ports import Difference, Generations
+from memstream.memory.tenancy import validate_tenant
 from memstream.streams.replay import Rebuilt
 from memstream.streams.topics import topic_partitions
+from memstream.streams.wire import partition_of
 
 __all__ = ["register"]
-
-_MURMUR2 = DefaultPartitioner()
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,40 +41,39 @@ async def _verify(
     deployment: Deployment, args: argparse.Namespace
 ) -> tuple[list[Difference], list[str]]:
     """The differences, and the tenants that could not be compared."""
-    keys = deployment.keys
-    client = deployment.async_redis()
-    generations = deployment.generations(client)
-    comparer = ProjectionComparer(client, url=deployment.settings.redis)
-    async with deployment.replayer() as replayer:
-        rebuilt = await replayer.rebuild(
-            args.tenant,
-            swap=False,
-            allow_dead_letters=args.allow_dead_letters,
-            progress=progress_bar,
-        )
-    print(f"\nverify: {report(rebuilt)}", file=sys.stderr)
-    try:
-        live = keys.at(await _wait_live(deployment, rebuilt, args.timeout))
-        scratch = keys.at(rebuilt.generation)
-        tenants = (
-            {args.tenant}
-            if args.tenant is not None
-            else await comparer.tenants(live) | await comparer.tenants(scratch)
-        )
-        moved = await _moved_partitions(deployment, rebuilt)
-        differences, skipped = [], []
-        for tenant in sorted(tenants):
-            if _partition_of(tenant, moved.partitions) in moved.fields:
-                skipped.append(tenant)
-                continue
-            differences += await comparer.compare(live, scratch, tenant)
-        return differences, skipped
-    finally:
-        await generations.drop(rebuilt.generation)
-        await client.aclose()
+    async with deployment.projection.session() as session:
+        comparer = session.comparer
+        async with deployment.replayer() as replayer:
+            rebuilt = await replayer.rebuild(
+                args.tenant,
+                swap=False,
+                allow_dead_letters=args.allow_dead_letters,
+                progress=progress_bar,
+            )
+        print(f"\nverify: {report(rebuilt)}", file=sys.stderr)
+        try:
+            live = await _wait_live(deployment, session.generations, rebuilt, args.timeout)
+            scratch = rebuilt.generation
+            tenants = (
+                {args.tenant}
+                if args.tenant is not None
+                else await comparer.tenants(live) | await comparer.tenants(scratch)
+            )
+            moved = await _moved_partitions(deployment, rebuilt)
+            differences, skipped = [], []
+            for tenant in sorted(tenants):
+                if partition_of(tenant, moved.partitions) in moved.fields:
+                    skipped.append(tenant)
+                    continue
+                differences += await comparer.compare(live, scratch, tenant)
+            return differences, skipped
+        finally:
+            await session.generations.drop(rebuilt.generation)
 
 
-async def _wait_live(deployment: Deployment, rebuilt: Rebuilt, wait_s: float) -> int:
+async def _wait_live(
+    deployment: Deployment, generations: Generations, rebuilt: Rebuilt, wait_s: float
+) -> int:
     """The live generation, once it has applied every event the rebuild applied."""
     status = deployment.status()
     deadline = time.monotonic() + wait_s
@@ -85,7 +81,7 @@ async def _wait_live(deployment: Deployment, rebuilt: Rebuilt, wait_s: float) ->
         positions = await asyncio.to_thread(status.positions)
         behind = {f: o for f, o in rebuilt.last_events.items() if positions.get(f, -1) < o}
         if not behind:
-            return (await asyncio.to_thread(status.live)).generation
+            return await generations.live()
         if time.monotonic() > deadline:
             raise MemstreamError(
                 f"the live projection has not caught up with the log within {wait_s:.0f}s "
@@ -116,12 +112,6 @@ async def _moved_partitions(deployment: Deployment, rebuilt: Rebuilt) -> _Moved:
         > rebuilt.read_to.get(f"{topic}/{tp.partition}", -1)
     }
     return _Moved(frozenset(moved), len(partitions))
-
-
-def _partition_of(tenant: str, partitions: int) -> int:
-    """The tenant's partition, as every memstream producer picks it (the Java client's)."""
-    every = list(range(partitions))
-    return int(_MURMUR2(tenant_key(tenant), every, every))
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from memstream.deployment import Deployment
+from memstream.operations import run_worker
 
 __all__ = ["register"]
 
@@ -22,5 +23,5 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
-    deployment.run_worker(loglevel=args.loglevel, metrics_port=args.metrics_port)
+    run_worker(deployment, loglevel=args.loglevel, metrics_port=args.metrics_port)
     return 0

@@ -1,7 +1,7 @@
 """SemanticMemoryMiddleware: long-term memory shared by every thread of a tenant.
 
     before_agent   resolve the tenant's store (refuse the input if that fails), recall what
-                   is relevant to the input, cut it to max_recall_tokens * 4 characters, and
+                   is relevant to the input within max_recall_tokens * 4 characters, and
                    keep it under RecalledKey
     prompt_section show the recalled text to every model step of the turn as `semantic-memory`
     after_agent    record the turn (query and answer, each cut to max_record_chars) as one
@@ -37,13 +37,12 @@ from memstream.hooks.turns import (
     RecordConfig,
     Stage,
     recall_context,
-    record_turn,
     skipped,
 )
 from memstream.hooks.view import EffectView
 from memstream.llm import ModelClient, PromptSection
 from memstream.memory.events import ConsolidationRequested
-from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, cut
+from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.monitoring import LoggingMonitor, Monitor
 from memstream.memory.store import MemoryStore
 
@@ -163,7 +162,7 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         recalled = context.state.get(self.RecalledKey)
         if not recalled or self._recall is None:
             return None
-        return PromptSection(self.SECTION, cut(recalled, self._recall.max_chars))
+        return PromptSection(self.SECTION, recalled)  # cut to the budget by the recall
 
     def after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
         with self._timed("after_agent"):
@@ -178,15 +177,14 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             if cell.store is None:
                 return Proceed()
             manager = self._manager_for(cell, context)
-            record_turn(
-                manager,
-                self._record,
+            manager.record_turn(
                 thread=context.config.thread_id,
                 run=context.run_id,
                 turn=context.turn_index,
                 query=turn.input,
                 answer=turn.answer,
                 at=self._clock.now(),
+                max_chars=self._record.max_record_chars,
             )
         except MemstreamError as exc:
             self._skipped(context, "record", exc)

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from memstream.errors import ConfigurationError
 from memstream.memory.store import MemoryStore
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["StoreResolver", "TenantCell", "TenantCells"]
 
@@ -25,7 +25,7 @@ StoreResolver = Callable[[str], MemoryStore | None]
 
 @dataclass(frozen=True, slots=True)
 class TenantCell:
-    tenant: str
+    tenant: TenantId
     store: MemoryStore | None
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -37,8 +37,9 @@ class TenantCells:
         self._lock = threading.Lock()
 
     def cell(self, tenant: str) -> TenantCell:
-        """The tenant's cell, resolving its store on first use (errors are not kept)."""
-        validate_tenant(tenant)
+        """The tenant's cell, resolving its store on first use (errors are not kept). The
+        hooks' entry: the tenant is validated here, and carried as a TenantId from here on."""
+        tenant = validate_tenant(tenant)
         with self._lock:
             cell = self._cells.get(tenant)
             if cell is None:
@@ -53,7 +54,7 @@ class TenantCells:
         with cell.lock:
             return f(cell.store)
 
-    def _resolve(self, tenant: str) -> MemoryStore | None:
+    def _resolve(self, tenant: TenantId) -> MemoryStore | None:
         store = self._resolver(tenant)
         if store is None:
             return None

@@ -6,7 +6,8 @@ the framework adapters (`integrations.langchain`):
 - recall: the manager's relevant context for the turn's input, cut to
   `max_recall_tokens * 4` characters;
 - record: the turn's query and answer as one event (each cut to `max_record_chars`, importance
-  decided now), handed to the tenant's store without waiting for the log;
+  decided now), written by the manager's `record_turn` to the tenant's store without waiting
+  for the log;
 - a step that failed after the answer is skipped and announced by a `Skipped` event.
 """
 
@@ -17,12 +18,11 @@ from datetime import datetime
 from typing import Literal
 
 from memstream.errors import MemstreamError
-from memstream.memory.events import TurnCompleted
-from memstream.memory.manager import LLMMemoryManager, cut
+from memstream.memory.manager import LLMMemoryManager
 from memstream.memory.model import DEFAULT_MAX_RECORD_CHARS
 from memstream.memory.monitoring import Skipped
 
-__all__ = ["RecallConfig", "RecordConfig", "recall_context", "record_turn", "skipped"]
+__all__ = ["RecallConfig", "RecordConfig", "recall_context", "skipped"]
 
 Stage = Literal["recall", "record", "consolidate"]
 
@@ -42,33 +42,9 @@ class RecordConfig:
 
 
 def recall_context(manager: LLMMemoryManager, input: str, config: RecallConfig) -> str:
-    """The memories relevant to `input`, in sections, within the recall budget."""
-    return cut(manager.get_relevant_context(input, config.max_chars), config.max_chars)
-
-
-def record_turn(
-    manager: LLMMemoryManager,
-    config: RecordConfig,
-    *,
-    thread: str,
-    run: str,
-    turn: int,
-    query: str,
-    answer: str,
-    at: datetime,
-) -> TurnCompleted:
-    """Record one turn through the manager's store (its write never waits for the log)."""
-    event = manager.record_turn(
-        thread=thread,
-        run=run,
-        turn=turn,
-        query=query,
-        answer=answer,
-        at=at,
-        max_chars=config.max_record_chars,
-    )
-    manager.store.write(event)
-    return event
+    """The memories relevant to `input`, in sections, within the recall budget (the manager
+    cuts to it: the one cut the recalled text gets)."""
+    return manager.get_relevant_context(input, config.max_chars)
 
 
 def skipped(

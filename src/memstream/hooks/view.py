@@ -71,12 +71,12 @@ class EffectView:
         begun = self._context.begin_effect(name, event.id, replay_safe=True)
         if isinstance(begun, EffectRecord):
             return _decode(begun.outcome)
-        # The outcome follows from the event alone, so it can be recorded by the callback
-        # that fires when the write is durable, whenever (and on whichever thread) that is.
-        expected = WriteOutcome(event.id, tuple(m.id for m in memories_of(event)))
 
+        # The outcome follows from the event alone, so it is worked out and recorded by the
+        # callback that fires when the write is durable, whenever (and on whichever thread)
+        # that is: not on the turn's path.
         def durable() -> None:
-            begun.applied(_encode(expected))
+            begun.applied(_encode(WriteOutcome(event.id, tuple(m.id for m in memories_of(event)))))
             if on_durable is not None:
                 on_durable()
 

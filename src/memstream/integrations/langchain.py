@@ -50,7 +50,7 @@ from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError, InfrastructureError, MemstreamError
 from memstream.hooks.middleware import SemanticMemoryMiddleware
 from memstream.hooks.tenants import TenantCells
-from memstream.hooks.turns import RecallConfig, RecordConfig, Stage, recall_context, record_turn
+from memstream.hooks.turns import RecallConfig, RecordConfig, Stage, recall_context
 from memstream.hooks.turns import skipped as skipped_event
 from memstream.llm import ModelRequest as MemstreamModelRequest
 from memstream.llm import ModelResponse as MemstreamModelResponse
@@ -172,15 +172,14 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
         if tenant is None or not query or not answer:
             return None
         try:
-            record_turn(
-                self._manager(tenant),
-                self._record,
+            self._manager(tenant).record_turn(
                 thread=_thread(runtime),
                 run=_run(runtime),
                 turn=sum(isinstance(m, HumanMessage) for m in state["messages"]) - 1,
                 query=query,
                 answer=answer,
                 at=datetime.now(UTC),
+                max_chars=self._record.max_record_chars,
             )
         except MemstreamError as exc:
             self._skipped(tenant, runtime, "record", exc)

@@ -68,7 +68,7 @@ from memstream.memory.events import (
     item_memory_id,
 )
 from memstream.memory.model import Memory
-from memstream.projections.recall import MAX_RECALL_K
+from memstream.memory.ports import MAX_RECALL_K
 
 __all__ = ["MemstreamStore"]
 

@@ -1,6 +1,10 @@
 """The embedding seam: what the projection and recall need from a sentence-embedding model.
 
-Providers (memstream.providers) implement it; the domain only knows this protocol.
+Providers (memstream.providers) implement it; the domain only knows these protocols. Which
+model a memory's vector is of is the projection's business, never an event's: each generation
+of the projection records the model it was built with, writers and readers ask `Embedders`
+for that model, and a new generation is built with the configured one (a model switch is a
+replay into a new generation, docs/operations.md).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "Vectors"]
+__all__ = ["Embedder", "Embedders", "Vectors"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -20,8 +24,8 @@ Vectors = npt.NDArray[np.float32]
 class Embedder(Protocol):
     """Turns text into unit-length float32 vectors.
 
-    `model_id` names the model and its version; it is carried in every event and kept with the
-    index, because vectors of two models are not comparable.
+    `model_id` names the model and its version; it is kept with each generation of the index,
+    because vectors of two models are not comparable.
     """
 
     @property
@@ -37,3 +41,19 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> Vectors:
         """A single vector for a search query."""
         ...
+
+
+class Embedders(Protocol):
+    """The embedders this process can use, by model id: `configured` is the one the settings
+    name (new generations are built with it); `for_model` gives the one whose vectors a
+    generation holds, or raises ConfigurationError saying why this process cannot make them
+    and what fixes it."""
+
+    @property
+    def configured_model(self) -> str:
+        """The configured model's id, without loading it."""
+        ...
+
+    def configured(self) -> Embedder: ...
+
+    def for_model(self, model_id: str) -> Embedder: ...

@@ -145,9 +145,10 @@ class LLMMemoryManager:
         at: datetime,
         max_chars: int,
     ) -> TurnCompleted:
-        """The event recording one turn: each side cut to `max_chars`, importance decided now."""
+        """Record one turn through the store (its write never waits for the log): the event
+        holds each side cut to `max_chars`, importance decided now. Returns the event."""
         query, answer = cut(query, max_chars), cut(answer, max_chars)
-        return TurnCompleted(
+        event = TurnCompleted(
             tenant=self.store.tenant,
             thread=thread,
             run=run,
@@ -158,6 +159,8 @@ class LLMMemoryManager:
             importance=self._scorer.score(query, answer),
             embedding_model=self.store.embedding_model,
         )
+        self.store.write(event)
+        return event
 
     def consolidate_memories(
         self, cutoff: datetime, *, min_count: int = 3

@@ -3,7 +3,8 @@ the one port it goes out through.
 
 Memory's failures after an answer never reach the user (the answer stands); they are
 announced here instead (`Skipped`). So is what the worker did beyond writing memories: a
-message it could not read (`DeadLettered`), memories evicted by a bound, forgotten or
+message it could not read (`DeadLettered`) and what a retry of it did (`DeadLetterRetried`),
+memories evicted by a bound, forgotten or
 consolidated, and model calls made outside a turn (`ModelUsage`). Like memory events these
 are frozen, versioned and written as explicit JSON, keyed by tenant on the monitoring topic;
 unlike them they are informational: nothing is rebuilt from them.
@@ -25,6 +26,7 @@ from memstream.memory.tenancy import tenant_key
 
 __all__ = [
     "Consolidated",
+    "DeadLetterRetried",
     "DeadLettered",
     "Evicted",
     "Forgotten",
@@ -90,6 +92,24 @@ class DeadLettered:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadLetterRetried:
+    """`memstream dead-letters retry` re-drove a dead letter: it was applied, found applied
+    already, refused again (`new_code`; a new letter holds it) or erased."""
+
+    type: ClassVar[str] = "DeadLetterRetried"
+    version: ClassVar[int] = 1
+
+    source_topic: str
+    partition: int
+    offset: int
+    letter_offset: int
+    code: str
+    outcome: str  # applied, already_applied, failed or erased
+    new_code: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Evicted:
     """Applying an event pushed a tenant past its bound: these memories were evicted."""
 
@@ -133,7 +153,7 @@ class Consolidated:
 
 
 TenantNotice = Evicted | Forgotten | Consolidated
-MonitoringEvent = Skipped | ModelUsage | DeadLettered | TenantNotice
+MonitoringEvent = Skipped | ModelUsage | DeadLettered | DeadLetterRetried | TenantNotice
 
 
 def encode_monitoring(event: MonitoringEvent) -> bytes:
@@ -152,7 +172,9 @@ def encode_monitoring(event: MonitoringEvent) -> bytes:
 def monitoring_key(event: MonitoringEvent) -> bytes | None:
     """The Kafka key of a notice: its tenant's key (per-tenant order); a dead letter's tenant
     is unknown, so it has none."""
-    return None if isinstance(event, DeadLettered) else tenant_key(event.tenant)
+    if isinstance(event, DeadLettered | DeadLetterRetried):
+        return None
+    return tenant_key(event.tenant)
 
 
 class Monitor(Protocol):

@@ -1,17 +1,25 @@
-"""The projection's ports: what the stream side and the stores ask of a projection backend.
+"""The projection's ports: what the rest of memstream asks of a projection backend.
 
 The worker's projector and the replayer apply events through `ProjectionWriter` and move
 generations through `Generations`; the agent side's stores read through `MemoryReader` and
-`Recaller`. The Redis projection (memstream.projections) implements them all; a second
-backend is a package that implements them too, plus a few lines of wiring in
-`memstream.deployment`. The value types that cross the seam live here with the protocols.
+`Recaller`; the HTTP API and the LangGraph store look memories up by id (`MemoryLookup`);
+`--wait`, `stats` and `verify` ask `ProjectionProgress` what is applied; the server's API keys
+live in an `ApiKeyStore`, the processes' heartbeats in a `ProcessRegistry`, and `verify`
+compares generations through a `GenerationComparer`. One backend object hands them all out
+(`memstream.projections.backend.RedisProjection`); a second backend is a package with such an
+object, built in `memstream.deployment`. The value types that cross the seam live here with
+the protocols.
+
+Every port raises memstream's errors (`memstream.errors`), never its driver's: a backend that
+cannot be reached raises an `InfrastructureError`.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from memstream.memory.embeddings import Vectors
@@ -20,14 +28,24 @@ from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.store import MemoryFilter
 
 __all__ = [
+    "MAX_RECALL_K",
+    "ApiKeyStore",
     "AppliedOutcome",
+    "Difference",
     "Embedded",
+    "GenerationComparer",
     "Generations",
+    "MemoryLookup",
     "MemoryReader",
     "Position",
+    "ProcessRegistry",
+    "ProcessReport",
+    "ProjectionProgress",
+    "ProjectionSession",
     "ProjectionWriter",
     "Recaller",
     "SwapResult",
+    "TenantStats",
 ]
 
 
@@ -91,8 +109,17 @@ class ProjectionWriter(Protocol):
     async def ensure_index(self, embedding_model: str, dims: int, generation: int) -> None: ...
 
     async def apply(
-        self, batch: Sequence[Embedded], *, into: int | None = None
-    ) -> list[AppliedOutcome]: ...
+        self,
+        batch: Sequence[Embedded],
+        *,
+        into: int | None = None,
+        while_live: int | None = None,
+    ) -> list[AppliedOutcome]:
+        """Apply `batch` to the live generation, or `into` a rebuild's. With `while_live`,
+        only while that generation is live: the outcomes are then a prefix of `batch`, and
+        the caller applies the rest to the new live one (its vectors may be of another model).
+        """
+        ...
 
     async def advance(
         self,
@@ -114,6 +141,11 @@ class Generations(Protocol):
 
     async def live(self) -> int: ...
 
+    async def model(self, generation: int) -> str | None:
+        """The embedding model `generation` was built with (None: it has no index yet). The
+        projection owns it: events never decide which model embeds them."""
+        ...
+
     async def allocate(self) -> int: ...
 
     async def swap_all(self, live: int, rebuilt: int) -> SwapResult: ...
@@ -121,6 +153,10 @@ class Generations(Protocol):
     async def swap_tenant(self, live: int, rebuilt: int, tenant: str) -> SwapResult: ...
 
     async def drop(self, generation: int) -> None: ...
+
+
+# The most memories one recall or search returns (`k`, `offset + limit`).
+MAX_RECALL_K = 1000
 
 
 class MemoryReader(Protocol):
@@ -133,3 +169,134 @@ class Recaller(Protocol):
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
         """The tenant's memories most relevant to `text`, best first."""
         ...
+
+
+class MemoryLookup(MemoryReader, Protocol):
+    """Reads memories by id too (the HTTP API, the LangGraph store)."""
+
+    def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
+        """The tenant's memories with these ids in the live generation (None: not stored), in
+        the order asked."""
+        ...
+
+    def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
+        """Which of `memory_ids` are tombstoned (never written again)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStats:
+    tenant: str
+    memories: int
+    oldest: datetime
+    newest: datetime
+
+
+class ProjectionProgress(Protocol):
+    """What the live projection has applied so far, read synchronously."""
+
+    def live_generation(self) -> int:
+        """The generation recall reads now."""
+        ...
+
+    def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+        """The events of `events` the live projection has not applied yet, in order."""
+        ...
+
+    def wait_applied(
+        self,
+        events: Sequence[MemoryEvent],
+        timeout_s: float,
+        tick: Callable[[int, int], None] | None = None,
+    ) -> list[MemoryEvent]:
+        """Wait until `events` are applied or `timeout_s` passed; the tenants' last events
+        still unapplied ([] when all are)."""
+        ...
+
+    def memory_count(self, tenant: str) -> int: ...
+
+    def positions(self) -> dict[str, int]:
+        """The live generation's positions: "topic/partition" -> last offset applied."""
+        ...
+
+    def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
+        """Memories per tenant with their oldest and newest timestamps, by tenant id."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One way a tenant's memories differ between two generations."""
+
+    tenant: str
+    memory_id: str
+    what: str
+
+    def __str__(self) -> str:
+        where = f"memory {self.memory_id}" if self.memory_id else "tombstones"
+        return f"tenant {self.tenant!r}, {where}: {self.what}"
+
+
+class GenerationComparer(Protocol):
+    """Compares two generations memory by memory (`memstream verify`)."""
+
+    async def tenants(self, generation: int) -> set[str]:
+        """The tenants with memories or tombstones in `generation`."""
+        ...
+
+    async def compare(self, live: int, rebuilt: int, tenant: str) -> list[Difference]: ...
+
+
+class ApiKeyStore(Protocol):
+    """The server's API keys as stored: a key's digest -> its record (JSON), per namespace."""
+
+    def put(self, digest: str, record: str) -> None: ...
+
+    def get(self, digest: str) -> str | None: ...
+
+    def delete(self, digest: str) -> bool:
+        """Remove the record; False when there was none."""
+        ...
+
+    def records(self) -> dict[str, str]:
+        """Every digest and its record."""
+        ...
+
+    def count(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReport:
+    """One process's last heartbeat (`memstream status`)."""
+
+    kind: str
+    pid: int
+    host: str
+    seen_at: datetime
+    metrics_port: int | None
+    lag: int | None
+    last_error: str
+    last_error_at: datetime | None
+
+
+class ProcessRegistry(Protocol):
+    """Where the processes of a namespace (workers, servers) say they are alive: a report
+    lasts `ttl_s` unless written again."""
+
+    def write(self, report: ProcessReport, ttl_s: int) -> None: ...
+
+    def remove(self, host: str, pid: int) -> None: ...
+
+    def reports(self) -> list[ProcessReport]:
+        """Every process that reported within its TTL, by kind, host, then pid."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionSession:
+    """The parts a rebuild or a check uses together, over one connection that lives as long
+    as the session (`memstream replay`, `verify`)."""
+
+    writer: ProjectionWriter
+    generations: Generations
+    comparer: GenerationComparer

@@ -5,6 +5,10 @@ characters. Ids are compared exactly (no case folding, no trimming, no normalisa
 "Acme" and "acme" are two tenants. Wherever an id must survive a syntax that gives characters
 a meaning (Redis keys, RediSearch TAG values), it travels as `tenant_token(id)`: the hex of its
 UTF-8 bytes, which has no special characters, no separators and no case to fold.
+
+An id is validated where it comes in (the CLI, HTTP, the framework adapters, the hooks' entry,
+a message read from the log) and travels inside as a `TenantId`, which only `validate_tenant`
+makes: a check further in (a query, a key, an event) is then a type test, not a second scan.
 """
 
 from __future__ import annotations
@@ -13,13 +17,30 @@ import unicodedata
 
 from memstream.errors import InvalidTenantError
 
-__all__ = ["MAX_TENANT_CHARS", "tenant_from_token", "tenant_key", "tenant_token", "validate_tenant"]
+__all__ = [
+    "MAX_TENANT_CHARS",
+    "TenantId",
+    "tenant_from_token",
+    "tenant_key",
+    "tenant_token",
+    "validate_tenant",
+]
 
 MAX_TENANT_CHARS = 256
 
 
-def validate_tenant(tenant: object) -> str:
-    """Return `tenant` if it is a usable tenant id; raise InvalidTenantError saying why not."""
+class TenantId(str):
+    """A tenant id that `validate_tenant` accepted (it is the only maker): equal to, and used
+    as, the plain string."""
+
+    __slots__ = ()
+
+
+def validate_tenant(tenant: object) -> TenantId:
+    """`tenant` as a TenantId if it is a usable tenant id; raise InvalidTenantError saying why
+    not. A TenantId passes as it is: it was checked where it came in."""
+    if type(tenant) is TenantId:
+        return tenant
     if not isinstance(tenant, str):
         raise InvalidTenantError(
             f"a tenant id must be a string, got {type(tenant).__name__}; "
@@ -38,7 +59,7 @@ def validate_tenant(tenant: object) -> str:
                 f"the tenant id has the control or unassigned character U+{ord(char):04X} at "
                 f"position {position}; tenant ids must be printable text"
             )
-    return tenant
+    return TenantId(tenant)
 
 
 def tenant_token(tenant: str) -> str:

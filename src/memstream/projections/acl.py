@@ -40,16 +40,20 @@ _NO_LISTING = ("-scan", "-randomkey")
 # The apply-once and swap scripts (redis-py's registered scripts: EVALSHA, EVAL when the
 # server does not know the script yet, SCRIPT LOAD/EXISTS in pipelines).
 _SCRIPTS = ("+evalsha", "+eval", "+script|load", "+script|exists")
+# A search reads the live generation in the same transaction (projections.live_model), so a
+# swap to a generation of another embedding model cannot fall between the two.
+_SEARCH = ("+multi", "+exec", "+discard", "+FT.SEARCH")
 _RIGHTS = {
-    # recall: FT.SEARCH over the live alias; memories, orders and positions read by key.
-    "agent": (*_READ, *_NO_LISTING, "+FT.SEARCH"),
+    # recall: FT.SEARCH over the live alias (in a transaction with the live generation's
+    # number); memories, orders and positions read by key.
+    "agent": (*_READ, *_NO_LISTING, *_SEARCH),
     # the projection: FT.INFO (does the generation's index exist?), FT.CREATE and FT.ALIASADD
     # on first start; the rest through the scripts.
     "worker": (
         *_WRITE,
         *_NO_LISTING,
         *_SCRIPTS,
-        "+FT.SEARCH",
+        *_SEARCH,
         "+FT.INFO",
         "+FT.CREATE",
         "+FT.ALIASADD",
@@ -60,7 +64,7 @@ _RIGHTS = {
     "importer": (
         *_WRITE,
         *_SCRIPTS,
-        "+FT.SEARCH",
+        *_SEARCH,
         "+FT.AGGREGATE",
         "+FT.INFO",
         "+FT.CREATE",

@@ -9,31 +9,22 @@ Vectors are not compared: they follow from the content and the model, both compa
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import cast
 
 import redis.asyncio
 
 from memstream.memory.model import Memory
+from memstream.memory.ports import Difference
 from memstream.memory.tenancy import tenant_from_token
 from memstream.projections.connection import redis_errors, text
 from memstream.projections.schema import Fields, Keyspace, from_hash, memory_id_of
 
-__all__ = ["Difference", "ProjectionComparer"]
-
-
-@dataclass(frozen=True, slots=True)
-class Difference:
-    tenant: str
-    memory_id: str
-    what: str
-
-    def __str__(self) -> str:
-        where = f"memory {self.memory_id}" if self.memory_id else "tombstones"
-        return f"tenant {self.tenant!r}, {where}: {self.what}"
+__all__ = ["GenerationsComparer", "ProjectionComparer"]
 
 
 class ProjectionComparer:
+    """Compares two generations' keys (of one namespace or two) memory by memory."""
+
     def __init__(self, client: redis.asyncio.Redis, *, url: str = "") -> None:
         self._client = client
         self._url = url
@@ -92,3 +83,17 @@ class ProjectionComparer:
             fields = {text(k): text(v) for k, v in raw.items() if text(k) != Fields.EMBEDDING}
             memories[memory_id] = from_hash(fields) if fields else None
         return memories
+
+
+class GenerationsComparer:
+    """The `GenerationComparer` port: two generations of one namespace, named by number."""
+
+    def __init__(self, comparer: ProjectionComparer, keyspace: Keyspace) -> None:
+        self._comparer = comparer
+        self._keys = keyspace
+
+    async def tenants(self, generation: int) -> set[str]:
+        return await self._comparer.tenants(self._keys.at(generation))
+
+    async def compare(self, live: int, rebuilt: int, tenant: str) -> list[Difference]:
+        return await self._comparer.compare(self._keys.at(live), self._keys.at(rebuilt), tenant)

@@ -17,7 +17,7 @@ import redis.asyncio
 from redis.commands.core import AsyncScript
 
 from memstream.memory.ports import SwapResult
-from memstream.projections.connection import compact_async, is_missing_index, redis_errors
+from memstream.projections.connection import compact_async, is_missing_index, redis_errors, text
 from memstream.projections.schema import Keyspace
 
 __all__ = ["RedisGenerations"]
@@ -36,6 +36,12 @@ class RedisGenerations:
         with redis_errors(self._url, "reading the live generation"):
             raw = await self._client.get(self._keys.generation_key)
         return int(raw or 1)
+
+    async def model(self, generation: int) -> str | None:
+        """The embedding model `generation`'s vectors are of; None before its index exists."""
+        with redis_errors(self._url, "reading a generation's embedding model"):
+            raw = await self._client.hget(self._keys.at(generation).meta, "embedding_model")
+        return None if raw is None else text(raw)
 
     async def allocate(self) -> int:
         """A generation number never used before in this namespace."""

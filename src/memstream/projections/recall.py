@@ -1,13 +1,14 @@
 """The projection's read side: recall a tenant's memories, synchronously, by words and meaning.
 
-A recall sends its FT.SEARCH queries in one pipelined round trip, scores the candidates they
-return, and fuses the scores (`projections.fusion`):
+A recall sends its FT.SEARCH queries in one pipelined round trip; Redis finds the candidates
+and counts the tenant's statistics, and the domain's ranking (`memory.ranking.rank`) scores
+and fuses them:
 
 - `LexicalQuery`: the memories holding any word of the text in `content` or `when`, unstemmed
   (`VERBATIM`). The user's text is cut into word tokens, stopwords are dropped, and every
   token is escaped, so the query is always a plain union of terms: nothing the user types can
   become a query operator, a field name or a wildcard. Redis only finds these candidates; their
-  BM25 is computed here over the tenant's own statistics (`projections.bm25` says why), from
+  BM25 is computed over the tenant's own statistics (`memory.ranking.bm25` says why), from
   `TenantStatsQuery`'s counts sent in the same round trip. Names and dates, which dominate
   questions about past conversations, are matched exactly here.
 - `VectorQuery`: a KNN over the memory vectors. HYBRID_POLICY ADHOC_BF scores every vector
@@ -20,11 +21,13 @@ return, and fuses the scores (`projections.fusion`):
 Both go to the alias of the live generation's index, so recall keeps answering while a
 replay rebuilds the next generation and switches when that one is swapped in. Both are
 filtered on the server to the tenant's TAG (`TenantFilter`), whose value is the hex
-token of the tenant id, so isolation never depends on the text. Redis 7.4 / search 2.10 has
+token of the tenant id, so isolation never depends on the text; a search may narrow them
+further (`SearchFilter`: sessions, memory types, time), and the candidates that pass are
+ranked as any recall's. Redis 7.4 / search 2.10 has
 no FT.HYBRID, so the fusion is client side. Both searches return the candidates' vectors, so
 every candidate has its exact cosine and its exact BM25 whichever list found it; the fused list
 is then re-weighted by importance and recency (`RecallTuning`) and near-duplicates collapse to
-one slot (`projections.dedup`).
+one slot (`memory.ranking.dedup`).
 
 Every query is a frozen value that renders to the exact FT.SEARCH arguments; the unit tests
 check those strings.
@@ -32,45 +35,41 @@ check those strings.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import redis
 
 from memstream.errors import InvalidInputError
-from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.embeddings import Embedders, Vectors
+from memstream.memory.model import Memory, MemoryType, RecalledMemory
+from memstream.memory.ports import MAX_RECALL_K
+from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.ranking.rank import TermStats, rank
+from memstream.memory.ranking.tokens import query_terms
 from memstream.memory.tenancy import tenant_token, validate_tenant
-from memstream.projections.bm25 import idf, okapi
 from memstream.projections.connection import search_pipelined, text
-from memstream.projections.dedup import collapse_duplicates
-from memstream.projections.fusion import Candidate, RecallTuning, fuse
-from memstream.projections.schema import Fields, Keyspace, from_hash, when_text
+from memstream.projections.live_model import LiveModel
+from memstream.projections.schema import Fields, Keyspace, from_hash
 
 __all__ = [
-    "MAX_QUERY_TERMS",
     "MAX_RECALL_K",
-    "STOPWORDS",
     "VECTOR_CANDIDATES",
     "Hit",
     "HybridQuery",
     "LexicalQuery",
     "RedisRecaller",
+    "SearchFilter",
     "TenantFilter",
     "TenantStatsQuery",
     "VectorQuery",
     "escape_term",
     "parse_reply",
-    "query_terms",
-    "word_tokens",
 ]
 
-MAX_RECALL_K = 1000
-MAX_QUERY_TERMS = 64
 # Each list contributes this many candidates (at least k) to the fusion. Score fusion, unlike
 # the rank fusion it replaced, is not hurt by depth; the lexical list must be deep enough that
 # rescoring it with the tenant's BM25 finds what a full per-tenant BM25 ranks first: measured
@@ -81,34 +80,7 @@ CANDIDATES = 50
 # its reply carries a vector per hit, so depth is what it costs.
 VECTOR_CANDIDATES = 20
 
-# RediSearch's default stopwords. They must go before the query is built: a union of
-# stopwords only reduces to the tenant filter alone and would match every memory.
-# RediSearch's default stopwords (the index drops them too), plus the pronouns, auxiliaries
-# and question words that fill questions about the past ("what did I say about ...?"): left
-# in, "I" or "did" matches most memories lexically and drowns the names and dates.
-_STOPWORD_TEXT = (
-    "a is the an and are as at be but by for if in into it no not of on or such that their "
-    "then there these they this to was will with "
-    "i me my mine myself we us our ours you your yours he him his she her hers its them "
-    "what which who whom whose when where why how do does did done doing have has had "
-    "having am were been being can could would should shall might must about from "
-    "so up out just than too very s t don now all any both each few more most other some "
-    "own same again also ever"
-)
-STOPWORDS = frozenset(_STOPWORD_TEXT.split(" "))
-
-_WORD = re.compile(r"\w+", re.UNICODE)
 _DISTANCE = "vector_distance"
-
-
-def word_tokens(text: str) -> list[str]:
-    """The lower-case word tokens of `text`, stopwords dropped, repeats kept, in order."""
-    return [token for token in _WORD.findall(text.lower()) if token not in STOPWORDS]
-
-
-def query_terms(text: str) -> tuple[str, ...]:
-    """The distinct word tokens of `text` (see `word_tokens`), in order, capped."""
-    return tuple(dict.fromkeys(word_tokens(text)))[:MAX_QUERY_TERMS]
 
 
 def escape_term(term: str) -> str:
@@ -138,6 +110,68 @@ class TenantFilter:
         return f"@{Fields.TENANT_TAG}:{{{tenant_token(self.tenant)}}}"
 
 
+def _tags(field: str, values: Sequence[str], *, negate: bool = False) -> str:
+    rendered = "|".join(escape_term(value) for value in values)
+    return f"{'-' if negate else ''}@{field}:{{{rendered}}}"
+
+
+def _thread_token(thread: str) -> str:
+    return thread.encode("utf-8").hex()
+
+
+def _bound(at: datetime | None, open_end: str) -> str:
+    return open_end if at is None else repr(at.timestamp())
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Which memories of one tenant a search may return; each part renders to a clause that
+    the index evaluates beside the tenant's TAG. Empty parts filter nothing."""
+
+    tenant: str
+    threads: tuple[str, ...] = ()
+    not_threads: tuple[str, ...] = ()
+    memory_types: tuple[MemoryType, ...] = ()
+    not_memory_types: tuple[MemoryType, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        for thread in (*self.threads, *self.not_threads):
+            if not thread:
+                raise InvalidInputError("a session (thread) filter names an empty session id")
+
+    def render(self) -> str:
+        clauses = [TenantFilter(self.tenant).render()]
+        if self.threads:
+            tokens = [_thread_token(t) for t in self.threads]
+            clauses.append(_tags(Fields.THREAD_TAG, tokens))
+        if self.not_threads:
+            tokens = [_thread_token(t) for t in self.not_threads]
+            clauses.append(_tags(Fields.THREAD_TAG, tokens, negate=True))
+        if self.memory_types:
+            clauses.append(_tags(Fields.MEMORY_TYPE, [t.value for t in self.memory_types]))
+        if self.not_memory_types:
+            values = [t.value for t in self.not_memory_types]
+            clauses.append(_tags(Fields.MEMORY_TYPE, values, negate=True))
+        if self.since is not None or self.until is not None:
+            low, high = _bound(self.since, "-inf"), _bound(self.until, "+inf")
+            clauses.append(f"@{Fields.TIMESTAMP}:[{low} {high}]")
+        return " ".join(clauses)
+
+
+def _scope(tenant: str, where: SearchFilter | None) -> str:
+    """The clause a query's candidates must pass: `where`, or else the tenant's TAG alone."""
+    if where is None:
+        return TenantFilter(tenant).render()
+    if where.tenant != tenant:
+        raise InvalidInputError(
+            f"a query for tenant {tenant!r} was given a filter for {where.tenant!r}"
+        )
+    return where.render()
+
+
 def _returned_fields(extra: Sequence[str] = ()) -> list[str | int]:
     # The vector too: fusion needs the exact cosine of candidates the lexical list found, and
     # deduplication compares candidates with each other.
@@ -147,11 +181,13 @@ def _returned_fields(extra: Sequence[str] = ()) -> list[str | int]:
 
 @dataclass(frozen=True, slots=True)
 class VectorQuery:
-    """A tenant-scoped KNN over the memory vectors, best (smallest cosine distance) first."""
+    """A tenant-scoped KNN over the memory vectors (those `where` lets through), best (smallest
+    cosine distance) first."""
 
     tenant: str
     vector: Vectors
     k: int = 10
+    where: SearchFilter | None = None
 
     def __post_init__(self) -> None:
         validate_tenant(self.tenant)
@@ -159,7 +195,7 @@ class VectorQuery:
 
     def render(self) -> str:
         return (
-            f"({TenantFilter(self.tenant).render()})=>[KNN {self.k} @{Fields.EMBEDDING} $vector "
+            f"({_scope(self.tenant, self.where)})=>[KNN {self.k} @{Fields.EMBEDDING} $vector "
             f"HYBRID_POLICY ADHOC_BF AS {_DISTANCE}]"
         )
 
@@ -188,11 +224,13 @@ class VectorQuery:
 
 @dataclass(frozen=True, slots=True)
 class LexicalQuery:
-    """A tenant-scoped BM25 search for any of the words of `text`, best first."""
+    """A tenant-scoped search for any of the words of `text` (in the memories `where` lets
+    through), Redis's BM25 first."""
 
     tenant: str
     text: str
     k: int = 10
+    where: SearchFilter | None = None
 
     def __post_init__(self) -> None:
         validate_tenant(self.tenant)
@@ -204,7 +242,7 @@ class LexicalQuery:
 
     def render(self) -> str | None:
         """The query string, or None when `text` has no searchable word (only stopwords)."""
-        return _words_query(self.tenant, self.terms)
+        return _words_query(_scope(self.tenant, self.where), self.terms)
 
     def command(self, index: str) -> list[str | int | bytes] | None:
         rendered = self.render()
@@ -229,11 +267,11 @@ class LexicalQuery:
         ]
 
 
-def _words_query(tenant: str, terms: Sequence[str]) -> str | None:
+def _words_query(scope: str, terms: Sequence[str]) -> str | None:
     if not terms:
         return None
     union = "|".join(escape_term(term) for term in terms)
-    return f"({TenantFilter(tenant).render()}) (@{Fields.CONTENT}|{Fields.WHEN}:({union}))"
+    return f"({scope}) (@{Fields.CONTENT}|{Fields.WHEN}:({union}))"
 
 
 def _count(index: str, query: str) -> list[str | int | bytes]:
@@ -242,7 +280,10 @@ def _count(index: str, query: str) -> list[str | int | bytes]:
 
 @dataclass(frozen=True, slots=True)
 class TenantStatsQuery:
-    """Counts for the tenant's BM25: its memories, and how many of them hold each term."""
+    """Counts for the tenant's BM25: its memories, and how many of them hold each term.
+
+    Always over the whole tenant, whatever filter the candidates pass: a memory's score does
+    not depend on which others a search lets through."""
 
     tenant: str
     terms: tuple[str, ...]
@@ -252,9 +293,10 @@ class TenantStatsQuery:
 
     def commands(self, index: str) -> list[list[str | int | bytes]]:
         """The tenant's count first, then one count per term, in the order of `terms`."""
-        counts = [_count(index, TenantFilter(self.tenant).render())]
+        scope = TenantFilter(self.tenant).render()
+        counts = [_count(index, scope)]
         for term in self.terms:
-            counts.append(_count(index, _words_query(self.tenant, (term,)) or ""))
+            counts.append(_count(index, _words_query(scope, (term,)) or ""))
         return counts
 
 
@@ -264,7 +306,10 @@ def _depth(k: int, candidates: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class HybridQuery:
-    """Words and meaning for one tenant, each list asked for its candidates, fused, cut to k."""
+    """Words and meaning for one tenant, each list asked for its candidates, fused, cut to k.
+
+    `where` narrows the candidates (session, memory type, time: the HTTP API's and the MCP
+    tools' filters); the ranking of those that pass is recall's."""
 
     tenant: str
     text: str
@@ -272,6 +317,7 @@ class HybridQuery:
     k: int = 10
     candidates: int = CANDIDATES
     vector_candidates: int = VECTOR_CANDIDATES
+    where: SearchFilter | None = None
 
     def __post_init__(self) -> None:
         validate_tenant(self.tenant)
@@ -281,6 +327,7 @@ class HybridQuery:
                 "candidates must be at least 1, got "
                 f"{self.candidates} (words) and {self.vector_candidates} (meaning)"
             )
+        _scope(self.tenant, self.where)
 
     @property
     def depth(self) -> int:
@@ -288,11 +335,12 @@ class HybridQuery:
 
     @property
     def lexical(self) -> LexicalQuery:
-        return LexicalQuery(self.tenant, self.text, self.depth)
+        return LexicalQuery(self.tenant, self.text, self.depth, self.where)
 
     @property
     def semantic(self) -> VectorQuery:
-        return VectorQuery(self.tenant, self.vector, _depth(self.k, self.vector_candidates))
+        depth = _depth(self.k, self.vector_candidates)
+        return VectorQuery(self.tenant, self.vector, depth, self.where)
 
     @property
     def stats(self) -> TenantStatsQuery:
@@ -302,19 +350,22 @@ class HybridQuery:
 class RedisRecaller:
     """Recall over the Redis projection; unknown tenants (and a missing index) recall nothing.
 
-    `recall` is hybrid; its `score` is in 0..1 (`projections.fusion.fuse` defines it): it orders
-    results and is not comparable across queries. `recall_vector` is the vector-only path,
-    whose `score` is the cosine similarity. `tuning` holds the fusion weight, the importance and
-    recency weights and the duplicate threshold (`Deployment.recall_tuning`); with
-    `deduplicate=False` no memory is dropped for restating a better-ranked one (a key-value
-    store's items are each their own, however alike their values: the LangGraph store).
+    Redis finds the candidates and counts the tenant's statistics; `memory.ranking.rank` ranks
+    them, so `recall` (the middleware's) and `search` with filters (the HTTP API's and the MCP
+    tools') rank alike. Its `score` is in 0..1 (`memory.ranking.fusion.fuse` defines it): it
+    orders results and is not comparable across queries. `recall_vector` is the vector-only
+    path, whose `score` is the cosine similarity. `tuning` holds the fusion weight, the
+    importance and recency weights and the duplicate threshold (`Deployment.recall_tuning`);
+    with `deduplicate=False` no memory is dropped for restating a better-ranked one (a
+    key-value store's items are each their own, however alike their values: the LangGraph
+    store).
     """
 
     def __init__(
         self,
         client: redis.Redis,
         keyspace: Keyspace,
-        embedder: Embedder,
+        embedders: Embedders,
         *,
         tuning: RecallTuning,
         url: str = "",
@@ -322,88 +373,115 @@ class RedisRecaller:
     ) -> None:
         self._client = client
         self._keys = keyspace
-        self._embedder = embedder
+        self._live = LiveModel(client, keyspace, embedders, url=url)
         self._url = url
         self.tuning = tuning
         self._deduplicate = deduplicate
 
+    def check(self) -> None:
+        """Fail now, not at a turn, if this process cannot embed queries for the live
+        generation's model (ConfigurationError: which model, and what fixes it)."""
+        self._live.current()
+
+    def embedded(
+        self, text: str, commands: Callable[[Vectors], Sequence[Sequence[Any]]], *, doing: str
+    ) -> tuple[Vectors, list[object] | None]:
+        """The replies of the search `commands(vector)` and the vector, `text` embedded for
+        the model of the generation they ran on (projections.live_model): the one place a
+        query is embedded, for recall and for the server's search alike."""
+        return self._live.search(text, commands, doing=doing)
+
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
-        return self.search(HybridQuery(tenant, text, self._embedder.embed_query(text), k))
+        return self.recall_query(text, lambda vector: HybridQuery(tenant, text, vector, k))
+
+    def recall_query(
+        self,
+        text: str,
+        query: Callable[[Vectors], HybridQuery],
+        *,
+        keep: Callable[[Memory], bool] | None = None,
+    ) -> list[RecalledMemory]:
+        """`search` of `query(vector)`, with `text` embedded for the live generation's model."""
+        vector, replies = self.embedded(
+            text, lambda v: self._commands(query(v)), doing="recalling memories"
+        )
+        return self._ranked(query(vector), replies, self.tuning, keep)
 
     def recall_vector(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
-        return self.search_vector(VectorQuery(tenant, self._embedder.embed_query(text), k))
+        _, replies = self.embedded(
+            text,
+            lambda vector: [VectorQuery(tenant, vector, k).command(self._keys.alias)],
+            doing="recalling memories",
+        )
+        return _by_distance(replies)
 
     def search(
-        self, query: HybridQuery, tuning: RecallTuning | None = None
+        self,
+        query: HybridQuery,
+        tuning: RecallTuning | None = None,
+        *,
+        keep: Callable[[Memory], bool] | None = None,
     ) -> list[RecalledMemory]:
-        """Both searches and the tenant's counts in one round trip, scored, fused, deduplicated.
+        """Both searches and the tenant's counts in one round trip, then ranked, for a query
+        already embedded (for the live generation's model: the caller's concern).
 
         `tuning` overrides the recaller's for this call (the bench compares settings with it).
+        `keep` drops candidates the index cannot filter (before they are ranked, as `where`
+        does on the server).
         """
-        tuning = tuning or self.tuning
-        terms = query.lexical.terms
+        return self._ranked(query, self._run(self._commands(query)), tuning or self.tuning, keep)
+
+    def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
+        return _by_distance(self._run([query.command(self._keys.alias)]))
+
+    def _commands(self, query: HybridQuery) -> list[list[Any]]:
         commands = [query.semantic.command(self._keys.alias)]
         lexical = query.lexical.command(self._keys.alias)
         if lexical is not None:
             commands += [lexical, *query.stats.commands(self._keys.alias)]
-        replies = self._run(commands)
+        return commands
+
+    def _ranked(
+        self,
+        query: HybridQuery,
+        replies: list[object] | None,
+        tuning: RecallTuning,
+        keep: Callable[[Memory], bool] | None,
+    ) -> list[RecalledMemory]:
         if replies is None:
             return []
         hits = {key: hit for reply in replies[:2] for key, hit in parse_reply(reply)}
-        if not hits:
+        found = [(from_hash(hit.fields), hit.vector) for hit in hits.values()]
+        if keep is not None:
+            found = [(memory, vector) for memory, vector in found if keep(memory)]
+        if not found:
             return []
-        # One matrix product gives every candidate's cosine, whichever list found it.
-        keys = list(hits)
-        vectors = np.stack([hits[key].vector for key in keys])
-        cosines = vectors @ np.asarray(query.vector, dtype=np.float32)
-        memories = [from_hash(hits[key].fields) for key in keys]
-        bm25 = _tenant_bm25(terms, memories, replies[2:]) if lexical is not None else None
-        candidates = [
-            Candidate(
-                memory,
-                lexical=bm25[i] if bm25 is not None else 0.0,
-                cosine=float(cosines[i]),
-                vector=vectors[i],
-            )
-            for i, memory in enumerate(memories)
-        ]
-        fused = fuse(candidates, tuning)
-        if not self._deduplicate:
-            return [RecalledMemory(memory=c.memory, score=score) for c, score in fused[: query.k]]
-        ranked = collapse_duplicates(fused, tuning.duplicate_similarity, query.k)
-        return [RecalledMemory(memory=c.memory, score=score) for c, score in ranked]
-
-    def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
-        replies = self._run([query.command(self._keys.alias)])
-        if replies is None:
-            return []
-        return [
-            RecalledMemory(memory=from_hash(hit.fields), score=1.0 - float(hit.fields[_DISTANCE]))
-            for _, hit in parse_reply(replies[0])
-        ]
+        stats = None
+        if len(replies) > 1:  # the word search ran, and the tenant's counts with it
+            counts = replies[2:]
+            stats = TermStats(_total(counts[0]), tuple(_total(reply) for reply in counts[1:]))
+        return rank(
+            [memory for memory, _ in found],
+            np.stack([vector for _, vector in found]),
+            query.vector,
+            query.lexical.terms,
+            stats,
+            tuning,
+            query.k,
+            deduplicate=self._deduplicate,
+        )
 
     def _run(self, commands: list[list[Any]]) -> list[object] | None:
         return search_pipelined(self._client, commands, url=self._url, doing="recalling memories")
 
 
-def _tenant_bm25(
-    terms: Sequence[str], memories: Sequence[Memory], counts: Sequence[object]
-) -> list[float]:
-    """BM25 of each memory over the tenant's statistics (`counts`: TenantStatsQuery's replies).
-
-    The tenant's average memory length is not counted on the server (it would scan every
-    memory of the tenant); the candidates' average stands in for it, which moved LoCoMo's
-    recall by under half a point against the exact average.
-    """
-    documents = _total(counts[0])
-    idfs = {
-        term: idf(documents, _total(reply)) for term, reply in zip(terms, counts[1:], strict=True)
-    }
-    tokens = [Counter(word_tokens(f"{m.content} {when_text(m.timestamp)}")) for m in memories]
-    lengths = [sum(c.values()) for c in tokens]
-    average = sum(lengths) / len(lengths) if lengths else 0.0
-    distinct = set(terms)
-    return [okapi(distinct, c, n, idfs, average) for c, n in zip(tokens, lengths, strict=True)]
+def _by_distance(replies: list[object] | None) -> list[RecalledMemory]:
+    if replies is None:
+        return []
+    return [
+        RecalledMemory(memory=from_hash(hit.fields), score=1.0 - float(hit.fields[_DISTANCE]))
+        for _, hit in parse_reply(replies[0])
+    ]
 
 
 @dataclass(frozen=True, slots=True)

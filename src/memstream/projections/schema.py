@@ -35,6 +35,7 @@ from redisvl.schema import IndexSchema
 from memstream.memory.bounds import eviction_key
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, MemoryType
+from memstream.memory.ranking.tokens import when_text
 from memstream.memory.tenancy import tenant_token
 
 __all__ = [
@@ -46,7 +47,6 @@ __all__ = [
     "memory_index_schema",
     "order_member",
     "to_hash",
-    "when_text",
 ]
 
 INDEX_VERSION = 2
@@ -210,11 +210,6 @@ def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
             "fields": fields,
         }
     )
-
-
-def when_text(at: datetime) -> str:
-    """A date as words a question would use: "8 May 2023"."""
-    return f"{at.day} {at:%B %Y}"
 
 
 def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:

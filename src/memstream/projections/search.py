@@ -2,25 +2,27 @@
 
 Recall (`projections.recall`) answers the agent's one question — the k memories most relevant
 to a turn. An API search asks more: a mode (words, meaning, or both fused), filters on thread,
-memory type and time, a page (`offset`, `limit`) and how many memories match in all. Every
-filter here runs on the server inside the same FT.SEARCH queries, next to the tenant's TAG, so
-the tenant boundary and the filters never depend on the text; the words are tokenised and
+memory type and time (`SearchFilter`), a page (`offset`, `limit`) and how many memories match
+in all. Every filter runs on the server inside the FT.SEARCH queries, next to the tenant's TAG,
+so the tenant boundary and the filters never depend on the text; the words are tokenised and
 escaped as recall does (`query_terms`, `escape_term`).
 
 - keyword: BM25 over content and date words, filtered; `total` counts every match.
 - semantic: a KNN (ADHOC_BF, as recall) over the filtered memories, or with `max_distance` a
   VECTOR_RANGE query; `total` counts the filtered memories (every one has a distance) or
   those in range.
-- hybrid: both, fused by reciprocal rank (`projections.fusion`), each list at least as deep as
-  the page's end; `total` counts the filtered memories.
+- hybrid (the default): recall itself (`RedisRecaller.search`, the middleware's ranking: the
+  tenant's BM25 and the cosine fused by score, importance and recency, near-duplicates
+  collapsed) over the candidates that pass the filters, asked for the page's end; `total`
+  counts the filtered memories.
 - no searchable words (empty text, only stopwords): the filtered memories, newest first.
 
 A caller may add a predicate (`keep`) for what the index cannot filter; the search then reads
-the best `POST_FILTER_DEPTH` candidates, keeps those that pass, and pages over them, so
-`total` counts the kept candidates.
+the best `POST_FILTER_DEPTH` candidates, keeps those that pass (hybrid: before ranking them),
+and pages over them, so `total` counts the kept candidates.
 
-Scores are 0..1 and order results within one query: semantic 1 - cosine distance; hybrid the
-fused score scaled as recall's; keyword and listings 1 / (1 + rank).
+Scores are 0..1 and order results within one query: semantic 1 - cosine distance; hybrid
+recall's fused score; keyword and listings 1 / (1 + rank).
 """
 
 from __future__ import annotations
@@ -28,29 +30,27 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import redis
 
 from memstream.errors import InvalidInputError
-from memstream.memory.embeddings import Embedder
-from memstream.memory.model import Memory, MemoryType, RecalledMemory
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.embeddings import Vectors
+from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.ranking.tokens import query_terms
 from memstream.projections.connection import search_pipelined
-from memstream.projections.fusion import RRF_K, reciprocal_rank_fusion
 from memstream.projections.recall import (
-    CANDIDATES,
     MAX_RECALL_K,
-    TenantFilter,
+    HybridQuery,
+    RedisRecaller,
+    SearchFilter,
     escape_term,
     parse_reply,
-    query_terms,
 )
 from memstream.projections.schema import Fields, Keyspace, from_hash
 
-__all__ = ["POST_FILTER_DEPTH", "FilteredSearch", "SearchFilter", "SearchMode", "SearchPage"]
+__all__ = ["POST_FILTER_DEPTH", "FilteredSearch", "SearchMode", "SearchPage"]
 
 POST_FILTER_DEPTH = MAX_RECALL_K
 _DISTANCE = "vector_distance"
@@ -60,57 +60,6 @@ class SearchMode(enum.StrEnum):
     SEMANTIC = "semantic"
     KEYWORD = "keyword"
     HYBRID = "hybrid"
-
-
-def _tags(field: str, values: Sequence[str], *, negate: bool = False) -> str:
-    rendered = "|".join(escape_term(value) for value in values)
-    return f"{'-' if negate else ''}@{field}:{{{rendered}}}"
-
-
-def _thread_token(thread: str) -> str:
-    return thread.encode("utf-8").hex()
-
-
-def _bound(at: datetime | None, open_end: str) -> str:
-    return open_end if at is None else repr(at.timestamp())
-
-
-@dataclass(frozen=True, slots=True)
-class SearchFilter:
-    """Which memories of one tenant a search may return; each part renders to a clause that
-    the index evaluates. Empty parts filter nothing."""
-
-    tenant: str
-    threads: tuple[str, ...] = ()
-    not_threads: tuple[str, ...] = ()
-    memory_types: tuple[MemoryType, ...] = ()
-    not_memory_types: tuple[MemoryType, ...] = ()
-    since: datetime | None = None
-    until: datetime | None = None
-
-    def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
-        for thread in (*self.threads, *self.not_threads):
-            if not thread:
-                raise InvalidInputError("a session (thread) filter names an empty session id")
-
-    def render(self) -> str:
-        clauses = [TenantFilter(self.tenant).render()]
-        if self.threads:
-            tokens = [_thread_token(t) for t in self.threads]
-            clauses.append(_tags(Fields.THREAD_TAG, tokens))
-        if self.not_threads:
-            tokens = [_thread_token(t) for t in self.not_threads]
-            clauses.append(_tags(Fields.THREAD_TAG, tokens, negate=True))
-        if self.memory_types:
-            clauses.append(_tags(Fields.MEMORY_TYPE, [t.value for t in self.memory_types]))
-        if self.not_memory_types:
-            values = [t.value for t in self.not_memory_types]
-            clauses.append(_tags(Fields.MEMORY_TYPE, values, negate=True))
-        if self.since is not None or self.until is not None:
-            low, high = _bound(self.since, "-inf"), _bound(self.until, "+inf")
-            clauses.append(f"@{Fields.TIMESTAMP}:[{low} {high}]")
-        return " ".join(clauses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +91,15 @@ def _ranked(hits: Sequence[tuple[str, dict[str, str]]], start: int) -> list[Reca
 
 
 class FilteredSearch:
-    """Searches one namespace's live projection (through recall's alias) with filters."""
+    """Searches one namespace's live projection (through recall's alias) with filters; the
+    hybrid mode is `recaller`'s recall, which also embeds every query."""
 
     def __init__(
-        self, client: redis.Redis, keyspace: Keyspace, embedder: Embedder, *, url: str = ""
+        self, client: redis.Redis, keyspace: Keyspace, recaller: RedisRecaller, *, url: str = ""
     ) -> None:
         self._client = client
         self._index = keyspace.alias
-        self._embedder = embedder
+        self._recaller = recaller
         self._url = url
 
     def search(
@@ -170,17 +120,39 @@ class FilteredSearch:
             )
         if max_distance is not None and mode != SearchMode.SEMANTIC:
             raise InvalidInputError("distance_threshold applies to the semantic mode only")
+        terms = query_terms(text)
+        if mode == SearchMode.HYBRID and (terms or text.strip()):
+            return self._recalled(where, text, limit, offset, keep)
         # With a predicate the index cannot evaluate, page over the kept best candidates.
         start, count = (0, POST_FILTER_DEPTH) if keep is not None else (offset, limit)
-        hits, total = self._window(where, text, mode, start, count, max_distance)
+        hits, total = self._window(where, terms, text, mode, start, count, max_distance)
         if keep is None:
             return SearchPage(tuple(hits), total)
         kept = [hit for hit in hits if keep(hit.memory)]
         return SearchPage(tuple(kept[offset : offset + limit]), len(kept))
 
+    def _recalled(
+        self,
+        where: SearchFilter,
+        text: str,
+        limit: int,
+        offset: int,
+        keep: Callable[[Memory], bool] | None,
+    ) -> SearchPage:
+        k = POST_FILTER_DEPTH if keep is not None else offset + limit
+        hits = self._recaller.recall_query(
+            text, lambda vector: HybridQuery(where.tenant, text, vector, k, where=where), keep=keep
+        )
+        page = tuple(hits[offset : offset + limit])
+        if keep is not None:
+            return SearchPage(page, len(hits))
+        counted = self._run([self._count(where.render())])
+        return SearchPage(page, _total(counted[0]) if counted else 0)
+
     def _window(
         self,
         where: SearchFilter,
+        terms: Sequence[str],
         text: str,
         mode: SearchMode,
         start: int,
@@ -188,7 +160,6 @@ class FilteredSearch:
         max_distance: float | None,
     ) -> tuple[list[RecalledMemory], int]:
         filters = where.render()
-        terms = query_terms(text)
         if not terms and (mode == SearchMode.KEYWORD or not text.strip()):
             listing = [
                 "FT.SEARCH", self._index, filters, *_returned(),
@@ -199,38 +170,22 @@ class FilteredSearch:
         if mode == SearchMode.KEYWORD:
             reply = self._run([self._lexical(filters, terms, start, count)])
             return (_ranked(_fields_of(reply[0]), start), _total(reply[0])) if reply else ([], 0)
-        vector = np.asarray(self._embedder.embed_query(text), dtype=np.float32).tobytes()
-        if mode == SearchMode.SEMANTIC:
-            command = (
-                self._knn(filters, vector, start, count)
-                if max_distance is None
-                else self._in_range(filters, vector, max_distance, start, count)
-            )
-            counted = max_distance is None
-            replies = self._run([command, self._count(filters)] if counted else [command])
-            if not replies:
-                return [], 0
-            hits = [
-                RecalledMemory(from_hash(fields), max(0.0, 1.0 - float(fields[_DISTANCE])))
-                for _, fields in _fields_of(replies[0])
-            ]
-            return hits, _total(replies[1] if counted else replies[0])
-        depth = min(max(start + count, CANDIDATES), MAX_RECALL_K)
-        commands = [self._knn(filters, vector, 0, depth), self._count(filters)]
-        if terms:
-            commands.append(self._lexical(filters, terms, 0, depth))
-        replies = self._run(commands)
+        counted = max_distance is None
+
+        def semantic(vector: Vectors) -> list[list[Any]]:
+            blob = np.asarray(vector, dtype=np.float32).tobytes()
+            if max_distance is None:
+                return [self._knn(filters, blob, start, count), self._count(filters)]
+            return [self._in_range(filters, blob, max_distance, start, count)]
+
+        _, replies = self._recaller.embedded(text, semantic, doing="searching memories")
         if not replies:
             return [], 0
-        rankings = [_fields_of(replies[0]), *(_fields_of(r) for r in replies[2:])]
-        by_key = {key: fields for ranking in rankings for key, fields in ranking}
-        fused = reciprocal_rank_fusion([[key for key, _ in r] for r in rankings], k=RRF_K)
-        best = 2.0 / (RRF_K + 1)
         hits = [
-            RecalledMemory(from_hash(by_key[key]), min(score / best, 1.0))
-            for key, score in fused[start : start + count]
+            RecalledMemory(from_hash(fields), max(0.0, 1.0 - float(fields[_DISTANCE])))
+            for _, fields in _fields_of(replies[0])
         ]
-        return hits, _total(replies[1])
+        return hits, _total(replies[1] if counted else replies[0])
 
     def _lexical(self, filters: str, terms: Sequence[str], start: int, count: int) -> list[Any]:
         union = "|".join(escape_term(term) for term in terms)

@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import redis
 
 from memstream.memory.events import MemoryEvent
+from memstream.memory.ports import TenantStats
 from memstream.memory.tenancy import tenant_from_token, tenant_token
 from memstream.projections.connection import is_missing_index, redis_errors
 from memstream.projections.schema import Fields, Keyspace
 
-__all__ = ["ProjectionStatus", "TenantStats"]
+__all__ = ["ProjectionStatus"]
 
 _MAX_TENANTS = 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class TenantStats:
-    tenant: str
-    memories: int
-    oldest: datetime
-    newest: datetime
 
 
 class ProjectionStatus:
@@ -39,6 +31,9 @@ class ProjectionStatus:
         with redis_errors(self._url, "reading the live generation"):
             raw = self._client.get(self._keys.generation_key)
         return self._keys.at(int(raw or 1))
+
+    def live_generation(self) -> int:
+        return self.live().generation
 
     def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
         """The events of `events` the live projection has not applied yet, in order."""

@@ -128,19 +128,30 @@ class RedisProjectionWriter:
                 await index.create(overwrite=False)
 
     async def apply(
-        self, batch: Sequence[Embedded], *, into: int | None = None
+        self,
+        batch: Sequence[Embedded],
+        *,
+        into: int | None = None,
+        while_live: int | None = None,
     ) -> list[AppliedOutcome]:
         """Apply every event of `batch` in order, each atomic on its own.
 
         `into` names a generation being rebuilt; by default the live generation is written.
         When a swap retires the live generation mid-batch, the events the script refused are
         applied again to the new live generation (the ones before them are already there: a
-        swap only happens once the new generation has caught up with the old one).
+        swap only happens once the new generation has caught up with the old one) — unless
+        `while_live` named the generation the vectors were made for: then the outcomes stop
+        at the refusal, and the caller embeds the rest for the new generation's model.
         """
         outcomes: list[AppliedOutcome] = []
         pending = list(batch)
         while pending:
-            generation = into if into is not None else await self._generations.live()
+            if into is not None:
+                generation = into
+            elif while_live is not None:
+                generation = while_live
+            else:
+                generation = await self._generations.live()
             checked = "" if into is not None else str(generation)
             keys = self._keys.at(generation)
             async with self._client.pipeline(transaction=False) as pipe:
@@ -156,6 +167,8 @@ class RedisProjectionWriter:
                 outcomes.append(outcome_of(item.event, reply))
                 done += 1
             pending = pending[done:]
+            if pending and while_live is not None:
+                break  # `while_live` was retired: the rest need vectors for the new one
         # A large forget: a restart should not replay every write of what was forgotten.
         removed = sum(len(o.removed) for o in outcomes if o.applied_now)
         with redis_errors(self._url, "rewriting the append-only file"):

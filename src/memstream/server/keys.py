@@ -2,8 +2,9 @@
 the namespace, checked on every request (so a revocation takes effect at the next request).
 
 A key reads `msk_<key id>_<secret>`: the key id (12 hex characters) names it for revocation and
-logs, the secret (32 random bytes) is what makes it unguessable. Redis holds only the SHA-256
-of the whole key, in `{ns}:apikeys` (digest -> JSON: key id, tenant, admin, created). A fast
+logs, the secret (32 random bytes) is what makes it unguessable. The projection backend's
+`ApiKeyStore` (in Redis: `{ns}:apikeys`) holds only the SHA-256 of the whole key (digest ->
+JSON: key id, tenant, created). A fast
 hash is enough: the keys are random, not passwords, so there is nothing to brute-force.
 
 A `Principal` is what a request acts as: a tenant key confines it to its tenant whatever the
@@ -19,11 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import redis
-
 from memstream.errors import ForbiddenError, InvalidInputError, NotAuthenticatedError
+from memstream.memory.ports import ApiKeyStore
 from memstream.memory.tenancy import validate_tenant
-from memstream.projections.connection import redis_errors
 
 __all__ = ["ApiKey", "ApiKeys", "Principal"]
 
@@ -80,10 +79,8 @@ def _digest(key: str) -> str:
 
 
 class ApiKeys:
-    def __init__(self, client: redis.Redis, namespace: str, *, url: str = "") -> None:
-        self._client = client
-        self._hash = f"{namespace}:apikeys"
-        self._url = url
+    def __init__(self, store: ApiKeyStore) -> None:
+        self._store = store
 
     def create(self, tenant: str | None) -> tuple[str, ApiKey]:
         """A new key for `tenant` (None: an admin key); returns the key, shown only now."""
@@ -93,27 +90,23 @@ class ApiKeys:
         key = f"{_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
         made = ApiKey(key_id, tenant, datetime.now(UTC))
         body = {"key_id": key_id, "tenant": tenant, "created_at": made.created_at.isoformat()}
-        with redis_errors(self._url, "storing an API key"):
-            self._client.hset(self._hash, _digest(key), json.dumps(body))
+        self._store.put(_digest(key), json.dumps(body))
         return key, made
 
     def revoke(self, key_or_id: str) -> bool:
         """Revoke a key, named by the key itself or by its key id; False if none matched."""
-        with redis_errors(self._url, "revoking an API key"):
-            if self._client.hdel(self._hash, _digest(key_or_id)):
-                return True
-            for digest, key in self._stored():
-                if key.key_id == key_or_id:
-                    return bool(self._client.hdel(self._hash, digest))
+        if self._store.delete(_digest(key_or_id)):
+            return True
+        for digest, key in self._stored():
+            if key.key_id == key_or_id:
+                return self._store.delete(digest)
         return False
 
     def all(self) -> list[ApiKey]:
-        with redis_errors(self._url, "listing API keys"):
-            return sorted((key for _, key in self._stored()), key=lambda k: k.created_at)
+        return sorted((key for _, key in self._stored()), key=lambda k: k.created_at)
 
     def any(self) -> bool:
-        with redis_errors(self._url, "counting API keys"):
-            return bool(self._client.hlen(self._hash))
+        return self._store.count() > 0
 
     def authenticate(self, authorization: str | None, *, keyless: bool) -> Principal:
         """The principal of a request's Authorization header. While no key exists, a request
@@ -142,18 +135,16 @@ class ApiKeys:
         """The principal of a presented key, or None when it is unknown or revoked."""
         if not key.startswith(_PREFIX):
             return None
-        with redis_errors(self._url, "checking an API key"):
-            raw = self._client.hget(self._hash, _digest(key))
+        raw = self._store.get(_digest(key))
         if raw is None:
             return None
         stored = _parse(raw)
         return Principal(stored.tenant, stored.key_id)
 
-    def _stored(self) -> list[tuple[bytes, ApiKey]]:
-        raw: dict[bytes, bytes] = self._client.hgetall(self._hash)  # type: ignore[assignment]
-        return [(digest, _parse(body)) for digest, body in raw.items()]
+    def _stored(self) -> list[tuple[str, ApiKey]]:
+        return [(digest, _parse(body)) for digest, body in self._store.records().items()]
 
 
-def _parse(raw: bytes | str) -> ApiKey:
+def _parse(raw: str) -> ApiKey:
     body = json.loads(raw)
     return ApiKey(body["key_id"], body["tenant"], datetime.fromisoformat(body["created_at"]))

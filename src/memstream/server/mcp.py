@@ -3,18 +3,21 @@
 `memstream serve`.
 
 The tools take AMS's names and arguments and call the same `MemoryService` as the HTTP
-routes. The tenant never comes from a tool argument: over stdio it is the `--tenant` the
-server was started with; over HTTP it is the tenant of the request's API key (an admin key, or
-none, is refused: a tool call cannot say which tenant it means). A tool argument naming
-another tenant (`namespace` by default) is refused like the HTTP API's 403. Errors come back
-as tool errors carrying memstream's stable `code`, and whether a retry may help.
+routes. Each tool is a module-level function; what it depends on (the service, and the
+caller's principal) it receives from the server it runs in (`MemoryTools`, through its
+`Context`), as the HTTP routes receive theirs through `Depends`. The tenant never comes
+from a tool argument: over stdio it is the `--tenant` the server was started with; over HTTP
+it is the tenant of the request's API key (an admin key, or none, is refused: a tool call
+cannot say which tenant it means). A tool argument naming another tenant (`namespace` by
+default) is refused like the HTTP API's 403. Errors come back as tool errors carrying
+memstream's stable `code`, and whether a retry may help.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -41,7 +44,9 @@ from memstream.server.models import (
 from memstream.server.service import MemoryService
 
 __all__ = [
+    "TOOLS",
     "LenientMemoryRecord",
+    "MemoryTools",
     "build_mcp",
     "http_principal",
     "key_principal",
@@ -88,160 +93,188 @@ def _tool_error(exc: MemstreamError) -> ToolError:
     return ToolError(f"[{exc.code}, {retry}] {exc}")
 
 
-def build_mcp(
-    service: Callable[[], MemoryService], principal_of: PrincipalOf, **kw: Any
-) -> MCPServer[Any]:
-    """The MCP server; `service` gives the memory service when a tool runs."""
-    server: MCPServer[Any] = MCPServer(
-        "memstream",
-        version=__version__,
-        instructions="Long-term memory of this tenant: search it before answering, save what "
-        "is worth keeping (resolved: no pronouns, absolute dates).",
-        **kw,
+class MemoryTools(MCPServer[Any]):
+    """The MCP server of the memory tools: what the tools depend on, for them to receive.
+
+    `service` gives the memory service when a tool runs (it is opened with the server, so it
+    is looked up per call); `principal_of` says whom a call acts for."""
+
+    def __init__(
+        self, service: Callable[[], MemoryService], principal_of: PrincipalOf, **kw: Any
+    ) -> None:
+        super().__init__(
+            "memstream",
+            version=__version__,
+            instructions="Long-term memory of this tenant: search it before answering, save "
+            "what is worth keeping (resolved: no pronouns, absolute dates).",
+            **kw,
+        )
+        self.service = service
+        self.principal_of = principal_of
+
+
+async def _call(
+    context: Context, work: Callable[[MemoryService, Principal], Awaitable[Any]]
+) -> Any:
+    """`work` with the tools' service, for the caller's principal; memstream's errors become
+    tool errors."""
+    tools = cast(MemoryTools, context.mcp_server)
+    try:
+        principal = await anyio.to_thread.run_sync(tools.principal_of, context)
+        return await work(tools.service(), principal)
+    except MemstreamError as exc:
+        raise _tool_error(exc) from exc
+
+
+async def create_long_term_memories(
+    memories: list[LenientMemoryRecord], ctx: Context
+) -> AckResponse:
+    """Save long-term memories for later search. Resolve pronouns and relative dates
+    first; `memory_type` is "semantic" (facts, preferences) or "episodic" (events)."""
+    return await _call(ctx, lambda s, p: s.create(p, memories, wait=None))  # type: ignore[no-any-return]
+
+
+async def search_long_term_memory(
+    ctx: Context,
+    text: str | None = None,
+    search_mode: SearchModeEnum = SearchModeEnum.HYBRID,
+    session_id: TagFilter | None = None,
+    namespace: TagFilter | None = None,
+    topics: TagFilter | None = None,
+    entities: TagFilter | None = None,
+    created_at: DateFilter | None = None,
+    last_accessed: DateFilter | None = None,
+    user_id: TagFilter | None = None,
+    memory_type: TagFilter | None = None,
+    event_date: DateFilter | None = None,
+    distance_threshold: float | None = None,
+    limit: int = 10,
+    offset: int = 0,
+) -> MemoryRecordResults:
+    """Search long-term memories by words, meaning or both (hybrid, the default), with
+    filters; results best first, with `total` and `next_offset` for paging."""
+    request = _search(
+        text=text,
+        search_mode=search_mode,
+        session_id=session_id,
+        namespace=namespace,
+        topics=topics,
+        entities=entities,
+        created_at=created_at,
+        last_accessed=last_accessed,
+        user_id=user_id,
+        memory_type=memory_type,
+        event_date=event_date,
+        distance_threshold=distance_threshold,
+        limit=limit,
+        offset=offset,
+    )
+    return await _call(  # type: ignore[no-any-return]
+        ctx, lambda s, p: anyio.to_thread.run_sync(s.search, p, request)
     )
 
-    async def call(
-        context: Context, work: Callable[[MemoryService, Principal], Awaitable[Any]]
-    ) -> Any:
-        """`work` for the caller's principal; memstream's errors become tool errors."""
-        try:
-            principal = await anyio.to_thread.run_sync(principal_of, context)
-            return await work(service(), principal)
-        except MemstreamError as exc:
-            raise _tool_error(exc) from exc
 
-    @server.tool()
-    async def create_long_term_memories(
-        memories: list[LenientMemoryRecord], ctx: Context
-    ) -> AckResponse:
-        """Save long-term memories for later search. Resolve pronouns and relative dates
-        first; `memory_type` is "semantic" (facts, preferences) or "episodic" (events)."""
-        return await call(ctx, lambda s, p: s.create(p, memories, wait=None))  # type: ignore[no-any-return]
+async def get_long_term_memory(memory_id: str, ctx: Context) -> MemoryRecord:
+    """One long-term memory by its id."""
+    return await _call(  # type: ignore[no-any-return]
+        ctx, lambda s, p: anyio.to_thread.run_sync(lambda: s.get(p, memory_id, named=None))
+    )
 
-    @server.tool()
-    async def search_long_term_memory(
-        ctx: Context,
-        text: str | None = None,
-        search_mode: SearchModeEnum = SearchModeEnum.HYBRID,
-        session_id: TagFilter | None = None,
-        namespace: TagFilter | None = None,
-        topics: TagFilter | None = None,
-        entities: TagFilter | None = None,
-        created_at: DateFilter | None = None,
-        last_accessed: DateFilter | None = None,
-        user_id: TagFilter | None = None,
-        memory_type: TagFilter | None = None,
-        event_date: DateFilter | None = None,
-        distance_threshold: float | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> MemoryRecordResults:
-        """Search long-term memories by words, meaning or both (hybrid, the default), with
-        filters; results best first, with `total` and `next_offset` for paging."""
-        request = _search(
-            text=text,
-            search_mode=search_mode,
-            session_id=session_id,
-            namespace=namespace,
-            topics=topics,
-            entities=entities,
-            created_at=created_at,
-            last_accessed=last_accessed,
-            user_id=user_id,
-            memory_type=memory_type,
-            event_date=event_date,
-            distance_threshold=distance_threshold,
-            limit=limit,
-            offset=offset,
+
+async def edit_long_term_memory(
+    memory_id: str,
+    ctx: Context,
+    text: str | None = None,
+    topics: list[str] | None = None,
+    entities: list[str] | None = None,
+    memory_type: MemoryTypeEnum | None = None,
+    session_id: str | None = None,
+    event_date: str | None = None,
+    pinned: bool | None = None,
+) -> MemoryRecord:
+    """Change some fields of a long-term memory; the rest stays as it is."""
+    given = {
+        "text": text,
+        "topics": topics,
+        "entities": entities,
+        "memory_type": memory_type,
+        "session_id": session_id,
+        "event_date": event_date,
+        "pinned": pinned,
+    }
+    try:
+        changes = EditMemoryRecordRequest.model_validate(
+            {name: value for name, value in given.items() if value is not None}
         )
-        return await call(  # type: ignore[no-any-return]
-            ctx, lambda s, p: anyio.to_thread.run_sync(s.search, p, request)
-        )
+    except ValueError as exc:
+        raise ToolError(f"[invalid_input, not retryable] {exc}") from None
+    return await _call(  # type: ignore[no-any-return]
+        ctx, lambda s, p: s.edit(p, memory_id, changes, named=None, wait=None)
+    )
 
-    @server.tool()
-    async def get_long_term_memory(memory_id: str, ctx: Context) -> MemoryRecord:
-        """One long-term memory by its id."""
-        return await call(  # type: ignore[no-any-return]
-            ctx, lambda s, p: anyio.to_thread.run_sync(lambda: s.get(p, memory_id, named=None))
-        )
 
-    @server.tool()
-    async def edit_long_term_memory(
-        memory_id: str,
-        ctx: Context,
-        text: str | None = None,
-        topics: list[str] | None = None,
-        entities: list[str] | None = None,
-        memory_type: MemoryTypeEnum | None = None,
-        session_id: str | None = None,
-        event_date: str | None = None,
-        pinned: bool | None = None,
-    ) -> MemoryRecord:
-        """Change some fields of a long-term memory; the rest stays as it is."""
-        given = {
-            "text": text,
-            "topics": topics,
-            "entities": entities,
-            "memory_type": memory_type,
-            "session_id": session_id,
-            "event_date": event_date,
-            "pinned": pinned,
-        }
-        try:
-            changes = EditMemoryRecordRequest.model_validate(
-                {name: value for name, value in given.items() if value is not None}
-            )
-        except ValueError as exc:
-            raise ToolError(f"[invalid_input, not retryable] {exc}") from None
-        return await call(  # type: ignore[no-any-return]
-            ctx, lambda s, p: s.edit(p, memory_id, changes, named=None, wait=None)
-        )
+async def delete_long_term_memories(memory_ids: list[str], ctx: Context) -> AckResponse:
+    """Delete long-term memories by id; a deleted id is never used again."""
+    return await _call(  # type: ignore[no-any-return]
+        ctx, lambda s, p: s.delete(p, memory_ids, named=None, wait=None)
+    )
 
-    @server.tool()
-    async def delete_long_term_memories(memory_ids: list[str], ctx: Context) -> AckResponse:
-        """Delete long-term memories by id; a deleted id is never used again."""
-        return await call(  # type: ignore[no-any-return]
-            ctx, lambda s, p: s.delete(p, memory_ids, named=None, wait=None)
-        )
 
-    @server.tool()
-    async def memory_prompt(
-        query: str,
-        ctx: Context,
-        session_id: TagFilter | None = None,
-        namespace: TagFilter | None = None,
-        topics: TagFilter | None = None,
-        entities: TagFilter | None = None,
-        created_at: DateFilter | None = None,
-        user_id: TagFilter | None = None,
-        memory_type: TagFilter | None = None,
-        event_date: DateFilter | None = None,
-        search_mode: SearchModeEnum = SearchModeEnum.HYBRID,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> dict[str, Any]:
-        """The messages to send a model for `query`: the `semantic-memory` section of what
-        this tenant's memory holds about it, then the query."""
-        search = _search(
-            text=query,
-            search_mode=search_mode,
-            namespace=namespace,
-            topics=topics,
-            entities=entities,
-            created_at=created_at,
-            user_id=user_id,
-            memory_type=memory_type,
-            event_date=event_date,
-            limit=limit,
-            offset=offset,
-        )
-        session = None
-        if session_id is not None and session_id.eq is not None:
-            session = PromptSession(session_id=session_id.eq)
-        request = MemoryPromptRequest(query=query, session=session, long_term_search=search)
-        response = await call(ctx, lambda s, p: anyio.to_thread.run_sync(s.prompt, p, request))
-        return dict(response.model_dump(mode="json"))
+async def memory_prompt(
+    query: str,
+    ctx: Context,
+    session_id: TagFilter | None = None,
+    namespace: TagFilter | None = None,
+    topics: TagFilter | None = None,
+    entities: TagFilter | None = None,
+    created_at: DateFilter | None = None,
+    user_id: TagFilter | None = None,
+    memory_type: TagFilter | None = None,
+    event_date: DateFilter | None = None,
+    search_mode: SearchModeEnum = SearchModeEnum.HYBRID,
+    limit: int = 10,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """The messages to send a model for `query`: the `semantic-memory` section of what
+    this tenant's memory holds about it, then the query."""
+    search = _search(
+        text=query,
+        search_mode=search_mode,
+        namespace=namespace,
+        topics=topics,
+        entities=entities,
+        created_at=created_at,
+        user_id=user_id,
+        memory_type=memory_type,
+        event_date=event_date,
+        limit=limit,
+        offset=offset,
+    )
+    session = None
+    if session_id is not None and session_id.eq is not None:
+        session = PromptSession(session_id=session_id.eq)
+    request = MemoryPromptRequest(query=query, session=session, long_term_search=search)
+    response = await _call(ctx, lambda s, p: anyio.to_thread.run_sync(s.prompt, p, request))
+    return dict(response.model_dump(mode="json"))
 
+
+TOOLS: tuple[Callable[..., Awaitable[Any]], ...] = (
+    create_long_term_memories,
+    search_long_term_memory,
+    get_long_term_memory,
+    edit_long_term_memory,
+    delete_long_term_memories,
+    memory_prompt,
+)
+
+
+def build_mcp(
+    service: Callable[[], MemoryService], principal_of: PrincipalOf, **kw: Any
+) -> MemoryTools:
+    """The MCP server with every tool; `service` gives the memory service when a tool runs."""
+    server = MemoryTools(service, principal_of, **kw)
+    for tool in TOOLS:
+        server.add_tool(tool)
     return server
 
 

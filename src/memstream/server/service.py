@@ -29,9 +29,8 @@ from memstream.errors import (
 from memstream.memory.events import MemoryEvent, MemoryForgotten, check_memory_id
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import Memory
-from memstream.projections.reader import ProjectionReader
+from memstream.memory.ports import MemoryLookup, ProjectionProgress
 from memstream.projections.search import FilteredSearch, SearchMode, SearchPage
-from memstream.projections.status import ProjectionStatus
 from memstream.server.keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import (
@@ -50,7 +49,7 @@ from memstream.server.models import (
     TagFilter,
     TextContent,
 )
-from memstream.streams.publisher import EventPublisher
+from memstream.streams.event_publisher import EventPublisher
 
 __all__ = ["MAX_DELETE_IDS", "Limits", "MemoryService"]
 
@@ -99,8 +98,8 @@ class MemoryService:
         *,
         publisher: EventPublisher,
         search: FilteredSearch,
-        reader: ProjectionReader,
-        status: ProjectionStatus,
+        reader: MemoryLookup,
+        status: ProjectionProgress,
         scoping: Scoping,
         limits: Limits,
         embedding_model: str,

@@ -26,14 +26,11 @@ from datetime import UTC, datetime
 
 from memstream.errors import MemstreamError
 from memstream.llm import ModelClient, ModelRequest, ModelResponse, Usage
-from memstream.memory.cipher import Keyring
-from memstream.memory.codec import encode_event
 from memstream.memory.consolidation import plan_consolidation
 from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated, TenantErased
 from memstream.memory.monitoring import ModelUsage, Monitor
 from memstream.memory.ports import AppliedOutcome, MemoryReader
 from memstream.memory.store import MemoryFilter
-from memstream.memory.tenancy import tenant_key
 
 __all__ = ["ConsolidationJob", "ConsolidationWindow", "PendingConsolidation"]
 
@@ -169,8 +166,3 @@ class ConsolidationJob:
             )
         log.info("consolidated %d groups of tenant %r", len(planned), pending.tenant)
         return planned
-
-
-def encoded(event: MemoriesConsolidated, keyring: Keyring | None = None) -> tuple[bytes, bytes]:
-    """Key and value of a summary on the memory topic (sealed when given a keyring)."""
-    return tenant_key(event.tenant), encode_event(event, keyring)

@@ -18,8 +18,9 @@ seal with the tenant's first key read — two processes racing both end up on th
 and the loser's record is kept too (keyed by its own id), so nothing sealed under it is ever
 left without its key until an erasure destroys both.
 
-It is synchronous (confluent-kafka, as the agent side's publisher): the hooks call it inside
-a turn; the worker and other asyncio callers pay one short blocking read per new key.
+It is synchronous (confluent-kafka, as the agent side's publisher): on the agent side the
+publisher's thread calls it as it seals, outside any turn; the worker and other asyncio
+callers pay one short blocking read per new key.
 """
 
 from __future__ import annotations
@@ -47,15 +48,17 @@ from memstream.memory.cipher import (
 )
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics
+from memstream.streams.wire import producer_config
 
 __all__ = ["KafkaKeyring", "keys_clients"]
 
 log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 15.0
-# How long a turn may wait for the keys topic when it meets a tenant with no key known here;
-# beyond it the key is made here and its record waits in the producer (Kafka away), and the
-# topic is not asked again on the turn's path for _OFFLINE_S.
+# How long sealing may wait for the keys topic when it meets a tenant with no key known here
+# (on the agent side, the publisher's thread: the turn itself never waits); beyond it the key
+# is made here and its record waits in the producer (Kafka away), and the topic is not asked
+# again for _OFFLINE_S.
 _HOT_PATH_S = 2.0
 _OFFLINE_S = 5.0
 _NO_LEADER_YET = {
@@ -68,15 +71,16 @@ _NO_LEADER_YET = {
 def keys_clients(kafka: KafkaConnection, topics: Topics) -> tuple[Producer, Consumer]:
     """The keys topic's producer and consumer: every Kafka client of this module is made here."""
     producer = Producer(
-        {
-            **kafka.librdkafka(),
-            "enable.idempotence": True,
-            "acks": "all",
-            # No delivery deadline: a key made while Kafka is away waits for it, as the
-            # events sealed under it do in the agent side's publisher.
-            "message.timeout.ms": 0,
-            "logger": log,
-        }
+        producer_config(
+            kafka,
+            "librdkafka",
+            {
+                # No delivery deadline: a key made while Kafka is away waits for it, as the
+                # events sealed under it do in the agent side's publisher.
+                "message.timeout.ms": 0,
+                "logger": log,
+            },
+        )
     )
     consumer = Consumer(
         {

@@ -23,12 +23,12 @@ from aiokafka.errors import KafkaError
 
 from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
 from memstream.memory.cipher import Keyring
-from memstream.memory.codec import decode_event, encode_event
-from memstream.memory.tenancy import tenant_key
+from memstream.memory.codec import decode_event
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 from memstream.streams.replay import reached_ends
 from memstream.streams.topics import Topics, topic_partitions
+from memstream.streams.wire import event_record, producer_config, send
 
 __all__ = ["Sealed", "seal_copy"]
 
@@ -50,9 +50,7 @@ def _clients(kafka: KafkaConnection) -> tuple[AIOKafkaConsumer, AIOKafkaProducer
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    producer = AIOKafkaProducer(
-        **kafka.aiokafka(), enable_idempotence=True, acks="all", linger_ms=5
-    )
+    producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka", {"linger_ms": 5}))
     return consumer, producer
 
 
@@ -101,10 +99,7 @@ async def seal_copy(
                     except EventDecodeError as exc:
                         unreadable[exc.code] += 1
                         continue
-                    value = encode_event(event, sealer)
-                    pending.append(
-                        await producer.send(target.memory, value, key=tenant_key(event.tenant))
-                    )
+                    pending.append(await send(producer, event_record(target, event, sealer)))
                     copied += 1
             for sent in pending:
                 await sent

@@ -4,7 +4,15 @@ For a batch it decodes every message (an unusable one goes to the dead letters, 
 goes on), embeds the memories of all good events in one call, applies each event once to the
 Redis projection, and announces what applying did (evictions, forgets, consolidations). The
 live worker writes the live generation; a replay runs the same projector `into` the generation
-it rebuilds, with its own dead letters and no announcements. It never gives up on a good event:
+it rebuilds, with its own dead letters and no announcements.
+
+Which model embeds a memory is the projection's choice, never the event's: each generation
+records the model it was built with (a new one: the configured model), and the projector
+embeds for the generation it writes. An event's `embedding_model` only says what its producer
+was using. When a replay swaps in a generation of another model mid-batch, the events the old
+one refused are embedded again for the new one.
+
+It never gives up on a good event:
 while Redis or the embedding provider is unreachable it retries with backoff, so the consumer
 does not move past events that were not applied (the stream acknowledges a batch only after
 `project` returns).
@@ -26,14 +34,13 @@ from aiokafka import ConsumerRecord
 
 from memstream.errors import (
     DataKeyErasedError,
-    EmbeddingModelMismatchError,
     EventDecodeError,
     InfrastructureError,
     UnknownDataKeyError,
 )
 from memstream.memory.cipher import Keyring
 from memstream.memory.codec import DecodeContext, decode_event
-from memstream.memory.embeddings import Embedder, Vectors
+from memstream.memory.embeddings import Embedder, Embedders, Vectors
 from memstream.memory.events import (
     MemoriesConsolidated,
     MemoryEvent,
@@ -43,7 +50,13 @@ from memstream.memory.events import (
 )
 from memstream.memory.model import Memory
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
-from memstream.memory.ports import AppliedOutcome, Embedded, Position, ProjectionWriter
+from memstream.memory.ports import (
+    AppliedOutcome,
+    Embedded,
+    Generations,
+    Position,
+    ProjectionWriter,
+)
 
 __all__ = ["DeadLetters", "OnApplied", "Projector", "RawMessage", "notices_of", "worker_context"]
 
@@ -87,8 +100,9 @@ class DeadLetters(Protocol):
 class Projector:
     def __init__(
         self,
-        embedder: Embedder,
+        embedders: Embedders,
         writer: ProjectionWriter,
+        generations: Generations,
         dead_letters: DeadLetters,
         *,
         default_importance: float,
@@ -96,13 +110,15 @@ class Projector:
         on_applied: OnApplied | None = None,
         into: int | None = None,
         reuse_vectors: bool = False,
-        adopt_model: bool = False,
         first_retry_s: float = 0.2,
         max_retry_s: float = 10.0,
         keyring: Keyring | None = None,
         key_wait_s: float = 0.0,
     ) -> None:
-        self._embedder = embedder
+        self._embedders = embedders
+        self._generations = generations
+        # generation -> the embedder of its vectors (a generation's model never changes)
+        self._models: dict[int, Embedder] = {}
         self._default_importance = default_importance
         self._writer = writer
         self._dead_letters = dead_letters
@@ -110,9 +126,6 @@ class Projector:
         self._on_applied = on_applied
         self._into = into
         self._reuse_vectors = reuse_vectors
-        # A rebuild with this embedder (replay after MEMSTREAM_EMBEDDER changed) embeds events
-        # recorded for another model with this one; the live worker refuses them instead.
-        self._adopt_model = adopt_model
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
         self._keyring = keyring
@@ -122,8 +135,12 @@ class Projector:
         self.erased = 0
 
     async def start(self) -> None:
-        model, dims = self._embedder.model_id, self._embedder.dims
-        into = self._into
+        """Prepare the generation this projector writes (its index: for the configured model
+        if it has none) and the embedder of its model. A ConfigurationError here names the
+        model this process cannot make vectors of, and what fixes it."""
+        generation = await self._target()
+        embedder = await self._embedder_for(generation)
+        model, dims, into = embedder.model_id, embedder.dims, self._into
         await self.retrying(
             "preparing the index",
             lambda: (
@@ -150,7 +167,7 @@ class Projector:
     ) -> tuple[list[AppliedOutcome], dict[str, int]]:
         """Apply the good events; their outcomes, and the last offset of each partition an
         event was applied (or found applied) at."""
-        ready = []
+        ready: list[tuple[MemoryEvent, tuple[Memory, ...], Position]] = []
         written: dict[str, datetime | None] = {}
         for message in messages:
             try:
@@ -159,17 +176,6 @@ class Projector:
                     # Events after the erasure sealed under its keys (a producer that had
                     # not yet heard of it) are erased too, whatever the keys topic says yet.
                     self._keyring.forget(event.tenant, event.key_ids)
-                memories = memories_of(event)
-                foreign = {m.embedding_model for m in memories} - {self._embedder.model_id}
-                if foreign and self._adopt_model:
-                    model = self._embedder.model_id
-                    memories = tuple(replace(m, embedding_model=model) for m in memories)
-                elif foreign:
-                    raise EmbeddingModelMismatchError(
-                        f"the event was recorded for {foreign.pop()!r}, this worker embeds "
-                        f"with {self._embedder.model_id!r}; run a worker with that model (or "
-                        "replay into a namespace built with it)"
-                    )
             except DataKeyErasedError:
                 self.erased += 1
                 log.debug("skipped %s/%s@%s: sealed under an erased key", *_where(message))
@@ -178,19 +184,18 @@ class Projector:
                 log.warning("dead-lettered %s/%s@%s: %s", *_where(message), exc)
                 await self._dead_letters.send(message, exc)
                 continue
-            ready.append((event, memories, message.position))
+            ready.append((event, memories_of(event), message.position))
             written[event.id] = message.timestamp
         if not ready:
             return [], {}
-        flat = [memory for _, memories, _ in ready for memory in memories]
-        vectors = await self.retrying("embedding", lambda: self._embed(flat))
-        batch, row = [], 0
-        for event, memories, position in ready:
-            batch.append(Embedded(event, memories, vectors[row : row + len(memories)], position))
-            row += len(memories)
-        outcomes = await self.retrying(
-            "applying to Redis", lambda: self._writer.apply(batch, into=self._into)
-        )
+        outcomes: list[AppliedOutcome] = []
+        pending = ready
+        while pending:  # more than once only when a swap retires the generation mid-batch
+            generation = await self._target()
+            batch = await self._embedded(pending, await self._embedder_for(generation))
+            applied = await self.retrying("applying to Redis", self._applying(batch, generation))
+            outcomes += applied
+            pending = pending[len(applied) :]
         if self._monitor is not None:
             at = datetime.now(UTC)
             for outcome in outcomes:
@@ -201,6 +206,51 @@ class Projector:
                 if outcome.applied_now:
                     self._on_applied(outcome, written.get(outcome.event_id))
         return outcomes, {position.field: position.offset for _, _, position in ready}
+
+    def _applying(
+        self, batch: list[Embedded], generation: int
+    ) -> Callable[[], Awaitable[list[AppliedOutcome]]]:
+        """Applying `batch`, whose vectors were made for `generation`'s model."""
+        if self._into is not None:
+            return lambda: self._writer.apply(batch, into=self._into)
+        return lambda: self._writer.apply(batch, while_live=generation)
+
+    async def _target(self) -> int:
+        """The generation this batch goes to: the rebuild's, or the live one now."""
+        if self._into is not None:
+            return self._into
+        return await self.retrying("reading the live generation", self._generations.live)
+
+    async def _embedder_for(self, generation: int) -> Embedder:
+        """The embedder of `generation`'s model (the configured one, for a generation that
+        has no index yet)."""
+        if generation not in self._models:
+            model = await self.retrying(
+                "reading the generation's model", lambda: self._generations.model(generation)
+            )
+            wanted = model or self._embedders.configured_model
+            # Loading a model reads and compiles its files: not on the event loop.
+            self._models[generation] = await asyncio.to_thread(self._embedders.for_model, wanted)
+        return self._models[generation]
+
+    async def _embedded(
+        self,
+        ready: Sequence[tuple[MemoryEvent, tuple[Memory, ...], Position]],
+        embedder: Embedder,
+    ) -> list[Embedded]:
+        """`ready`'s events with their memories embedded by `embedder`, in one call."""
+        model = embedder.model_id
+        stamped = [
+            (event, tuple(replace(m, embedding_model=model) for m in memories), position)
+            for event, memories, position in ready
+        ]
+        flat = [memory for _, memories, _ in stamped for memory in memories]
+        vectors = await self.retrying("embedding", lambda: self._embed(embedder, flat))
+        batch, row = [], 0
+        for event, memories, position in stamped:
+            batch.append(Embedded(event, memories, vectors[row : row + len(memories)], position))
+            row += len(memories)
+        return batch
 
     async def _decode(self, message: RawMessage) -> MemoryEvent:
         """The message's event. One sealed under a data key the keys topic does not hold yet
@@ -220,11 +270,11 @@ class Projector:
 
     def _context(self, message: RawMessage) -> DecodeContext:
         return worker_context(
-            message, self._embedder.model_id, self._default_importance, self._keyring
+            message, self._embedders.configured_model, self._default_importance, self._keyring
         )
 
-    async def _embed(self, memories: list[Memory]) -> Vectors:
-        vectors = np.zeros((len(memories), self._embedder.dims), dtype=np.float32)
+    async def _embed(self, embedder: Embedder, memories: list[Memory]) -> Vectors:
+        vectors = np.zeros((len(memories), embedder.dims), dtype=np.float32)
         known: list[Vectors | None] = [None] * len(memories)
         if self._reuse_vectors and memories:
             known = await self._writer.known_vectors(memories)
@@ -238,7 +288,7 @@ class Projector:
                 vectors[row] = vector
         if missing:  # a batch of forgets only, or of known memories, embeds nothing
             texts = [memories[row].content for row in missing]
-            vectors[missing] = await asyncio.to_thread(self._embedder.embed_documents, texts)
+            vectors[missing] = await asyncio.to_thread(embedder.embed_documents, texts)
         return vectors
 
     async def retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:

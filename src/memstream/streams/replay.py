@@ -31,7 +31,7 @@ from aiokafka.errors import KafkaError
 
 from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
 from memstream.memory.cipher import Keyring
-from memstream.memory.embeddings import Embedder
+from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import Generations, Position, ProjectionWriter, SwapResult
 from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.kafka import KafkaConnection
@@ -112,7 +112,7 @@ class Replayer:
         topics: Topics,
         writer: ProjectionWriter,
         generations: Generations,
-        embedder: Embedder,
+        embedders: Embedders,
         *,
         default_importance: float,
         keyring: Keyring | None = None,
@@ -122,7 +122,7 @@ class Replayer:
         self._topic = topics.memory
         self._writer = writer
         self._generations = generations
-        self._embedder = embedder
+        self._embedders = embedders
         self._default_importance = default_importance
 
     async def rebuild(
@@ -136,12 +136,13 @@ class Replayer:
     ) -> Rebuilt:
         """Rebuild all tenants (or one) into a fresh generation; swap it in if `swap`.
 
+        A whole rebuild is built with the configured embedding model, whatever the events or
+        the live generation say: after MEMSTREAM_EMBEDDER changed, `replay` is the model
+        switch (the old generation serves until the new one is swapped in). A one-tenant
+        rebuild is renamed into the live generation, so it embeds with the live one's model.
         Vectors the live generation holds for the same memory (same id, content and model) are
-        reused unless `reembed`: embedding is what bounds a replay's speed. With `reembed`,
-        events recorded for another embedding model are embedded with this replayer's too, so
-        `replay --reembed` after a change of MEMSTREAM_EMBEDDER rebuilds every memory for the
-        new model; without it they stay refused, as the live worker refuses them. A message
-        that cannot be read raises ReplayError, with the count by reason, before anything is
+        reused unless `reembed`: embedding is what bounds a replay's speed. A message that
+        cannot be read raises ReplayError, with the count by reason, before anything is
         swapped (the rebuild is dropped), unless `allow_dead_letters`.
         """
         if tenant is not None:
@@ -151,20 +152,24 @@ class Replayer:
         writer = self._writer
         unusable = CountedDeadLetters()
         projector = Projector(
-            self._embedder,
+            self._embedders,
             writer,
+            self._generations,
             unusable,
             default_importance=self._default_importance,
             into=target,
             reuse_vectors=not reembed,
-            adopt_model=reembed,
             keyring=self._keyring,
         )
 
         try:
-            if tenant is None:
-                # A one-tenant rebuild needs no index: its keys are renamed into the live one's.
-                await projector.start()
+            if tenant is not None:
+                # Its keys are renamed into the live generation: vectors of the live model.
+                live_model = await self._generations.model(live)
+                if live_model is not None:
+                    embedder = self._embedders.for_model(live_model)
+                    await writer.ensure_index(live_model, embedder.dims, target)
+            await projector.start()
             return await self._run(
                 projector,
                 writer,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,21 +44,18 @@ from memstream.config import Settings
 from memstream.errors import EventDecodeError, KafkaUnavailableError
 from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
-from memstream.memory.embeddings import Embedder
-from memstream.memory.monitoring import (
-    DeadLettered,
-    Monitor,
-    MonitoringEvent,
-    encode_monitoring,
-    monitoring_key,
-)
-from memstream.memory.ports import MemoryReader, Position, ProjectionWriter
+from memstream.memory.embeddings import Embedders
+from memstream.memory.monitoring import DeadLettered, Monitor
+from memstream.memory.ports import Generations, MemoryReader, Position, ProjectionWriter
 from memstream.metrics import Metrics
-from memstream.streams.consolidation import ConsolidationJob, encoded
+from memstream.streams.consolidation import ConsolidationJob
+from memstream.streams.dead_letters import dead_letter_headers
 from memstream.streams.heal import Healer, KafkaLog
 from memstream.streams.kafka import KafkaConnection
+from memstream.streams.monitor import KafkaMonitor
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics
+from memstream.streams.wire import Record, event_record, monitoring_record
 
 __all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "KEY_WAIT_S", "build_app", "run_app"]
 
@@ -77,11 +74,11 @@ _HEAL_CHECK_S = 1.0
 _LAG_CHECK_S = 1.0
 
 
-class _Monitoring:
-    """Dead letters and monitoring events, written by the app's plain (non-transactional)
-    producer. `announce` (the Monitor port) only starts a send; the agent awaits them all
-    (`drained`) before a batch is acknowledged, so notices are at-least-once. Every notice is
-    also announced to `counted` (the metrics), when given."""
+class _WorkerProducer:
+    """Dead letters, monitoring events and summaries, written by the app's plain
+    (non-transactional) producer. `submit` (the monitor's sink) only starts a send; the agent
+    awaits them all (`drained`) before a batch is acknowledged, so notices are at-least-once.
+    A dead letter's notice is also announced to `counted` (the metrics), when given."""
 
     def __init__(self, app: faust.App, topics: Topics, counted: Monitor | None = None) -> None:
         self._app = app
@@ -89,23 +86,20 @@ class _Monitoring:
         self._counted = counted
         self._sending: list[asyncio.Task[None]] = []
 
-    async def _send(
-        self, topic: str, key: bytes | None, value: bytes | None, headers: Mapping[str, bytes]
-    ) -> None:
+    async def publish(self, record: Record) -> None:
+        """Send `record` and wait until the broker has it."""
         producer = self._app.producer
         await producer.maybe_start()
-        sent = await producer.send(topic, key, value, None, None, list(headers.items()))
+        sent = await producer.send(
+            record.topic, record.key, record.value, None, None, list(record.headers)
+        )
         await sent
 
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
-        headers = {
-            "memstream-error-code": error.code.encode(),
-            "memstream-error": str(error).encode("utf-8"),
-            "memstream-source": f"{message.topic}/{message.partition}/{message.offset}".encode(),
-        }
+        headers = dead_letter_headers(message, error)
         # Awaiting the delivery, not just the send, keeps the message from being
         # acknowledged on the memory topic before its dead letter is durable.
-        await self._send(self._topics.dead_letters, message.key, message.value, headers)
+        await self.publish(Record(self._topics.dead_letters, message.key, message.value, headers))
         notice = DeadLettered(
             source_topic=message.topic,
             partition=message.partition,
@@ -114,23 +108,15 @@ class _Monitoring:
             reason=str(error),
             at=datetime.now(UTC),
         )
-        await self._send(self._topics.monitoring, message.key, encode_monitoring(notice), {})
+        await self.publish(monitoring_record(self._topics, notice, message.key))
         if self._counted is not None:
             self._counted.announce(notice)
 
-    async def publish(self, topic: str, key: bytes, value: bytes) -> None:
-        await self._send(topic, key, value, {})
-
-    def announce(self, event: MonitoringEvent) -> None:
-        if self._counted is not None:
-            self._counted.announce(event)
-        send = self._send(
-            self._topics.monitoring, monitoring_key(event), encode_monitoring(event), {}
-        )
-        self._sending.append(asyncio.ensure_future(send))
+    def submit(self, record: Record) -> None:
+        self._sending.append(asyncio.ensure_future(self.publish(record)))
 
     async def drained(self) -> None:
-        """Wait until every announced event is durable."""
+        """Wait until every submitted record is durable."""
         sending, self._sending = self._sending, []
         await asyncio.gather(*sending)
 
@@ -138,8 +124,9 @@ class _Monitoring:
 def build_app(
     settings: Settings,
     topics: Topics,
-    embedder: Embedder,
+    embedders: Embedders,
     writer: ProjectionWriter,
+    generations: Generations,
     reader: MemoryReader,
     summarizer: ModelClient,
     metrics: Metrics | None = None,
@@ -183,13 +170,16 @@ def build_app(
         from faust.sensors.prometheus import PrometheusMonitor
 
         app.monitor = PrometheusMonitor(metrics=metrics.faust)
-    monitoring = _Monitoring(app, topics, metrics.monitor() if metrics is not None else None)
+    counted = metrics.monitor() if metrics is not None else None
+    monitoring = _WorkerProducer(app, topics, counted)
+    monitor = KafkaMonitor(monitoring, topics, also=counted)
     projector = Projector(
-        embedder,
+        embedders,
         writer,
+        generations,
         monitoring,
         default_importance=settings.default_importance,
-        monitor=monitoring,
+        monitor=monitor,
         keyring=keyring,
         key_wait_s=KEY_WAIT_S,
         on_applied=(
@@ -213,9 +203,9 @@ def build_app(
     consolidation = ConsolidationJob(
         reader=reader,
         client=summarizer,
-        embedding_model=embedder.model_id,
-        send=lambda event: monitoring.publish(topics.memory, *encoded(event, sealer)),
-        monitor=monitoring,
+        embedding_model=embedders.configured_model,
+        send=lambda event: monitoring.publish(event_record(topics, event, sealer)),
+        monitor=monitor,
         window_s=settings.consolidation_window_s,
     )
 

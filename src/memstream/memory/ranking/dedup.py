@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from memstream.projections.fusion import Candidate
+from memstream.memory.ranking.fusion import Candidate
 
 __all__ = ["anchors", "collapse_duplicates", "normalised"]
 

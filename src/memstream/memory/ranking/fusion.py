@@ -1,6 +1,6 @@
 """Fusion: one ranking of recall candidates from their word and meaning scores.
 
-`fuse` is recall's fusion. Every candidate carries its BM25 over the tenant (`projections.bm25`)
+`fuse` is recall's fusion. Every candidate carries its BM25 over the tenant (`ranking.bm25`)
 and its cosine with the query, whichever search found it, and scores
 
     fused = (bm25 / best bm25 among the candidates + a * max(cosine, 0)) / (1 + a)

@@ -1,4 +1,6 @@
-"""The agent side of the log: write memory events to the memory topic, keyed by tenant.
+"""Publishing and waiting: `EventPublisher` writes memory events to the memory topic, keyed by
+tenant, and returns once the broker has them (the server, the importer, the CLI; the agent
+side's hooks, which must not wait, use streams.background_publisher).
 
 The producer is idempotent with acks=all, so a retry after a lost acknowledgement never
 writes an event twice into the log, and `publish` returns only once every event is durably
@@ -19,11 +21,10 @@ from aiokafka.errors import KafkaError
 
 from memstream.errors import KafkaUnavailableError
 from memstream.memory.cipher import Keyring
-from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoryEvent, MemoryForgotten
-from memstream.memory.tenancy import tenant_key
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics
+from memstream.streams.wire import event_record, producer_config, send
 
 __all__ = ["EventPublisher"]
 
@@ -39,13 +40,11 @@ class EventPublisher:
     ) -> None:
         self._kafka = kafka
         self._keyring = keyring
-        self._topic = topics.memory
+        self._topics = topics
         self._producer = AIOKafkaProducer(
-            **kafka.aiokafka(),
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=2,
-            request_timeout_ms=int(timeout_s * 1000),
+            **producer_config(
+                kafka, "aiokafka", {"linger_ms": 2, "request_timeout_ms": int(timeout_s * 1000)}
+            )
         )
         self._timeout_s = timeout_s
 
@@ -69,11 +68,7 @@ class EventPublisher:
         """Send `events` in order and wait until the broker has acknowledged all of them."""
         try:
             sends = [
-                await self._producer.send(
-                    self._topic,
-                    encode_event(event, self._keyring),
-                    key=tenant_key(event.tenant),
-                )
+                await send(self._producer, event_record(self._topics, event, self._keyring))
                 for event in events
             ]
             await asyncio.wait_for(asyncio.gather(*sends), self._timeout_s)

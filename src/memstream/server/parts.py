@@ -1,0 +1,49 @@
+"""The server's parts, built from a `Deployment`: the memory service over its projection and
+producer, and the API keys in its projection backend. `memstream serve`, `memstream mcp`, the
+benches and the tests build the server from these, so the composition root never imports the
+server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from memstream.deployment import Deployment
+from memstream.server.keys import ApiKeys
+from memstream.server.mapping import Scoping
+from memstream.server.service import Limits, MemoryService
+
+__all__ = ["api_keys", "memory_service"]
+
+
+def api_keys(deployment: Deployment) -> ApiKeys:
+    """The server's API keys (stored hashed under the namespace)."""
+    return ApiKeys(deployment.projection.api_keys())
+
+
+@asynccontextmanager
+async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]:
+    """What the HTTP API and the MCP tools do, over `deployment`, its producer started."""
+    settings = deployment.settings
+    deployment.check_embedder()
+    await deployment.ensure_topics()
+    async with deployment.event_publisher() as publisher:
+        yield MemoryService(
+            publisher=publisher,
+            search=deployment.projection.search(
+                deployment.embedders, tuning=deployment.recall_tuning()
+            ),
+            reader=deployment.reader(),
+            status=deployment.status(),
+            scoping=Scoping(
+                tenant_field=settings.server_tenant_field,
+                default_importance=settings.default_importance,
+                max_record_chars=settings.max_record_chars,
+            ),
+            limits=Limits(
+                max_records=settings.server_max_records,
+                max_query_chars=settings.server_max_query_chars,
+                max_wait_s=settings.server_max_wait_s,
+            ),
+            embedding_model=deployment.embedding_model,
+        )

@@ -1,0 +1,235 @@
+"""The HTTP routes: agent-memory-server's long-term routes, health and metrics, and the AMS
+routes memstream does not serve, as `APIRouter`s of module-level handlers.
+
+Handlers are thin: FastAPI parses the request into AMS's models (refusing unknown fields),
+and each handler receives what it depends on through `Depends`: the `MemoryService` the app
+opened (`service`), the caller's `Principal` (`caller`: `ApiKeys.authenticate` on the
+request's key) and the metrics registry. `create_app` (server/app.py) puts those on the app's
+state and includes the routers.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import Field
+
+from memstream.metrics import Metrics
+from memstream.server.errors import ErrorResponse, error_response
+from memstream.server.keys import ApiKeys, Principal
+from memstream.server.models import (
+    MEMORY_ID_PATTERN,
+    AckResponse,
+    CreateMemoryRecordRequest,
+    EditMemoryRecordRequest,
+    ForgetRequest,
+    ForgetResponse,
+    HealthCheckResponse,
+    MemoryPromptRequest,
+    MemoryPromptResponse,
+    MemoryRecord,
+    MemoryRecordResults,
+    SearchRequest,
+)
+from memstream.server.service import MAX_DELETE_IDS, MemoryService
+
+__all__ = ["memories", "not_served", "operations"]
+
+
+def service(request: Request) -> MemoryService:
+    """The memory service the app opened for its lifetime."""
+    opened: MemoryService = request.app.state.service
+    return opened
+
+
+async def caller(request: Request) -> Principal:
+    """Who is asking: the principal of the request's key."""
+    # One keyed Redis read (well under a millisecond): cheaper on the event loop than the
+    # thread hop FastAPI makes for a synchronous dependency.
+    keys: ApiKeys = request.app.state.keys
+    return keys.authenticate(
+        request.headers.get("authorization"), keyless=request.app.state.keyless
+    )
+
+
+def metrics(request: Request) -> Metrics:
+    registry: Metrics = request.app.state.metrics
+    return registry
+
+
+Service = Annotated[MemoryService, Depends(service)]
+Caller = Annotated[Principal, Depends(caller)]
+MemoryId = Annotated[str, Field(pattern=MEMORY_ID_PATTERN)]
+PathId = Annotated[str, Path(pattern=MEMORY_ID_PATTERN)]
+Wait = Annotated[bool, Query(description="Answer only once the memories are recallable (or 504)")]
+WaitTimeout = Annotated[
+    float, Query(gt=0, description="Seconds ?wait=true waits at most (server maximum)")
+]
+Tenant = Annotated[
+    str | None,
+    Query(description="The tenant, for admin keys (field: MEMSTREAM_SERVER_TENANT_FIELD)"),
+]
+Ignored = Annotated[bool, Query(description="Ignored")]
+
+operations = APIRouter()
+memories = APIRouter()
+not_served = APIRouter(include_in_schema=False)
+
+
+@operations.get("/metrics", include_in_schema=False)
+def prometheus_metrics(registry: Annotated[Metrics, Depends(metrics)]) -> Response:
+    return Response(registry.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+@operations.get("/v1/health", response_model=HealthCheckResponse)
+def health() -> HealthCheckResponse:
+    return HealthCheckResponse(now=int(time.time() * 1000))
+
+
+def _named(service: MemoryService, namespace: str | None, user_id: str | None) -> str | None:
+    """The tenant a request names, in the field the server scopes tenants by."""
+    return namespace if service.scoping.tenant_field == "namespace" else user_id
+
+
+@memories.post("/v1/long-term-memory/", response_model=AckResponse)
+async def create_long_term_memory(
+    body: CreateMemoryRecordRequest,
+    service: Service,
+    caller: Caller,
+    wait: Wait = False,
+    wait_timeout: WaitTimeout = 10.0,
+) -> AckResponse:
+    """One MemorySaved event per record, answered once Kafka has acknowledged them."""
+    return await service.create(caller, body.memories, wait=wait_timeout if wait else None)
+
+
+@memories.post("/v1/long-term-memory/search", response_model=MemoryRecordResults)
+def search_long_term_memory(
+    body: SearchRequest, service: Service, caller: Caller, optimize_query: Ignored = False
+) -> MemoryRecordResults:
+    return service.search(caller, body)
+
+
+@memories.get("/v1/long-term-memory/{memory_id}", response_model=MemoryRecord)
+def get_long_term_memory(
+    memory_id: PathId,
+    service: Service,
+    caller: Caller,
+    namespace: Tenant = None,
+    user_id: Tenant = None,
+) -> MemoryRecord:
+    return service.get(caller, memory_id, named=_named(service, namespace, user_id))
+
+
+@memories.patch("/v1/long-term-memory/{memory_id}", response_model=MemoryRecord)
+async def update_long_term_memory(
+    memory_id: PathId,
+    body: EditMemoryRecordRequest,
+    service: Service,
+    caller: Caller,
+    namespace: Tenant = None,
+    user_id: Tenant = None,
+    wait: Wait = False,
+    wait_timeout: WaitTimeout = 10.0,
+) -> MemoryRecord:
+    """Change some fields of a memory: the whole new memory is saved under its id."""
+    named = _named(service, namespace, user_id)
+    return await service.edit(
+        caller, memory_id, body, named=named, wait=wait_timeout if wait else None
+    )
+
+
+@memories.delete("/v1/long-term-memory", response_model=AckResponse)
+async def delete_long_term_memory(
+    service: Service,
+    caller: Caller,
+    memory_ids: Annotated[list[MemoryId], Query(min_length=1, max_length=MAX_DELETE_IDS)],
+    namespace: Tenant = None,
+    user_id: Tenant = None,
+    wait: Wait = False,
+    wait_timeout: WaitTimeout = 10.0,
+) -> AckResponse:
+    """One MemoryForgotten event: the memories go, and their ids are never used again."""
+    named = _named(service, namespace, user_id)
+    return await service.delete(
+        caller, memory_ids, named=named, wait=wait_timeout if wait else None
+    )
+
+
+@memories.post("/v1/long-term-memory/forget", response_model=ForgetResponse)
+async def forget_long_term_memories(
+    body: ForgetRequest,
+    service: Service,
+    caller: Caller,
+    namespace: Tenant = None,
+    user_id: Tenant = None,
+    session_id: Annotated[str | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
+    dry_run: bool = False,
+    wait: Wait = False,
+    wait_timeout: WaitTimeout = 10.0,
+) -> ForgetResponse:
+    """Forget by policy (age, keep-newest budget; `budget: 0` forgets all), optionally one
+    session's; `dry_run` only says what would go."""
+    tenant_field = service.scoping.tenant_field
+    named, other = (namespace, user_id) if tenant_field == "namespace" else (user_id, namespace)
+    return await service.forget(
+        caller,
+        body,
+        named=named,
+        other=other,
+        session_id=session_id,
+        limit=limit,
+        dry_run=dry_run,
+        wait=wait_timeout if wait else None,
+    )
+
+
+@memories.post("/v1/memory/prompt", response_model=MemoryPromptResponse)
+def memory_prompt(
+    body: MemoryPromptRequest, service: Service, caller: Caller, optimize_query: Ignored = False
+) -> MemoryPromptResponse:
+    return service.prompt(caller, body)
+
+
+_NOT_SERVED = (
+    ("GET", "/v1/working-memory/"),
+    ("GET", "/v1/working-memory/{session_id}"),
+    ("PUT", "/v1/working-memory/{session_id}"),
+    ("DELETE", "/v1/working-memory/{session_id}"),
+    ("POST", "/v1/long-term-memory/compact"),
+    ("GET", "/v1/summary-views"),
+    ("POST", "/v1/summary-views"),
+    ("GET", "/v1/summary-views/{view_id}"),
+    ("DELETE", "/v1/summary-views/{view_id}"),
+    ("POST", "/v1/summary-views/{view_id}/partitions/run"),
+    ("GET", "/v1/summary-views/{view_id}/partitions"),
+    ("POST", "/v1/summary-views/{view_id}/run"),
+    ("GET", "/v1/tasks/{task_id}"),
+)
+
+
+async def not_served_route(request: Request) -> JSONResponse:
+    """501 for an AMS route memstream does not serve, naming it by its template."""
+    path = getattr(request.scope.get("route"), "path", request.url.path)
+    return error_response(
+        501,
+        "not_served",
+        f"{path} is an agent-memory-server route memstream does not serve: memstream keeps "
+        "long-term memory only (create, search, get, delete, forget, prompt). Keep working "
+        "memory in your agent, and record finished turns as long-term memories.",
+    )
+
+
+for _method, _path in _NOT_SERVED:
+    not_served.add_api_route(
+        _path,
+        not_served_route,
+        methods=[_method],
+        status_code=501,
+        responses={501: {"model": ErrorResponse}},
+    )
