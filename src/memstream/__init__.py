@@ -41,7 +41,7 @@ if typing.TYPE_CHECKING:
         SemanticMemoryMiddleware,
     )
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"  # CHANGELOG.md; pyproject.toml reads it from here
 
 # Loaded on first use: they bring in the Kafka, Redis and agent-runtime libraries, which a
 # producer that only encodes events (or a `memstream --help`) never needs.

@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from memstream.config import Settings
-from memstream.errors import ConfigurationError, InfrastructureError, InvalidInputError, StackError
+from memstream.errors import ConfigurationError, InfrastructureError, InvalidInputError
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelClient
@@ -211,10 +211,7 @@ class Deployment:
         state = Path(self.settings.state_dir)
         if state.is_absolute():
             return state / "master.key"
-        try:
-            return project_root() / state / "master.key"
-        except StackError:
-            return Path.cwd() / state / "master.key"
+        return project_root() / state / "master.key"
 
     def keyring(self) -> KafkaKeyring | None:
         """The tenants' data keys (the keys topic), which open sealed events. With encryption

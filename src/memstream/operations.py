@@ -167,7 +167,8 @@ def worker_process(
 ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
     """A `memstream worker` process on the deployment's namespace, projecting (it has
     applied `probe`) when the block starts and stopped when it ends (serving its metrics on
-    `metrics_port` when given). Tests and benches use it."""
+    `metrics_port` when given; with 0 none, whatever MEMSTREAM_WORKER_METRICS_PORT says, as
+    several such workers run at once). Tests and benches use it."""
 
     async def publish() -> None:
         await deployment.ensure_topics()  # a fresh namespace has none until a worker starts
@@ -176,9 +177,17 @@ def worker_process(
 
     asyncio.run(publish())
     status = deployment.status()
-    serve = ["--metrics-port", str(metrics_port)] if metrics_port else []
     return running(
-        [sys.executable, "-m", "memstream", "worker", "--loglevel", loglevel, *serve],
+        [
+            sys.executable,
+            "-m",
+            "memstream",
+            "worker",
+            "--loglevel",
+            loglevel,
+            "--metrics-port",
+            str(metrics_port),
+        ],
         env={**os.environ, **deployment.settings.environ()},
         log=log,
         ready=lambda: not status.unapplied([probe]),

@@ -14,21 +14,29 @@ from pathlib import Path
 
 from memstream.errors import StackError
 
-__all__ = ["free_port", "project_root", "running", "stop"]
+__all__ = ["checkout_root", "free_port", "project_root", "running", "stop"]
+
+
+def checkout_root() -> Path | None:
+    """The memstream checkout holding the working folder, if it is in one."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "infra" / "install.sh").is_file() and (folder / "src" / "memstream").is_dir():
+            return folder
+    return None
 
 
 def project_root() -> Path:
-    """The folder holding infra/: MEMSTREAM_HOME, or the nearest one above the working folder."""
+    """The folder the local stack's state folder (MEMSTREAM_STATE_DIR, `.run/`) is relative to:
+    MEMSTREAM_HOME, else the checkout above the working folder, else the user's
+    (`$XDG_STATE_HOME/memstream`, by default `~/.local/state/memstream`) for an installed
+    package."""
     if home := os.environ.get("MEMSTREAM_HOME"):
-        return Path(home).resolve()
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "infra" / "kafka" / "server.properties").is_file():
-            return folder
-    raise StackError(
-        "cannot find memstream's infra/ folder above the working folder; run this from the "
-        "project checkout or set MEMSTREAM_HOME to it"
-    )
+        return Path(home).expanduser().resolve()
+    if (checkout := checkout_root()) is not None:
+        return checkout
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "memstream"
 
 
 def free_port() -> int:

@@ -49,6 +49,8 @@ def _stack_problem(settings: Settings) -> str | None:
 
 @pytest.fixture(scope="session")
 def env() -> dict[str, str]:
+    # One namespace per session, so per pytest-xdist worker too: the workers' tests never see
+    # each other's topics, keys or tenants.
     namespace = f"test-{uuid.uuid4().hex[:10]}"
     # A small bound, so that workloads of a few dozen events evict.
     return {
@@ -60,6 +62,9 @@ def env() -> dict[str, str]:
         # with the extractive summariser (no chat model configured).
         "MEMSTREAM_CONSOLIDATION_WINDOW_S": "0.5",
         "MEMSTREAM_CHAT_BASE_URL": "",
+        # The workers the tests start serve no metrics unless a test gives a port: several run
+        # at once and would contend for the stack's.
+        "MEMSTREAM_WORKER_METRICS_PORT": "0",
     }
 
 

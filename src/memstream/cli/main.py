@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from memstream import __version__
 from memstream.cli import (
     acls,
     bench,
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Event-sourced long-term memory for LLM agents (Kafka + Faust + Redis).",
         epilog="Configuration comes from MEMSTREAM_* environment variables; see README.md.",
     )
+    parser.add_argument("--version", action="version", version=f"memstream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (
         stack,

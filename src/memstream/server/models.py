@@ -284,8 +284,10 @@ class PromptSession(BaseModel):
     model_config = _STRICT
 
     session_id: str
-    namespace: str | None = None
-    user_id: str | None = None
+    # The session's namespace or user id scopes the search as a filter value would, so it is
+    # one: an empty one is refused here (it gave a 500 once it reached the filter).
+    namespace: Value | None = None
+    user_id: Value | None = None
     model_name: str | None = Field(default=None, description="Ignored")
     context_window_max: int | None = Field(default=None, ge=1, description="Ignored")
     long_term_memory_strategy: dict[str, Any] | None = Field(default=None, description="Ignored")
