@@ -450,7 +450,7 @@ class Deployment:
         port = self.settings.worker_metrics_port if metrics_port is None else metrics_port
         asyncio.run(self.ensure_topics())
         app = self.worker_app()
-        stop_serving = self.metrics.serve(port) if port else None
+        stop_serving = self.metrics.serve(port, self.settings.worker_metrics_host) if port else None
         errors = LastError()
         lag = self.metrics.worker
         beat = self.heartbeat("worker", errors, lag=lambda: lag.total_lag, metrics_port=port)

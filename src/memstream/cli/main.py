@@ -17,6 +17,7 @@ from memstream.cli import (
     importer,
     keys,
     mcp,
+    probe,
     recall,
     replay,
     schemas,
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         mcp,
         keys,
         acls,
+        probe,
     ):
         module.register(commands)
     return parser
