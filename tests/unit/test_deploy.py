@@ -94,3 +94,9 @@ def test_compose_passes_every_setting_to_the_workers_and_the_server() -> None:
     for service in ("worker", "server", "cli"):
         passed = set(compose["services"][service]["environment"])
         assert passed == known - LOCAL_ONLY, (known - LOCAL_ONLY) ^ passed
+
+
+def test_the_plugin_example_in_the_docs_is_the_tested_suite() -> None:
+    example = ROOT / "tests" / "containers" / "example_suite" / "test_agent_memory.py"
+    docs = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
+    assert f"```python\n{example.read_text(encoding='utf-8')}```" in docs
