@@ -6,20 +6,15 @@ suite runs on containers in tests/containers/test_plugin.py."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from memstream import Settings
 from memstream.deployment import Deployment
+from tests.user_suite import run_user_suite
 
 pytestmark = pytest.mark.integration
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "containers" / "example_suite"
 
 
 def test_a_users_suite_runs_on_the_local_stack_and_drops_its_namespace(
@@ -27,27 +22,6 @@ def test_a_users_suite_runs_on_the_local_stack_and_drops_its_namespace(
 ) -> None:
     client = Deployment(settings).redis
     before = set(client.scan_iter(match="test-*:apikeys"))
-    shutil.copytree(EXAMPLE, tmp_path / "suite")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--memstream-backend=local",
-            "--memstream-server",
-            "suite",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "DOCKER_HOST": "unix:///nonexistent"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "2 passed" in done.stdout, done.stdout[-2000:]
+    run_user_suite(tmp_path, "--memstream-backend=local", "--memstream-server")
     left = set(client.scan_iter(match="test-*:apikeys")) - before
     assert left == set(), f"the plugin left its namespace behind: {left}"

@@ -53,7 +53,8 @@ def engine_problem() -> str | None:
 
 
 class ContainerStack:
-    """Start with `start()`, which returns the running stack; `stop()` removes everything."""
+    """Start with `start()`, which returns the running stack; `stop()` removes everything,
+    also after a `start()` that failed half-way."""
 
     def __init__(
         self, images: Images, settings: Mapping[str, str], *, server: bool = False
@@ -68,13 +69,6 @@ class ContainerStack:
         self._network = Network()
         self._containers: list[DockerContainer] = []
 
-    def start(self) -> MemstreamStack:
-        try:
-            return self._start()
-        except BaseException:
-            self.stop()
-            raise
-
     def stop(self) -> None:
         for container in reversed(self._containers):
             with contextlib.suppress(Exception):  # already gone: nothing left to remove
@@ -86,7 +80,7 @@ class ContainerStack:
 
     # -- the parts -------------------------------------------------------------------------
 
-    def _start(self) -> MemstreamStack:
+    def start(self) -> MemstreamStack:
         self._require(self._images.memstream)
         self._network.create()
         host = self._client.host()

@@ -27,7 +27,7 @@ __all__ = ["LocalBinariesStack"]
 
 class LocalBinariesStack:
     """Start with `start()`, which returns the running stack; `stop()` stops what it started
-    and drops the namespace."""
+    and drops the namespace, also after a `start()` that failed half-way."""
 
     def __init__(self, settings: Mapping[str, str], folder: Path, *, server: bool = False) -> None:
         self._settings = dict(settings)
@@ -35,13 +35,6 @@ class LocalBinariesStack:
         self._server = server
         self._exits = contextlib.ExitStack()
         self._deployment: Deployment | None = None
-
-    def start(self) -> MemstreamStack:
-        try:
-            return self._start()
-        except BaseException:
-            self.stop()
-            raise
 
     def stop(self) -> None:
         try:
@@ -53,7 +46,7 @@ class LocalBinariesStack:
                 self._deployment.close()
                 self._deployment = None
 
-    def _start(self) -> MemstreamStack:
+    def start(self) -> MemstreamStack:
         env = dict(self._settings)
         if not _answers(Settings.from_env(env)):
             env |= self._own_servers()
