@@ -1,7 +1,7 @@
 """infra/compose.yaml as a deployment: up with two workers, an API key made with the image's
 CLI, an import through the server, recall; a worker container killed while writes go on, and
-replaced; down and up again on the same volumes — every record recallable at each step; then
-down with the volumes, leaving nothing."""
+replaced; down and up again on the same volumes — every record readable at each step; down;
+then down with the volumes, leaving nothing."""
 
 from __future__ import annotations
 
@@ -87,6 +87,9 @@ def compose(engine: Any) -> Iterator[Compose]:
     try:
         yield stack
     finally:
+        # The test ends with `down`; this one drops the volumes. (podman-compose 1.6's `down -v`
+        # on running containers was seen to leave the volumes behind, in use while it removed
+        # them; once the containers are gone it removes them.)
         stack("down", "-v", "--remove-orphans", "-t", "5")
         assert not [
             c.name
@@ -169,3 +172,5 @@ def test_a_compose_deployment_loses_nothing_when_a_worker_dies(
     wait_until(lambda: http.get("/v1/health").status_code == 200, "the server after a restart")
     wait_until(lambda: all_recallable(http, written), "every record after down and up")
     http.close()
+    compose("down", "--remove-orphans", "-t", "5")
+    assert compose.containers(engine, "worker") == []

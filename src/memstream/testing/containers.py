@@ -67,6 +67,7 @@ class ContainerStack:
         self._settings = dict(settings)
         self._server = server
         self._network = Network()
+        self._network_made = False
         self._containers: list[DockerContainer] = []
 
     def stop(self) -> None:
@@ -74,15 +75,17 @@ class ContainerStack:
             with contextlib.suppress(Exception):  # already gone: nothing left to remove
                 container.stop()
         self._containers.clear()
-        if self._network._network is not None:
-            with contextlib.suppress(Exception):
+        if self._network_made:
+            with contextlib.suppress(Exception):  # removed already
                 self._network.remove()
+            self._network_made = False
 
     # -- the parts -------------------------------------------------------------------------
 
     def start(self) -> MemstreamStack:
         self._require(self._images.memstream)
         self._network.create()
+        self._network_made = True
         host = self._client.host()
         kafka_port, redis_port = free_port(), free_port()
         self._run(

@@ -87,15 +87,16 @@ def memstream_stack(
         "MEMSTREAM_MASTER_KEY": base64.b64encode(os.urandom(32)).decode(),
         **memstream_settings,
     }
-    problem: str | None = "--memstream-backend=local"
+    in_containers = False
     if backend != "local":
         from memstream.testing.containers import engine_problem
 
         problem = engine_problem()
         if problem and backend == "containers":
             raise pytest.UsageError(f"--memstream-backend=containers: {problem}")
+        in_containers = problem is None
     stack: _Startable
-    if problem is None:
+    if in_containers:
         from memstream.testing.containers import ContainerStack
 
         images = Images(
