@@ -1,7 +1,7 @@
 """infra/compose.yaml as a deployment: up with two workers, an API key made with the image's
-CLI, an import through the server, recall; a worker container killed while writes go on, and
-replaced; down and up again on the same volumes — every record readable at each step; down;
-then down with the volumes, leaving nothing."""
+CLI, an import through the server, recall; a worker container killed and removed while writes
+go on, and replaced by a new one; down and up again on the same volumes — every record
+readable at each step; down; then down with the volumes, leaving nothing."""
 
 from __future__ import annotations
 
@@ -127,9 +127,11 @@ def test_a_compose_deployment_loses_nothing_when_a_worker_dies(
     compose("up", "-d", "--scale", "worker=2")
     assert len(compose.containers(engine, "worker")) == 2
 
-    # The server waits (restarting) for a key; the image's CLI makes one on the same network.
+    # The server exits while no key exists; the image's CLI makes one on the same network,
+    # and `up` starts the server again.
     out = compose("--profile", "cli", "run", "--rm", "cli", "keys", "create", "--admin")
     key = next(line for line in out.splitlines() if line.startswith("msk_"))
+    compose("up", "-d", "--scale", "worker=2")
     http = httpx.Client(
         base_url=compose.server, headers={"Authorization": f"Bearer {key}"}, timeout=60
     )
@@ -157,13 +159,16 @@ def test_a_compose_deployment_loses_nothing_when_a_worker_dies(
 
     victim = compose.containers(engine, "worker")[0]
     victim.kill()
+    victim.remove()
     for tenant in tenants:
         batch = records(tenant, 10, 10)
         answer = http.post("/v1/long-term-memory/", json={"memories": batch})
         assert answer.status_code == 200, answer.text
         written += batch
     compose("up", "-d", "--scale", "worker=2")
-    assert [c.status for c in compose.containers(engine, "worker")] == ["running", "running"]
+    workers = compose.containers(engine, "worker")
+    assert victim.id not in {c.id for c in workers}
+    assert [c.status for c in workers] == ["running", "running"]
     wait_until(lambda: all_recallable(http, written), "every record after the worker was replaced")
 
     compose("down", "--remove-orphans", "-t", "5")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from memstream.cli.stack import kafka_answers
+from memstream.cli.stack import broker_answers
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import StackError
@@ -104,7 +104,7 @@ class ContainerStack:
         }
         settings = Settings.from_env(env)
         self._wait(
-            lambda: kafka_answers(KafkaConnection.from_settings(settings)),
+            lambda: broker_answers(KafkaConnection.from_settings(settings)),
             "Kafka",
             self._containers[0],
         )
