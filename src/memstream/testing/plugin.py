@@ -85,6 +85,8 @@ def memstream_stack(
         "MEMSTREAM_NAMESPACE": f"test-{uuid.uuid4().hex[:10]}",
         "MEMSTREAM_PARTITIONS": "2",
         "MEMSTREAM_MASTER_KEY": base64.b64encode(os.urandom(32)).decode(),
+        # A port of the user's environment may be taken by their own worker.
+        "MEMSTREAM_WORKER_METRICS_PORT": "0",
         **memstream_settings,
     }
     in_containers = False
