@@ -1,6 +1,6 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing:
 # `make demo` only what the stack and the demo use, `make test` also the test tools.
-.PHONY: install install-dev up down status worker demo lint typecheck test fuzz clean
+.PHONY: install install-dev up down status worker demo lint typecheck test fuzz images test-containers clean
 
 BIN := .venv/bin
 # pytest-xdist processes, each with its own namespace, worker and server (tests/integration);
@@ -43,6 +43,19 @@ test: install-dev up lint typecheck
 # `make test`, where they are derandomised (tests/fuzzing.py; docs/operations.md, "Fuzzing").
 fuzz: install-dev up
 	@MEMSTREAM_FUZZ=1 $(BIN)/pytest -q -m fuzz
+
+# Container images (infra/images/build.sh: podman or docker, whichever answers; sizes at the
+# end). infra/images/podman.sh sets up podman where there is no Docker, as CI does.
+images: install
+	@bash infra/images/build.sh
+
+# The compose deployment and the pytest plugin on containers (docs/operations.md). podman's
+# socket is used where DOCKER_HOST is unset and no Docker socket exists.
+test-containers: images
+	@if [ -z "$${DOCKER_HOST:-}" ] && [ ! -S /var/run/docker.sock ] && [ -S /run/podman/podman.sock ]; then \
+	  export DOCKER_HOST=unix:///run/podman/podman.sock; fi; \
+	TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_CONNECTION_MODE=docker_host \
+	$(BIN)/pytest -q tests/containers
 
 clean: down
 	rm -rf .run

@@ -311,6 +311,12 @@ class Settings:
         "http://127.0.0.1:PORT/metrics (`--metrics-port` overrides it). 0: not served.",
         _non_negative_int,
     )
+    worker_metrics_host: str = _setting(
+        "MEMSTREAM_WORKER_METRICS_HOST",
+        "127.0.0.1",
+        "Address the worker's metrics listen on: '0.0.0.0' in a container or pod, so that "
+        "Prometheus can scrape them (docs/deploy.md).",
+    )
     kafka_port: int = _setting(
         "MEMSTREAM_KAFKA_PORT", 9092, "Port of the local stack's broker.", _positive_int
     )

@@ -144,7 +144,8 @@ def run_worker(
     deployment.check_embedder()
     asyncio.run(deployment.ensure_topics())
     app = deployment.worker_app()
-    stop_serving = deployment.metrics.serve(port) if port else None
+    host = deployment.settings.worker_metrics_host
+    stop_serving = deployment.metrics.serve(port, host) if port else None
     errors = LastError()
     lag = deployment.metrics.worker
     beat = heartbeat(deployment, "worker", errors, lag=lambda: lag.total_lag, metrics_port=port)

@@ -35,6 +35,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "bench": {"integrations", "server", "operations", "deployment"} | _ADAPTERS | _BASE,
     "server": {"memstream", "operations", "deployment", "streams", "projections"} | _BASE,
     "integrations": {"memstream", "operations", "deployment", "hooks", "streams"} | _BASE,
+    # The pytest plugin for users' suites: it starts a stack as the stack commands do.
+    "testing": {"cli", "server", "operations", "deployment", "streams", "projections"} | _BASE,
     # The public API: the package's __init__, which loads some of its names lazily.
     "memstream": {"deployment", "eventsourced", "hooks", "memory", "config", "errors"},
     "operations": {"deployment", "streams"} | _BASE,
@@ -65,6 +67,9 @@ PROJECTION_USERS_ABOVE = {
     "memstream.cli.bench": {"memstream.projections.recall"},
     "memstream.server.service": {"memstream.projections.search"},
     "memstream.server.mapping": {"memstream.projections.recall"},  # SearchFilter
+    # The pytest plugin asks whether the Redis it may start answers, as the stack commands do.
+    "memstream.testing.local": {"memstream.projections.connection"},
+    "memstream.testing.containers": {"memstream.projections.connection"},
 }
 
 # Who may import the Redis driver: the projection backend, the stack commands, the benches'
@@ -198,6 +203,7 @@ def test_no_two_parts_import_each_other_even_round_a_cycle() -> None:
 
 def test_above_the_composition_root_only_named_modules_reach_into_projections() -> None:
     above = {"cli", "server", "integrations", "operations", "health", "memstream", "__main__"}
+    above |= {"testing"}
     offenders = sorted(
         f"{module} imports {other}"
         for module, names in _graph().items()

@@ -19,6 +19,7 @@ from memstream.cli import (
     importer,
     keys,
     mcp,
+    probe,
     recall,
     replay,
     schemas,
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         mcp,
         keys,
         acls,
+        probe,
     ):
         module.register(commands)
     return parser
