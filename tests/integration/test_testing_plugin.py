@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 def test_a_users_suite_runs_on_the_local_stack_and_drops_its_namespace(
     settings: Settings, tmp_path: Path
 ) -> None:
-    client = Deployment(settings).redis
+    client = Deployment(settings).projection.client
     before = set(client.scan_iter(match="test-*:apikeys"))
     run_user_suite(tmp_path, "--memstream-backend=local", "--memstream-server")
     left = set(client.scan_iter(match="test-*:apikeys")) - before
