@@ -54,16 +54,7 @@ def _row(letter: DeadLetter, resolved: str | None) -> dict[str, Any]:
 def _list(args: argparse.Namespace, deployment: Deployment) -> int:
     log = asyncio.run(read_dead_letters(deployment.kafka, deployment.topics))
     pending = log.pending(code=args.code, tenant=args.tenant)
-    shown = (
-        [
-            letter
-            for letter in log.letters
-            if (args.code is None or letter.code == args.code)
-            and (args.tenant is None or letter.tenant == args.tenant)
-        ]
-        if args.all
-        else pending
-    )
+    shown = log.matching(code=args.code, tenant=args.tenant, resolved=args.all)
     for letter in shown:
         row = _row(letter, log.resolved.get(letter.offset))
         if args.json:

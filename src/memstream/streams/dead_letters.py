@@ -106,15 +106,22 @@ class DeadLetterLog:
     letters: tuple[DeadLetter, ...]
     resolved: Mapping[int, str]  # letter offset -> outcome
 
-    def pending(self, *, code: str | None = None, tenant: str | None = None) -> list[DeadLetter]:
-        """The letters no retry has resolved, those of `code` and `tenant` if given."""
+    def matching(
+        self, *, code: str | None = None, tenant: str | None = None, resolved: bool = False
+    ) -> list[DeadLetter]:
+        """The letters of `code` and `tenant` (each if given): the pending ones, or with
+        `resolved` those a retry resolved too."""
         return [
             letter
             for letter in self.letters
-            if letter.offset not in self.resolved
+            if (resolved or letter.offset not in self.resolved)
             and (code is None or letter.code == code)
             and (tenant is None or letter.message.key == tenant_key(tenant))
         ]
+
+    def pending(self, *, code: str | None = None, tenant: str | None = None) -> list[DeadLetter]:
+        """The letters no retry has resolved, those of `code` and `tenant` if given."""
+        return self.matching(code=code, tenant=tenant)
 
     def pending_by_code(self) -> dict[str, int]:
         return dict(sorted(Counter(letter.code for letter in self.pending()).items()))
