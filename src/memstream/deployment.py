@@ -85,6 +85,11 @@ class Deployment:
     ) -> None:
         self.close()
 
+    def flush(self, timeout: float) -> bool:
+        """Wait until every event the agent side has buffered is in the log; False if
+        `timeout` passed first (True at once when it buffers nothing)."""
+        return self._stores is None or self._stores.publisher.flush(timeout)
+
     def close(self, timeout: float = 10.0) -> None:
         """Send what the agent side still buffers (up to `timeout`), then stop its threads."""
         if self._stores is not None:

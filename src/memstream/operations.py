@@ -24,7 +24,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from memstream.deployment import Deployment
-from memstream.errors import ProjectionLagError
+from memstream.errors import KafkaUnavailableError, ProjectionLagError
 from memstream.health import Heartbeat, LastError
 from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.monitoring import Monitor
@@ -67,6 +67,15 @@ def erase_tenant(deployment: Deployment, tenant: str, *, timeout_s: float = 120.
     memories, then rewrite Redis's files so their plaintext copy is gone from its disk.
     Idempotent: running it again destroys what keys the tenant has since made."""
     validate_tenant(tenant)
+    # A turn this process recorded before the erasure may still wait in the agent side's
+    # buffer, to be sealed there: sealed after its key is destroyed, it would be sealed under a
+    # new key and land after the erasure, surviving it.
+    if not deployment.flush(timeout_s):
+        raise KafkaUnavailableError(
+            f"events recorded in this process before the erasure of tenant {tenant!r} did not "
+            f"reach Kafka at {deployment.kafka.where} within {timeout_s:.0f}s, so nothing was "
+            "erased yet; check the broker (`memstream status`) and run the erasure again"
+        )
     keyring = deployment.keyring()
     destroyed = keyring.erase(tenant) if keyring is not None else []
     event = TenantErased(
