@@ -10,8 +10,9 @@ released by `close()`; nothing connects while the Deployment is built.
 
 It only wires: the server builds its own parts from it (`server.parts`), and what is done
 with a deployment — erase a tenant, drop a namespace, run a worker — is in
-`memstream.operations`. A second projection backend is a package with an object like
-`RedisProjection`, built in `__init__` here.
+`memstream.operations`. A projection backend is one object that answers
+`ProjectionBackend` (below; `projections.backend.RedisProjection` is the one there is): a
+second backend is a package with such an object, chosen in `__init__` here.
 """
 
 from __future__ import annotations
@@ -23,18 +24,29 @@ from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from memstream.agent.journal import Journal
 from memstream.config import Settings
 from memstream.errors import ConfigurationError, InfrastructureError, InvalidInputError
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelClient
 from memstream.memory.cipher import MasterKeys, parse_master_key
-from memstream.memory.embeddings import Embedder
+from memstream.memory.embeddings import Embedder, Embedders
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
-from memstream.memory.ports import MemoryLookup, ProjectionProgress, Recaller
+from memstream.memory.ports import (
+    ApiKeyStore,
+    Generations,
+    MemoryLookup,
+    ProcessRegistry,
+    ProjectionProgress,
+    ProjectionSession,
+    ProjectionWriter,
+    Recaller,
+)
 from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.search import MemorySearch
 from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedders
 from memstream.processes import project_root
@@ -50,7 +62,56 @@ from memstream.streams.topics import Topics, ensure_topics
 if TYPE_CHECKING:
     import faust
 
-__all__ = ["Deployment"]
+__all__ = ["Deployment", "ProjectionBackend"]
+
+
+class ProjectionBackend(Protocol):
+    """What a projection backend gives the rest of memstream: every part above it is built from
+    these ports, and none of them names the store behind them."""
+
+    def writer(self, *, max_memories: int | None = None) -> ProjectionWriter: ...
+
+    def live_writer(self) -> tuple[ProjectionWriter, Generations]:
+        """The worker's writer and the generations it reads."""
+        ...
+
+    def session(
+        self, *, max_memories: int | None = None
+    ) -> contextlib.AbstractAsyncContextManager[ProjectionSession]:
+        """A writer, the generations and a comparer, released on the way out (replay, verify)."""
+        ...
+
+    def reader(self) -> MemoryLookup: ...
+
+    def recaller(
+        self, embedders: Embedders, *, tuning: RecallTuning, deduplicate: bool = True
+    ) -> Recaller: ...
+
+    def search(self, embedders: Embedders, *, tuning: RecallTuning) -> MemorySearch: ...
+
+    def check_model(self, embedders: Embedders) -> None:
+        """Raise ConfigurationError if `embedders` cannot embed for the live projection."""
+        ...
+
+    def status(self) -> ProjectionProgress: ...
+
+    def api_keys(self) -> ApiKeyStore: ...
+
+    def journal(self) -> Journal: ...
+
+    def processes(self) -> ProcessRegistry: ...
+
+    def rewrite_files(self, timeout_s: float) -> list[str]:
+        """Make deleted data gone from the backend's disks (after an erasure)."""
+        ...
+
+    def access_command(self, role: str) -> str | None:
+        """How an operator grants `role` its access to the backend (None: it needs none)."""
+        ...
+
+    def drop(self) -> None:
+        """Delete everything of the namespace. Irreversible."""
+        ...
 
 
 class Deployment:
@@ -60,7 +121,7 @@ class Deployment:
         self.settings = settings
         self.topics = Topics(settings.namespace, settings.partitions)
         # The only backend today; a second one is chosen here, from the settings.
-        self.projection = RedisProjection(settings)
+        self.projection: ProjectionBackend = RedisProjection(settings)
         self.embedders = EmbedderCatalogue(settings, embedder)
         self._embedder = embedder
         self._stores: EventSourcedStores | None = None

@@ -18,10 +18,11 @@ from types import TracebackType
 
 from memstream.config import Settings
 from memstream.deployment import Deployment
-from memstream.errors import MemstreamError
+from memstream.errors import ConfigurationError, MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent
 from memstream.operations import drop, worker_process
+from memstream.projections.backend import RedisProjection
 from memstream.projections.status import ProjectionStatus
 
 __all__ = ["BenchNamespace"]
@@ -37,7 +38,10 @@ class BenchNamespace:
         )
         self.settings = self.deployment.settings
         # A bench measures the Redis projection against raw Redis: it reads Redis directly.
-        self.projection = self.deployment.projection
+        projection = self.deployment.projection
+        if not isinstance(projection, RedisProjection):
+            raise ConfigurationError("the benches measure the Redis projection; this is another")
+        self.projection = projection
         self.keys = self.projection.keys
         self.topics = self.deployment.topics
         self.kafka = self.deployment.kafka

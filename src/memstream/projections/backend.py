@@ -24,6 +24,7 @@ from functools import cached_property
 import redis
 import redis.asyncio
 
+from memstream.agent.journal import Journal
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
@@ -37,6 +38,7 @@ from memstream.memory.ports import (
     Recaller,
 )
 from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.search import MemorySearch
 from memstream.projections.acl import REDIS_ROLES, redis_acl_command
 from memstream.projections.apikeys import RedisApiKeyStore
 from memstream.projections.compare import GenerationsComparer, ProjectionComparer
@@ -50,6 +52,7 @@ from memstream.projections.connection import (
     rewrite_persistence,
 )
 from memstream.projections.generations import RedisGenerations
+from memstream.projections.journal import RedisJournal
 from memstream.projections.live_model import LiveModel
 from memstream.projections.processes import RedisProcessRegistry
 from memstream.projections.reader import ProjectionReader
@@ -121,7 +124,7 @@ class RedisProjection:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
         return self._recaller(embedders, tuning, deduplicate)
 
-    def search(self, embedders: Embedders, *, tuning: RecallTuning) -> FilteredSearch:
+    def search(self, embedders: Embedders, *, tuning: RecallTuning) -> MemorySearch:
         """The HTTP API's and MCP tools' filtered, paged search: recall's ranking, filtered."""
         return FilteredSearch(
             self.client, self.keys, self._recaller(embedders, tuning, True), url=self._url
@@ -138,6 +141,10 @@ class RedisProjection:
 
     def api_keys(self) -> ApiKeyStore:
         return RedisApiKeyStore(self.client, self.settings.namespace, url=self._url)
+
+    def journal(self) -> Journal:
+        """The agent runtime's durable effects journal (`memstream chat`'s runs recover from it)."""
+        return RedisJournal(self.client, self.settings.namespace)
 
     def processes(self) -> ProcessRegistry:
         return RedisProcessRegistry(self.client, self.keys, url=self._url)
