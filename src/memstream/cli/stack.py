@@ -311,26 +311,34 @@ class LocalStack:
         return path
 
     def down(self, say: Callable[[str], None] = print) -> None:
-        """Stop every service `up` started (the worker and server first), then forget the
-        topology, so that settings fall back to their own ports."""
-        for state in reversed(self.status()):
-            if state.pid is not None:
-                self.stop(state.name)
+        """Stop every service `up` started (the server, the worker, then the brokers and
+        Redis together), then forget the topology, so that settings fall back to their ports."""
+        states = [state for state in self.status() if state.pid is not None]
+        # The brokers stop together: stopped one by one, the last would have lost its quorum
+        # and wait out its controlled shutdown.
+        stages = [
+            [s for s in states if s.name == "server"],
+            [s for s in states if s.name == "worker"],
+            [s for s in states if s.name not in ("server", "worker")],
+        ]
+        for stage in stages:
+            self._stop(stage)
+            for state in stage:
                 say(f"{state.name}: stopped (pid {state.pid})")
         (self._state / TOPOLOGY_FILE).unlink(missing_ok=True)
 
-    def stop(self, name: str, sig: signal.Signals = signal.SIGTERM) -> None:
-        """Stop the service `name` with `sig` (SIGKILL after a grace period)."""
-        pid = self.pid(name)
-        if pid is None:
-            return
-        os.kill(pid, sig)
+    def _stop(self, states: list[ServiceState]) -> None:
+        """SIGTERM to each, and SIGKILL to those still running after a grace period."""
+        pids = {state.name: state.pid for state in states if state.pid is not None}
+        for pid in pids.values():
+            os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + _STOP_TIMEOUT_S
-        while _alive(pid) and time.monotonic() < deadline:
+        while any(map(_alive, pids.values())) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
-        self._pidfile(name).unlink(missing_ok=True)
+        for name, pid in pids.items():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            self._pidfile(name).unlink(missing_ok=True)
 
     def status(self) -> list[ServiceState]:
         """Each service of the recorded topology (brokers, Redis), the worker and the server."""
