@@ -17,10 +17,12 @@ from typing import Any
 from memstream.errors import ConfigurationError
 from memstream.memory.bounds import DEFAULT_MAX_MEMORIES
 from memstream.memory.model import DEFAULT_IMPORTANCE, DEFAULT_MAX_RECORD_CHARS
+from memstream.topology import LocalTopology, state_folder
 
 __all__ = ["Settings"]
 
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
+_STATE_DIR = ".run"
 
 
 def _setting(
@@ -128,12 +130,16 @@ class Settings:
     kafka_bootstrap: str = _setting(
         "MEMSTREAM_KAFKA_BOOTSTRAP",
         "",
-        "Kafka bootstrap servers (host:port, comma-separated). Empty: the local stack's broker.",
+        "Kafka bootstrap servers (host:port, comma-separated). Empty: the local stack's "
+        "brokers, as `memstream up` recorded them (topology.json in MEMSTREAM_STATE_DIR), "
+        "else 127.0.0.1:MEMSTREAM_KAFKA_PORT.",
     )
     redis_url: str = _setting(
         "MEMSTREAM_REDIS_URL",
         "",
-        "Redis URL of a server with the search module. Empty: the local stack's Redis.",
+        "Redis URL of a server with the search module. Empty: the local stack's Redis, as "
+        "`memstream up` recorded it (topology.json in MEMSTREAM_STATE_DIR), else "
+        "127.0.0.1:MEMSTREAM_REDIS_PORT.",
     )
     namespace: str = _setting(
         "MEMSTREAM_NAMESPACE",
@@ -331,7 +337,7 @@ class Settings:
     )
     state_dir: str = _setting(
         "MEMSTREAM_STATE_DIR",
-        ".run",
+        _STATE_DIR,
         "Folder of the local stack's data, logs and pid files (relative to the project root).",
     )
 
@@ -452,7 +458,8 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Read every setting from `environ` (default: the process environment)."""
+        """Read every setting from `environ` (default: the process environment); where it
+        names no Kafka or Redis, the local stack's topology (`memstream up`) names them."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
@@ -465,6 +472,7 @@ class Settings:
                 raise ConfigurationError(
                     f"{f.metadata['env']}={raw!r} is not valid: {exc}. {f.metadata['doc']}"
                 ) from None
+        _local_servers(values)
         return cls(**values)
 
     def environ(self) -> dict[str, str]:
@@ -489,6 +497,20 @@ class Settings:
         return [
             (f.metadata["env"], repr(f.default), f.metadata["doc"]) for f in dataclasses.fields(cls)
         ]
+
+
+def _local_servers(values: dict[str, Any]) -> None:
+    """Fill in, where `values` name none, the Kafka and Redis of the local stack running from
+    the state folder: its topology (all its brokers; its Redis when there is one; several are
+    the projection's shards), recorded by `memstream up` and removed by `memstream down`."""
+    if values.get("kafka_bootstrap") and values.get("redis_url"):
+        return
+    topology = LocalTopology.read(state_folder(values.get("state_dir", _STATE_DIR)))
+    if topology is None:
+        return
+    values.setdefault("kafka_bootstrap", topology.bootstrap)
+    if len(topology.redis_urls) == 1:
+        values.setdefault("redis_url", topology.redis_urls[0])
 
 
 def _check_security(settings: Settings) -> None:

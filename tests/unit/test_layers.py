@@ -25,7 +25,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "memstream"
 
 _ENTRY = {"memstream", "cli", "bench", "server", "integrations", "__main__"}
 _ADAPTERS = {"eventsourced", "hooks", "streams", "projections", "providers", "agent"}
-_BASE = {"memory", "errors", "llm", "config", "metrics", "health", "processes", "binaries"}
+_BASE = {
+    "memory", "errors", "llm", "config", "metrics", "health", "processes", "binaries", "topology",
+}  # fmt: skip
 
 # part -> the parts it may import. Dependencies point down: entry points, then operations,
 # then the composition root, then the adapters, then the domain and the leaves.
@@ -50,7 +52,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "agent": {"errors", "llm"},  # the agent runtime knows nothing of memory
     "health": {"memory", "errors"},
     "metrics": {"memory", "errors"},
-    "config": {"memory", "errors"},
+    "config": {"memory", "errors", "topology"},
+    # Where `memstream up` put the local stack's brokers and Redis: config reads it.
+    "topology": {"errors", "processes"},
     "processes": {"errors"},
     "binaries": {"errors", "processes"},  # the local stack's files and downloads
     "memory": {"errors", "llm"},  # the domain imports no runtime and no adapter

@@ -37,7 +37,7 @@ from memstream.memory.tenancy import tenant_key
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import DeadLetters, Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
-from memstream.streams.wire import Record, monitoring_record, send
+from memstream.streams.wire import Record, monitoring_record, producer_config, send
 
 __all__ = [
     "DeadLetter",
@@ -234,7 +234,7 @@ class DeadLetterRetry:
         self._refusals = _Refusals()
         self._notices = _Notices()
         self._projector = projector(self._refusals, self._notices)
-        self._producer = AIOKafkaProducer(**kafka.aiokafka(), enable_idempotence=True, acks="all")
+        self._producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka"))
 
     async def __aenter__(self) -> DeadLetterRetry:
         try:

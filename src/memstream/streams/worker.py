@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaProducer
 from faust.types import EventT
 
 from memstream.config import Settings
@@ -55,7 +56,13 @@ from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics
-from memstream.streams.wire import Record, event_record, monitoring_record
+from memstream.streams.wire import (
+    Record,
+    event_record,
+    monitoring_record,
+    producer_config,
+    send,
+)
 
 __all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "KEY_WAIT_S", "build_app", "run_app"]
 
@@ -75,25 +82,44 @@ _LAG_CHECK_S = 1.0
 
 
 class _WorkerProducer:
-    """Dead letters, monitoring events and summaries, written by the app's plain
-    (non-transactional) producer. `submit` (the monitor's sink) only starts a send; the agent
-    awaits them all (`drained`) before a batch is acknowledged, so notices are at-least-once.
-    A dead letter's notice is also announced to `counted` (the metrics), when given."""
+    """Dead letters, monitoring events and summaries, written by a producer of the worker's
+    own, configured as every producer is (streams.wire: idempotent, acks=all): Faust's is
+    idempotent only inside transactions, so a send it retried after a broker failover could
+    land twice. `submit` (the monitor's sink) only starts a send; the agent awaits them all
+    (`drained`) before a batch is acknowledged, so notices are at-least-once. A dead letter's
+    notice is also announced to `counted` (the metrics), when given."""
 
-    def __init__(self, app: faust.App, topics: Topics, counted: Monitor | None = None) -> None:
-        self._app = app
+    def __init__(
+        self, kafka: KafkaConnection, topics: Topics, counted: Monitor | None = None
+    ) -> None:
+        self._kafka = kafka
         self._topics = topics
         self._counted = counted
         self._sending: list[asyncio.Task[None]] = []
+        self._producer: AIOKafkaProducer | None = None
+        self._starting = asyncio.Lock()
+
+    async def _started(self) -> AIOKafkaProducer:
+        # Made in the app's event loop, on the first record, as aiokafka requires.
+        async with self._starting:
+            if self._producer is None:
+                producer = AIOKafkaProducer(**producer_config(self._kafka, "aiokafka"))
+                try:
+                    await producer.start()
+                except BaseException:
+                    await producer.stop()
+                    raise
+                self._producer = producer
+            return self._producer
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
 
     async def publish(self, record: Record) -> None:
         """Send `record` and wait until the broker has it."""
-        producer = self._app.producer
-        await producer.maybe_start()
-        sent = await producer.send(
-            record.topic, record.key, record.value, None, None, list(record.headers)
-        )
-        await sent
+        await (await send(await self._started(), record))
 
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
         headers = dead_letter_headers(message, error)
@@ -152,7 +178,9 @@ def build_app(
         # The leader topic is for Faust features memstream does not use; skipping it avoids
         # one more internal topic per app.
         topic_disable_leader=True,
-        topic_replication_factor=1,
+        # memstream creates every topic it uses, replicated for the cluster (streams.topics);
+        # Faust would create one with its own replication factor.
+        topic_allow_declare=False,
         topic_partitions=settings.partitions,
         consumer_auto_offset_reset="earliest",
         # Faust's 60 s default keeps a SIGKILLed worker's partitions idle for a minute.
@@ -171,7 +199,7 @@ def build_app(
 
         app.monitor = PrometheusMonitor(metrics=metrics.faust)
     counted = metrics.monitor() if metrics is not None else None
-    monitoring = _WorkerProducer(app, topics, counted)
+    monitoring = _WorkerProducer(kafka, topics, counted)
     monitor = KafkaMonitor(monitoring, topics, also=counted)
     projector = Projector(
         embedders,
@@ -212,28 +240,31 @@ def build_app(
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
         await projector.start()
-        async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
-            messages = [
-                RawMessage(
-                    topic=e.message.topic,
-                    partition=e.message.partition,
-                    offset=e.message.offset,
-                    key=e.message.key,
-                    value=e.message.value,
-                    timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
+        try:
+            async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
+                messages = [
+                    RawMessage(
+                        topic=e.message.topic,
+                        partition=e.message.partition,
+                        offset=e.message.offset,
+                        key=e.message.key,
+                        value=e.message.value,
+                        timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
+                    )
+                    for e in events
+                ]
+                if metrics is not None:
+                    metrics.worker.batch_size.observe(len(messages))
+                outcomes = await healer.project(messages)
+                await monitoring.drained()
+                consolidation.observe(outcomes)
+                log.info(
+                    "projected %d messages (%d applied now)",
+                    len(messages),
+                    sum(o.applied_now for o in outcomes),
                 )
-                for e in events
-            ]
-            if metrics is not None:
-                metrics.worker.batch_size.observe(len(messages))
-            outcomes = await healer.project(messages)
-            await monitoring.drained()
-            consolidation.observe(outcomes)
-            log.info(
-                "projected %d messages (%d applied now)",
-                len(messages),
-                sum(o.applied_now for o in outcomes),
-            )
+        finally:
+            await monitoring.close()
 
     @app.timer(interval=0.5)  # type: ignore[untyped-decorator]
     async def consolidate() -> None:
