@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import redis
@@ -50,7 +50,7 @@ from memstream.projections.recall import (
 )
 from memstream.projections.schema import Fields, Keyspace, from_hash
 
-__all__ = ["POST_FILTER_DEPTH", "FilteredSearch", "SearchMode", "SearchPage"]
+__all__ = ["POST_FILTER_DEPTH", "FilteredSearch", "Search", "SearchMode", "SearchPage"]
 
 POST_FILTER_DEPTH = MAX_RECALL_K
 _DISTANCE = "vector_distance"
@@ -88,6 +88,23 @@ def _ranked(hits: Sequence[tuple[str, dict[str, str]]], start: int) -> list[Reca
         RecalledMemory(from_hash(fields), 1.0 / (1 + start + rank))
         for rank, (_, fields) in enumerate(hits)
     ]
+
+
+class Search(Protocol):
+    """The filtered, paged search the server holds: one Redis's (`FilteredSearch`) or the
+    shards' (`projections.shards.ShardedSearch`, which asks the tenant's shard)."""
+
+    def search(
+        self,
+        where: SearchFilter,
+        text: str,
+        *,
+        mode: SearchMode = ...,
+        limit: int = ...,
+        offset: int = ...,
+        max_distance: float | None = ...,
+        keep: Callable[[Memory], bool] | None = ...,
+    ) -> SearchPage: ...
 
 
 class FilteredSearch:

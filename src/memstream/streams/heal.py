@@ -17,13 +17,17 @@ loss is visible: Redis's position is behind what the worker knows was consumed.
 Where Redis is behind, it reads the missing offsets again from Kafka with a group-less
 consumer and projects them before going on. Apply-once makes the overlap harmless: an event
 Redis did keep is a no-op. Nothing is replayed beyond the gap.
+
+With the projection sharded (docs/scaling.md) each shard has its Healer over its own writer:
+`ShardHealers` splits every batch by the shard of its partitions and projects the shards'
+parts at the same time, so positions, gaps and healing stay each shard's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -35,7 +39,7 @@ from memstream.memory.ports import AppliedOutcome, Position, ProjectionWriter
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 
-__all__ = ["Healer", "KafkaLog", "LogSource"]
+__all__ = ["Healer", "KafkaLog", "LogSource", "ShardHealers"]
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +202,45 @@ class Healer:
             # Offsets without a message (transaction markers, a deleted log start) count too,
             # if Redis still holds what was just read again.
             await self._writer.advance({field: last}, held={field: held})
+
+
+class ShardHealers:
+    """The live worker's healers, one per projection shard (`shard_of` a partition): a batch
+    spanning partitions spans shards, and each shard's part goes to that shard's healer."""
+
+    def __init__(self, healers: Sequence[Healer], shard_of: Callable[[int], int]) -> None:
+        self._healers = healers
+        self._shard_of = shard_of
+
+    def _split(self, positions: Collection[Position]) -> dict[int, list[Position]]:
+        by_shard: dict[int, list[Position]] = {}
+        for position in positions:
+            by_shard.setdefault(self._shard_of(position.partition), []).append(position)
+        return by_shard
+
+    def assigned(self, partitions: Collection[Position]) -> None:
+        for shard, own in self._split(partitions).items():
+            self._healers[shard].assigned(own)
+
+    def revoked(self, partitions: Collection[Position]) -> None:
+        for shard, own in self._split(partitions).items():
+            self._healers[shard].revoked(own)
+
+    def last_consumed(self, field: str) -> int | None:
+        partition = int(field.rpartition("/")[2])
+        return self._healers[self._shard_of(partition)].last_consumed(field)
+
+    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        """Each shard's messages (in the log's order) projected to it, the shards at once."""
+        if len(self._healers) == 1:
+            return await self._healers[0].project(messages)
+        by_shard: dict[int, list[RawMessage]] = {}
+        for message in messages:
+            by_shard.setdefault(self._shard_of(message.partition), []).append(message)
+        done = await asyncio.gather(
+            *(self._healers[shard].project(own) for shard, own in by_shard.items())
+        )
+        return [outcome for outcomes in done for outcome in outcomes]
+
+    async def check(self) -> None:
+        await asyncio.gather(*(healer.check() for healer in self._healers))

@@ -50,10 +50,10 @@ from memstream.memory.ports import Generations, MemoryReader, Position, Projecti
 from memstream.metrics import Metrics
 from memstream.streams.consolidation import ConsolidationJob
 from memstream.streams.dead_letters import dead_letter_headers
-from memstream.streams.heal import Healer, KafkaLog
+from memstream.streams.heal import Healer, KafkaLog, ShardHealers
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
-from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.projector import OnApplied, Projector, RawMessage
 from memstream.streams.topics import Topics
 from memstream.streams.wire import Record, event_record, monitoring_record
 
@@ -125,8 +125,8 @@ def build_app(
     settings: Settings,
     topics: Topics,
     embedders: Embedders,
-    writer: ProjectionWriter,
-    generations: Generations,
+    shards: Sequence[tuple[ProjectionWriter, Generations]],
+    shard_of: Callable[[int], int],
     reader: MemoryReader,
     summarizer: ModelClient,
     metrics: Metrics | None = None,
@@ -136,9 +136,11 @@ def build_app(
     keys_clock: Callable[[], None] | None = None,
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
-    `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries it writes,
-    `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S (streams.keys);
-    with `metrics`, Faust's sensors and memstream's own are kept in its registry."""
+    `shards` are the projection shards' writers and generations, `shard_of` the shard of a
+    partition; `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries
+    it writes, `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S
+    (streams.keys); with `metrics`, Faust's sensors and memstream's own are kept in its
+    registry."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
         topics.worker_group,
@@ -173,23 +175,36 @@ def build_app(
     counted = metrics.monitor() if metrics is not None else None
     monitoring = _WorkerProducer(app, topics, counted)
     monitor = KafkaMonitor(monitoring, topics, also=counted)
-    projector = Projector(
-        embedders,
-        writer,
-        generations,
-        monitoring,
-        default_importance=settings.default_importance,
-        monitor=monitor,
-        keyring=keyring,
-        key_wait_s=KEY_WAIT_S,
-        on_applied=(
-            (lambda o, at: metrics.worker.observe_applied(o.event.type, at))
-            if metrics is not None
-            else None
-        ),
+    on_applied: OnApplied | None = (
+        (lambda o, at: metrics.worker.observe_applied(o.event.type, at))
+        if metrics is not None
+        else None
     )
+    # One projector and healer per projection shard (`shard_of` a partition): each shard's
+    # positions, generations and healing are its own.
+    projectors = [
+        Projector(
+            embedders,
+            writer,
+            generations,
+            monitoring,
+            default_importance=settings.default_importance,
+            monitor=monitor,
+            keyring=keyring,
+            key_wait_s=KEY_WAIT_S,
+            on_applied=on_applied,
+        )
+        for writer, generations in shards
+    ]
     # The group id Faust commits under is the app's id.
-    healer = Healer(projector, writer, KafkaLog(kafka, app.conf.id))
+    log_source = KafkaLog(kafka, app.conf.id)
+    healer = ShardHealers(
+        [
+            Healer(projector, writer, log_source)
+            for projector, (writer, _) in zip(projectors, shards, strict=True)
+        ],
+        shard_of,
+    )
 
     # Faust's signals call receivers with (sender, the partitions, signal=...).
     @app.on_partitions_assigned.connect
@@ -211,7 +226,8 @@ def build_app(
 
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
-        await projector.start()
+        for projector in projectors:
+            await projector.start()
         async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
             messages = [
                 RawMessage(
@@ -264,7 +280,7 @@ def build_app(
     return app
 
 
-def _consumer_lag(app: faust.App, topic: str, healer: Healer) -> dict[tuple[str, int], int]:
+def _consumer_lag(app: faust.App, topic: str, healer: ShardHealers) -> dict[tuple[str, int], int]:
     """Per partition of `topic` this worker holds: messages after the last it consumed, by
     the consumer's high watermark (refreshed by every fetch, so it moves while idle too)."""
     consumer: Any = app.consumer
