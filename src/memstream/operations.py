@@ -1,6 +1,7 @@
 """What is done with a deployment, as opposed to how it is wired (`memstream.deployment`):
 erase a tenant, drop a namespace, run a worker in this process or start one as a child,
-re-drive dead letters, beat for `memstream status`, and measure the projection's lag.
+re-drive dead letters, beat for `memstream status`, and measure the projection's lag (per
+shard too).
 
 The CLI, the benches and the tests call these; each takes the `Deployment` whose parts it
 uses and reaches the projection only through its ports.
@@ -14,7 +15,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,20 +29,23 @@ from memstream.errors import ProjectionLagError
 from memstream.health import Heartbeat, LastError
 from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.monitoring import Monitor
+from memstream.memory.ports import ShardReport
 from memstream.memory.tenancy import validate_tenant
 from memstream.processes import running
 from memstream.streams.dead_letters import DeadLetterRetry
-from memstream.streams.projector import DeadLetters, Projector
+from memstream.streams.projector import DeadLetters, Projector, ShardProjectors
 from memstream.streams.topics import end_offsets
 
 __all__ = [
     "Erasure",
+    "ShardState",
     "dead_letter_retry",
     "drop",
     "erase_tenant",
     "heartbeat",
     "projection_lag",
     "run_worker",
+    "shard_states",
     "worker_process",
 ]
 
@@ -202,24 +206,67 @@ def projection_lag(deployment: Deployment) -> dict[int, int]:
     topic = deployment.topics.memory
     positions = deployment.status().positions()
     ends = asyncio.run(end_offsets(deployment.kafka, topic))
-    return {p: max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items()}
+    return {p: _lag(end, positions, f"{topic}/{p}") for p, end in ends.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ShardState:
+    """A projection shard (`report`), its partitions and their lag: messages its live
+    generation has not applied (None while the shard does not answer)."""
+
+    report: ShardReport
+    partitions: tuple[int, ...]
+    lag: int | None
+
+
+def shard_states(deployment: Deployment) -> list[ShardState]:
+    """Every shard of the projection, reachable or not, with the lag of its partitions
+    (`memstream stats`, `memstream status`)."""
+    topic = deployment.topics.memory
+    ends = asyncio.run(end_offsets(deployment.kafka, topic))
+    of_partition = deployment.projection.layout.of_partition
+    states = []
+    for report in deployment.projection.shard_reports():
+        own = tuple(p for p in sorted(ends) if of_partition(p) == report.shard)
+        lag = (
+            sum(_lag(ends[p], report.positions, f"{topic}/{p}") for p in own)
+            if report.reachable
+            else None
+        )
+        states.append(ShardState(report, own, lag))
+    return states
+
+
+def _lag(end: int, positions: Mapping[str, int], field: str) -> int:
+    return max(end - positions.get(field, -1) - 1, 0)
 
 
 @asynccontextmanager
 async def dead_letter_retry(deployment: Deployment) -> AsyncIterator[DeadLetterRetry]:
-    """Re-drives dead letters into the live projection with the worker's parts
-    (`memstream dead-letters retry`)."""
-    async with deployment.projection.session() as session:
+    """Re-drives dead letters into the live projection with the worker's parts, each to the
+    shard of its partition (`memstream dead-letters retry`)."""
+    projection = deployment.projection
+    async with contextlib.AsyncExitStack() as sessions:
+        parts = [
+            await sessions.enter_async_context(projection.session(shard))
+            for shard in range(len(projection.shards))
+        ]
 
-        def projector(dead_letters: DeadLetters, monitor: Monitor) -> Projector:
-            return Projector(
-                deployment.embedders,
-                session.writer,
-                session.generations,
-                dead_letters,
-                default_importance=deployment.settings.default_importance,
-                monitor=monitor,
-                keyring=deployment.keyring(),
+        def projector(dead_letters: DeadLetters, monitor: Monitor) -> ShardProjectors:
+            return ShardProjectors(
+                [
+                    Projector(
+                        deployment.embedders,
+                        session.writer,
+                        session.generations,
+                        dead_letters,
+                        default_importance=deployment.settings.default_importance,
+                        monitor=monitor,
+                        keyring=deployment.keyring(),
+                    )
+                    for session in parts
+                ],
+                projection.layout.of_partition,
             )
 
         counted = deployment.metrics.monitor()

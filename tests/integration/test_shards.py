@@ -13,6 +13,7 @@ with it, and once restarted it heals from the log with nothing lost or doubled.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +145,19 @@ def test_tenants_live_on_their_shard_only_and_every_door_reads_it(
         probe = {"__probe__": status.memory_count("__probe__")}
         assert stats == {tenant: 3 for own in placed.values() for tenant in own} | probe
 
+        shown = memstream(sharded_env, "stats", "--json")
+        assert shown.returncode == 0, shown.stderr
+        body = json.loads(shown.stdout)
+        assert [row["shard"] for row in body["shards"]] == [0, 1, 2]
+        for row in body["shards"]:
+            assert row["reachable"] and row["lag"] == 0 and row["memory_used_bytes"] > 0
+            assert row["partitions"] == [p for p in range(PARTITIONS) if p % SHARDS == row["shard"]]
+        assert (
+            sum(row["memories"] for row in body["shards"])
+            == body["memories"]
+            == sum(stats.values())
+        )
+
         # The LangGraph store writes through the log and reads the tenant's shard.
         graph = MemstreamStore(deployment, tenants=NamespaceTenants((0,)), read_your_writes=True)
         for shard, own in placed.items():
@@ -236,6 +250,11 @@ def test_a_shard_killed_mid_stream_takes_only_its_tenants_and_heals(
         for tenant in placed[0]:  # the dead shard's tenants: the seed's skip, not a crash
             with pytest.raises(RedisUnavailableError):
                 stores(tenant).search("lighthouse note", k=10)
+
+        shown = memstream(sharded_env, "stats", "--json")
+        assert shown.returncode == 1
+        reachable = [row["reachable"] for row in json.loads(shown.stdout)["shards"]]
+        assert reachable == [False, True, True]
 
         dead.start(tmp_path / "shard-0", "--appendonly", "yes")  # from its own files
         wait_until(dead.answers, "the killed shard to come back")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -44,6 +44,7 @@ __all__ = [
     "ProjectionSession",
     "ProjectionWriter",
     "Recaller",
+    "ShardReport",
     "SwapResult",
     "TenantStats",
 ]
@@ -222,6 +223,22 @@ class ProjectionProgress(Protocol):
     def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
         """Memories per tenant with their oldest and newest timestamps, by tenant id."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ShardReport:
+    """One shard of the projection as `stats` and `status` show it: where it is (never with a
+    password), whether it answered (`error` says why not), its live generation, how many
+    memories that holds, the memory the server uses and its partitions' positions."""
+
+    shard: int
+    where: str
+    reachable: bool
+    error: str = ""
+    generation: int = 0
+    memories: int = 0
+    used_bytes: int = 0
+    positions: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from memstream.memory.ports import (
     ProjectionSession,
     ProjectionWriter,
     Recaller,
+    ShardReport,
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.projections.acl import REDIS_ROLES, redis_acl_command
@@ -142,6 +143,10 @@ class RedisProjection:
         if len(self.shards) == 1:
             return self.home.status()
         return ShardedProgress(self.router, [shard.status() for shard in self.shards])
+
+    def shard_reports(self) -> list[ShardReport]:
+        """Every shard's state (`stats`, `status`), reachable or not, in shard order."""
+        return [shard.report(n) for n, shard in enumerate(self.shards)]
 
     def api_keys(self) -> ApiKeyStore:
         return self.home.api_keys()

@@ -16,7 +16,9 @@ from functools import cached_property
 
 import redis
 import redis.asyncio
+from redis.commands.search.query import Query
 
+from memstream.errors import InfrastructureError
 from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
     ApiKeyStore,
@@ -27,6 +29,7 @@ from memstream.memory.ports import (
     ProjectionSession,
     ProjectionWriter,
     Recaller,
+    ShardReport,
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.projections.apikeys import RedisApiKeyStore
@@ -121,6 +124,33 @@ class RedisShard:
     def status(self) -> ProjectionProgress:
         """What the live projection has applied (`--wait`, stats, verify, erasure)."""
         return ProjectionStatus(self.client, self.keys, url=self._url)
+
+    def report(self, shard: int) -> ShardReport:
+        """This Redis as shard `shard` of the layout; unreachable is an answer, not an error."""
+        try:
+            status = ProjectionStatus(self.client, self.keys, url=self._url)
+            live = status.live()
+            positions = status.positions()
+            with redis_errors(self._url, "reading the shard's memory and index"):
+                used = int(self.client.info("memory")["used_memory"])
+                try:
+                    found = self.client.ft(live.alias).search(Query("*").paging(0, 0))
+                    memories = int(found.total)
+                except redis.ResponseError as exc:
+                    if not is_missing_index(exc):
+                        raise
+                    memories = 0
+        except InfrastructureError as exc:
+            return ShardReport(shard, self.connection.where, reachable=False, error=str(exc))
+        return ShardReport(
+            shard,
+            self.connection.where,
+            reachable=True,
+            generation=live.generation,
+            memories=memories,
+            used_bytes=used,
+            positions=positions,
+        )
 
     def api_keys(self) -> ApiKeyStore:
         return RedisApiKeyStore(self.client, self.keys.namespace, url=self._url)
