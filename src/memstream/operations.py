@@ -14,8 +14,9 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,25 +26,29 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from memstream.deployment import Deployment
-from memstream.errors import ProjectionLagError
+from memstream.errors import InvalidInputError, ProjectionLagError, ReshardError
 from memstream.health import Heartbeat, LastError
 from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.monitoring import Monitor
-from memstream.memory.ports import ShardReport
+from memstream.memory.ports import ShardLayout, ShardReport
 from memstream.memory.tenancy import validate_tenant
 from memstream.processes import running
 from memstream.streams.dead_letters import DeadLetterRetry
+from memstream.streams.heal import Healer, KafkaLog
 from memstream.streams.projector import DeadLetters, Projector, ShardProjectors
-from memstream.streams.topics import end_offsets
+from memstream.streams.replay import CountedDeadLetters
+from memstream.streams.topics import end_offsets, topic_partitions
 
 __all__ = [
     "Erasure",
+    "Resharded",
     "ShardState",
     "dead_letter_retry",
     "drop",
     "erase_tenant",
     "heartbeat",
     "projection_lag",
+    "reshard",
     "run_worker",
     "shard_states",
     "worker_process",
@@ -224,7 +229,7 @@ def shard_states(deployment: Deployment) -> list[ShardState]:
     (`memstream stats`, `memstream status`)."""
     topic = deployment.topics.memory
     ends = asyncio.run(end_offsets(deployment.kafka, topic))
-    of_partition = deployment.projection.layout.of_partition
+    of_partition = deployment.projection.current_layout().of_partition
     states = []
     for report in deployment.projection.shard_reports():
         own = tuple(p for p in sorted(ends) if of_partition(p) == report.shard)
@@ -266,7 +271,7 @@ async def dead_letter_retry(deployment: Deployment) -> AsyncIterator[DeadLetterR
                     )
                     for session in parts
                 ],
-                projection.layout.of_partition,
+                projection.current_layout().of_partition,
             )
 
         counted = deployment.metrics.monitor()
@@ -274,3 +279,156 @@ async def dead_letter_retry(deployment: Deployment) -> AsyncIterator[DeadLetterR
             deployment.kafka, deployment.topics, projector, counted=counted
         ) as retry:
             yield retry
+
+
+@dataclass(frozen=True, slots=True)
+class Resharded:
+    """A finished reshard: the layouts before and after, the partitions that moved, and how
+    long each step took. `window_s` bounds how long after the switch a process may still
+    route a moved tenant to its old shard (which keeps its data until `dropped`);
+    `caught_up_s` is how long the new shards took to take in what the old ones applied
+    between the warm-up and the switch (a moved tenant's newest memories may be missing from
+    its recall for that long)."""
+
+    old: ShardLayout
+    new: ShardLayout
+    moved: tuple[int, ...]
+    warm_s: float
+    window_s: float
+    caught_up_s: float
+    dropped: int
+    elapsed_s: float
+
+
+def reshard(
+    deployment: Deployment,
+    urls: Sequence[str],
+    *,
+    say: Callable[[str], None] = lambda _: None,
+    timeout_s: float = 300.0,
+) -> Resharded:
+    """Move the projection online onto the shards `urls` (`memstream reshard --to`).
+
+    Fill each partition's new shard from the log while recall answers from the current
+    layout; store the new layout on shard 0 (every process follows it within the
+    projection's `layout_refresh_s`, without a restart); wait until the new shards hold all
+    their old shards applied; then drop the moved tenants from their old shards. Shard 0
+    stays first; `urls` may grow or shrink the count as long as every shard gets a
+    partition. Nothing is lost or doubled: every write is apply-once, and the workers heal a
+    partition's new shard from the log."""
+    started = time.monotonic()
+    projection = deployment.projection
+    stored = projection.layouts().read()
+    old = projection.current_layout()
+    new = ShardLayout(tuple(urls), old.version + 1)
+    partitions = _reshard_partitions(deployment, old, new)
+    moved = tuple(p for p in range(partitions) if old.url_of(p) != new.url_of(p))
+    topic = deployment.topics.memory
+    say(f"reshard: {len(moved)} of {partitions} partitions move: {list(moved)}")
+
+    asyncio.run(_warm(deployment, new, moved))
+    warm_s = time.monotonic() - started
+    say(f"reshard: the new shards caught up with the log in {warm_s:.1f}s")
+
+    if not projection.layouts().publish(new, replaces=stored.version if stored else 0):
+        raise ReshardError(
+            "another reshard stored a layout while this one ran; nothing was switched (the "
+            "shards this one filled keep copies that the next reshard overwrites). Run "
+            "`memstream stats` and reshard again from the layout it shows."
+        )
+    switched = time.monotonic()
+    window_s = projection.layout_refresh_s
+    say(f"reshard: layout {new.version} stored; every process follows within {window_s}s")
+
+    # The old shards keep the moved tenants until every process routes by the new layout and
+    # the new shards hold all the old ones applied (the workers heal them from the log).
+    deadline = switched + timeout_s
+    fields = {p: f"{topic}/{p}" for p in moved}
+    caught_up_s: float | None = None
+    while True:
+        behind = [
+            p
+            for p in moved
+            if _position(deployment, new.url_of(p), fields[p])
+            < _position(deployment, old.url_of(p), fields[p])
+        ]
+        now = time.monotonic()
+        if not behind and caught_up_s is None:
+            caught_up_s = now - switched
+        if caught_up_s is not None and now - switched >= 2 * window_s:
+            break
+        if now > deadline:
+            raise ReshardError(
+                f"the new shards did not catch up with partitions {behind} within "
+                f"{timeout_s:.0f}s of the switch; is a worker running? The new layout is "
+                "live; run `memstream reshard` with the same shards again to finish"
+            )
+        time.sleep(0.1)
+
+    partition_of = deployment.partition_of
+    dropped = 0
+    for url in old.urls:
+        leaving = {p for p in moved if old.url_of(p) == url}
+        if leaving:
+            dropped += projection.drop_moved(
+                url,
+                lambda tenant, leaving=leaving: partition_of(tenant) in leaving,  # type: ignore[misc]
+                [fields[p] for p in leaving],
+            )
+    say(f"reshard: dropped {dropped} moved tenants from their old shards")
+    return Resharded(
+        old, new, moved, warm_s, window_s, caught_up_s, dropped, time.monotonic() - started
+    )
+
+
+def _reshard_partitions(deployment: Deployment, old: ShardLayout, new: ShardLayout) -> int:
+    """The memory topic's partition count, once the new layout is checked against it."""
+    urls = new.urls
+    if len(set(urls)) != len(urls):
+        raise InvalidInputError("--to names a Redis twice; give each shard its own Redis")
+    if any("@" in url for url in urls):
+        raise InvalidInputError(
+            "--to URLs carry no user or password (the layout is stored in Redis, readable by "
+            "every process); set MEMSTREAM_REDIS_USERNAME and MEMSTREAM_REDIS_PASSWORD, which "
+            "every shard uses"
+        )
+    if urls[0] != old.urls[0]:
+        raise InvalidInputError(
+            f"--to must keep shard 0 first ({old.urls[0]}): the layout, API keys and "
+            "heartbeats live there"
+        )
+    partitions = len(asyncio.run(topic_partitions(deployment.kafka, deployment.topics.memory)))
+    if partitions == 0:
+        raise InvalidInputError("the memory topic does not exist yet: set MEMSTREAM_REDIS_SHARDS")
+    if len(urls) > partitions:
+        raise InvalidInputError(
+            f"{len(urls)} shards need at least as many partitions; the memory topic has "
+            f"{partitions} (each shard holds partitions p with p mod shards = its number)"
+        )
+    return partitions
+
+
+async def _warm(deployment: Deployment, new: ShardLayout, moved: Sequence[int]) -> None:
+    """Fill each moved partition's new shard from the log, up to the log's end now."""
+    topic = deployment.topics.memory
+    ends = await end_offsets(deployment.kafka, topic)
+    targets: dict[str, list[int]] = {}
+    for p in moved:
+        targets.setdefault(new.url_of(p), []).append(p)
+    for url, own in targets.items():
+        async with deployment.projection.session(url) as session:
+            projector = Projector(
+                deployment.embedders,
+                session.writer,
+                session.generations,
+                CountedDeadLetters(),  # the live worker dead-lettered them once
+                default_importance=deployment.settings.default_importance,
+                keyring=deployment.keyring(),
+            )
+            await projector.start()
+            healer = Healer(projector, session.writer, KafkaLog(deployment.kafka, ""))
+            await healer.catch_up({f"{topic}/{p}": ends[p] - 1 for p in own if ends[p] > 0})
+
+
+def _position(deployment: Deployment, url: str, field: str) -> int:
+    return deployment.projection.positions_at(url).get(field, -1)

@@ -14,6 +14,7 @@ with it, and once restarted it heals from the log with nothing lost or doubled.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from memstream.deployment import Deployment
 from memstream.errors import RedisUnavailableError
 from memstream.integrations.langgraph import MemstreamStore, NamespaceTenants
 from memstream.memory.events import MemoryEvent
+from memstream.memory.tenancy import tenant_token
 from memstream.operations import drop, erase_tenant
 from memstream.projections.recall import SearchFilter
 from memstream.projections.schema import Keyspace
@@ -267,3 +269,97 @@ def test_a_shard_killed_mid_stream_takes_only_its_tenants_and_heals(
             for tenant in own:
                 assert shards[shard].client().zcard(keys.order(tenant)) == 4  # none lost
                 assert len(deployment.reader().memories(tenant)) == 4  # none doubled
+
+
+@pytest.fixture
+def four(tmp_path: Path) -> Iterator[list[OwnRedis]]:
+    redises = [OwnRedis(tmp_path) for _ in range(4)]
+    try:
+        for n, redis in enumerate(redises):
+            redis.start(tmp_path / f"reshard-{n}")
+        for redis in redises:
+            wait_until(redis.answers, f"shard Redis on port {redis.port}")
+        yield redises
+    finally:
+        for redis in redises:
+            redis.stop()
+
+
+def test_reshard_online_from_one_to_two_to_four_shards(
+    env: dict[str, str], four: list[OwnRedis], tmp_path: Path
+) -> None:
+    """Turns stream in and recall runs for every tenant through both moves: no recall fails,
+    and at the end each tenant's memories sit on its shard of the 4-shard layout only, each
+    event applied once."""
+    own = {
+        **env,
+        "MEMSTREAM_NAMESPACE": f"test-reshard-{uuid.uuid4().hex[:8]}",
+        "MEMSTREAM_PARTITIONS": "4",
+        "MEMSTREAM_REDIS_SHARDS": four[0].url,  # one shard to start with
+        "MEMSTREAM_MAX_MEMORIES": "0",
+    }
+    settings = Settings.from_env(own)
+    stack = TestStack(settings)
+    tenants = []
+    n = 0
+    while len({partition_of(t, 4) for t in tenants}) < 4 or len(tenants) < 8:
+        tenants.append(f"reshard-tenant-{n}")
+        n += 1
+    published: list[MemoryEvent] = []
+    errors: list[BaseException] = []
+    recalls = 0
+    stop = threading.Event()
+
+    with running_worker(own, tmp_path / "worker.log"), Deployment(settings) as deployment:
+        stores = deployment.stores()
+
+        def stream() -> None:
+            round_ = 0
+            while not stop.is_set():
+                batch = [recorded(stack, tenant, round_) for tenant in tenants]
+                stack.publish(batch)
+                published.extend(batch)
+                round_ += 1
+                stop.wait(0.5)  # a steady trickle of turns, not a flood for the embedder
+
+        def recall() -> None:
+            nonlocal recalls
+            while not stop.is_set():
+                for tenant in tenants:
+                    try:
+                        stores(tenant).search("lighthouse note", k=5)
+                        recalls += 1
+                    except BaseException as exc:  # noqa: BLE001 - every failure is the finding
+                        errors.append(exc)
+
+        threads = [threading.Thread(target=stream), threading.Thread(target=recall)]
+        for thread in threads:
+            thread.start()
+        try:
+            status = deployment.status()
+            wait_until(lambda: len(published) >= 3 * len(tenants), "turns streaming in")
+            two = memstream(own, "reshard", "--to", f"{four[0].url},{four[1].url}")
+            assert two.returncode == 0, two.stderr
+            print(two.stdout)
+            everything = ",".join(redis.url for redis in four)
+            four_shards = memstream(own, "reshard", "--to", everything)
+            assert four_shards.returncode == 0, four_shards.stderr
+            print(four_shards.stdout)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=60)
+        wait_until(lambda: not status.unapplied(published), "every turn projected", timeout=120)
+        assert deployment.projection.current_layout().version == 3
+
+    assert errors == []
+    assert recalls > 0
+    keys = Keyspace(settings.namespace).at(1)
+    for tenant in tenants:
+        sent = sum(1 for event in published if event.tenant == tenant)
+        home = partition_of(tenant, 4) % 4
+        assert four[home].client().zcard(keys.order(tenant)) == sent  # none lost, none doubled
+        assert four[home].client().hlen(keys.applied(tenant)) == sent
+        for other, redis in enumerate(four):
+            if other != home:  # moved data dropped from the old shards
+                assert list(redis.client().scan_iter(match=f"*{tenant_token(tenant)}*")) == []

@@ -13,11 +13,20 @@ import pytest
 from memstream import MessageRecorded, Settings
 from memstream.errors import ConfigurationError
 from memstream.memory.events import MemoryEvent
-from memstream.memory.ports import AppliedOutcome, Position, ProjectionProgress, TenantStats
-from memstream.projections.shards import ShardedProgress, ShardLayout, TenantRouter
-from memstream.streams.heal import Healer, ShardHealers
-from memstream.streams.projector import RawMessage
+from memstream.memory.ports import (
+    Generations,
+    Position,
+    ProjectionProgress,
+    ProjectionWriter,
+    ShardLayout,
+    TenantStats,
+)
+from memstream.projections.shards import ShardedProgress, TenantRouter
+from memstream.streams.heal import ShardHealers
+from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.wire import partition_of
+
+from .test_heal import TOPIC, FakeLog, FakeRedis, message
 
 PARTITIONS = 6
 
@@ -29,7 +38,7 @@ def event(tenant: str, n: int = 0) -> MessageRecorded:
 
 def router(shards: int) -> TenantRouter:
     layout = ShardLayout(tuple(f"redis://r{n}:6379/0" for n in range(shards)))
-    return TenantRouter(layout, lambda tenant: partition_of(tenant, PARTITIONS))
+    return TenantRouter(lambda: layout, lambda tenant: partition_of(tenant, PARTITIONS))
 
 
 def test_a_tenant_lives_on_its_partition_mod_the_shard_count() -> None:
@@ -45,7 +54,7 @@ def test_one_shard_never_asks_for_the_partition() -> None:
         raise AssertionError("one shard needs no partition count (no broker call)")
 
     layout = ShardLayout(("redis://only:6379/0",))
-    assert TenantRouter(layout, unreachable).shard_of("anyone") == 0
+    assert TenantRouter(lambda: layout, unreachable).shard_of("anyone") == 0
 
 
 def test_a_layout_names_each_shards_partitions() -> None:
@@ -55,7 +64,8 @@ def test_a_layout_names_each_shards_partitions() -> None:
         [1, 4],
         [2, 5],
     ]
-    with pytest.raises(ConfigurationError):
+    assert [layout.url_of(p) for p in range(4)] == ["a", "b", "c", "a"]
+    with pytest.raises(ValueError, match="at least one"):
         ShardLayout(())
 
 
@@ -104,6 +114,24 @@ class FakeProgress:
         return [TenantStats(t, 1, at, at) for t in sorted(set(self.asked))]
 
 
+class FakeShards:
+    def __init__(self, route: TenantRouter, parts: list[ProjectionProgress]) -> None:
+        self._route = route
+        self._parts = parts
+
+    def shard_of(self, tenant: str) -> int:
+        return self._route.shard_of(tenant)
+
+    def owner(self, partition: int) -> int:
+        return partition % len(self._parts)
+
+    def part(self, shard: int) -> ProjectionProgress:
+        return self._parts[shard]
+
+    def parts(self) -> list[ProjectionProgress]:
+        return self._parts
+
+
 def tenants_on(route: TenantRouter, shard: int, count: int) -> list[str]:
     return [t for t in (f"tenant-{n}" for n in range(200)) if route.shard_of(t) == shard][:count]
 
@@ -112,8 +140,9 @@ def test_progress_asks_each_tenants_shard_only_and_keeps_the_callers_order() -> 
     route = router(2)
     a, b = tenants_on(route, 0, 1)[0], tenants_on(route, 1, 1)[0]
     events = [event(a, 0), event(b, 0), event(a, 1), event(b, 1)]
-    shards = [FakeProgress({events[0].id}, {"m/0": 5}), FakeProgress(set(), {"m/1": 7})]
-    progress = ShardedProgress(route, cast(list[ProjectionProgress], shards))
+    # Shard 1 still holds the position of partition 2, which a reshard moved to shard 0.
+    shards = [FakeProgress({events[0].id}, {"m/0": 5}), FakeProgress(set(), {"m/1": 7, "m/2": 3})]
+    progress = ShardedProgress(FakeShards(route, cast(list[ProjectionProgress], shards)))
     assert progress.unapplied(events) == [events[1], events[2], events[3]]
     assert set(shards[0].asked) == {a} and set(shards[1].asked) == {b}
     assert progress.wait_applied(events, 0.0) == [events[2], events[1], events[3]]
@@ -123,46 +152,65 @@ def test_progress_asks_each_tenants_shard_only_and_keeps_the_callers_order() -> 
     assert [s.tenant for s in progress.tenant_stats()] == sorted([a, b])
 
 
-class Recorder:
-    """Stands in for one shard's healer: records what it was given."""
+class FakeShard(FakeRedis):
+    """One shard's positions and what was projected to it; its own projector."""
 
-    def __init__(self) -> None:
-        self.projected: list[tuple[int, int]] = []
-        self.assigned_to: list[int] = []
-        self.checks = 0
+    async def start(self) -> None:
+        pass
 
-    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
-        self.projected += [(m.partition, m.offset) for m in messages]
-        return []
 
-    def assigned(self, partitions: Sequence[Position]) -> None:
-        self.assigned_to += [p.partition for p in partitions]
+class FakeWriters:
+    """The worker's view of the shards: a layout that a test can replace (a reshard)."""
 
-    def revoked(self, partitions: Sequence[Position]) -> None:
-        for p in partitions:
-            self.assigned_to.remove(p.partition)
+    def __init__(self, layout: ShardLayout) -> None:
+        self.layout = layout
+        self.shards: dict[str, FakeShard] = {}
 
-    def last_consumed(self, field: str) -> int | None:
-        return int(field.rpartition("/")[2])
+    def current_layout(self) -> ShardLayout:
+        return self.layout
 
-    async def check(self) -> None:
-        self.checks += 1
+    def live_writer(self, url: str) -> tuple[ProjectionWriter, Generations]:
+        shard = self.shards.setdefault(url, FakeShard({}))
+        return cast(ProjectionWriter, shard), cast(Generations, None)
+
+
+def healers(writers: FakeWriters, log: FakeLog) -> ShardHealers:
+    return ShardHealers(writers, lambda writer, _: cast(Projector, writer), log)
+
+
+def batch(partitions: range, offsets: range) -> list[RawMessage]:
+    return [message(p, o) for o in offsets for p in partitions]
 
 
 def test_a_batch_spanning_partitions_goes_to_each_partitions_shard_in_order() -> None:
-    recorders = [Recorder(), Recorder(), Recorder()]
-    layout = ShardLayout(("a", "b", "c"))
-    healers = ShardHealers(cast(list[Healer], recorders), layout.of_partition)
-    batch = [RawMessage("m", p, o, b"k", b"v") for o in range(3) for p in range(PARTITIONS)]
-    asyncio.run(healers.project(batch))
-    for shard, recorder in enumerate(recorders):
-        assert recorder.projected == [
+    writers, log = FakeWriters(ShardLayout(("a", "b", "c"))), FakeLog({})
+    heal = healers(writers, log)
+    heal.assigned([Position(TOPIC, p, -1) for p in range(PARTITIONS)])
+    asyncio.run(heal.start())
+    asyncio.run(heal.project(batch(range(PARTITIONS), range(3))))
+    for shard, url in enumerate("abc"):
+        assert writers.shards[url].projected == [
             (p, o) for o in range(3) for p in range(PARTITIONS) if p % 3 == shard
         ]
-    healers.assigned([Position("m", p, -1) for p in range(PARTITIONS)])
-    assert [r.assigned_to for r in recorders] == [[0, 3], [1, 4], [2, 5]]
-    healers.revoked([Position("m", 4, -1)])
-    assert recorders[1].assigned_to == [1]
-    assert healers.last_consumed("m/5") == 5
-    asyncio.run(healers.check())
-    assert [r.checks for r in recorders] == [1, 1, 1]
+    assert log.reads == []
+    assert heal.last_consumed(f"{TOPIC}/5") is None  # its committed offset not read yet
+    asyncio.run(heal.check())
+    assert heal.last_consumed(f"{TOPIC}/5") == 2
+
+
+def test_a_newer_layout_is_followed_and_the_new_shard_healed_from_the_log() -> None:
+    writers, log = FakeWriters(ShardLayout(("a", "b"))), FakeLog({})
+    heal = healers(writers, log)
+    asyncio.run(heal.start())
+    heal.assigned([Position(TOPIC, p, -1) for p in range(4)])
+    asyncio.run(heal.project(batch(range(4), range(3))))
+    writers.layout = ShardLayout(("a", "b", "c", "d"), version=2)  # partitions 2, 3 move
+    asyncio.run(heal.project(batch(range(4), range(3, 5))))
+    # The new shards first read what their partitions' old shards took in (0..2), then the
+    # batch; the shards that kept their partitions read nothing again.
+    assert sorted(log.reads) == [(2, 0, 2), (3, 0, 2)]
+    assert writers.shards["c"].projected == [(2, o) for o in range(5)]
+    assert writers.shards["d"].projected == [(3, o) for o in range(5)]
+    assert sorted(writers.shards["a"].projected) == sorted(
+        [(0, o) for o in range(5)] + [(2, o) for o in range(3)]
+    )

@@ -1,28 +1,35 @@
 """The Redis projection as one object: every part of the projection a process uses, built from
 the Settings, and the only door into Redis for the rest of memstream.
 
-`RedisProjection(settings, partition_of)` holds one `RedisShard` per Redis of the layout
-(MEMSTREAM_REDIS_SHARDS, else the one MEMSTREAM_REDIS_URL) and hands out the ports of
-`memory.ports`: tenant-scoped reads (reader, recaller, search, progress) go to the tenant's
-shard (`projections.shards`); the worker, `replay` and `verify` take a shard's writer,
-generations and comparer one shard at a time (`shards`, `session(shard)`), since positions,
-generations and swaps are each shard's own. API keys and heartbeats live on shard 0. With one
-shard it hands out that shard's parts themselves: the one-Redis code and keys of before.
-The composition root (`memstream.deployment`) builds it; nothing above `projections/` sees a
-Redis client, a key or a URL.
+`RedisProjection(settings, partition_of)` holds one `RedisShard` per Redis of the shard
+layout and hands out the ports of `memory.ports`: tenant-scoped reads (reader, recaller,
+search, progress) go to the tenant's shard (`projections.shards`); the worker, `replay` and
+`verify` take a shard's writer, generations and comparer one shard at a time
+(`live_writer(url)`, `session(shard)`), since positions, generations and swaps are each
+shard's own. API keys, heartbeats and the layout itself live on shard 0.
+
+The layout is MEMSTREAM_REDIS_SHARDS (else the one MEMSTREAM_REDIS_URL) until `memstream
+reshard` stores a newer one on shard 0 (`projections.layout_store`); every process re-reads
+it at most every `LAYOUT_REFRESH_S` when it routes a call, and follows a newer one without a
+restart. The composition root (`memstream.deployment`) builds it; nothing above
+`projections/` sees a Redis client, a key or a URL.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from functools import cached_property
+from typing import Generic, TypeVar
 
 import redis
 import redis.asyncio
 
 from memstream.config import Settings
+from memstream.errors import InfrastructureError
 from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
     ApiKeyStore,
@@ -33,11 +40,13 @@ from memstream.memory.ports import (
     ProjectionSession,
     ProjectionWriter,
     Recaller,
+    ShardLayout,
     ShardReport,
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.projections.acl import REDIS_ROLES, redis_acl_command
 from memstream.projections.connection import RedisConnection
+from memstream.projections.layout_store import RedisLayoutStore
 from memstream.projections.schema import Keyspace
 from memstream.projections.search import Search
 from memstream.projections.shard import RedisShard
@@ -46,11 +55,41 @@ from memstream.projections.shards import (
     ShardedProgress,
     ShardedRecaller,
     ShardedSearch,
-    ShardLayout,
     TenantRouter,
 )
 
-__all__ = ["RedisProjection"]
+__all__ = ["LAYOUT_REFRESH_S", "RedisProjection"]
+
+# How long a process routes by the layout it read before it reads the stored one again: the
+# longest a tenant's recall may still answer from its old shard after a reshard's switch.
+LAYOUT_REFRESH_S = 1.0
+
+T = TypeVar("T")
+
+
+class _PerShard(Generic[T]):
+    """One part per shard of the current layout, made on first use and kept by URL (a shard
+    that stays across a reshard keeps its part and connection)."""
+
+    def __init__(self, projection: RedisProjection, make: Callable[[RedisShard], T]) -> None:
+        self._projection = projection
+        self._make = make
+        self._made: dict[str, T] = {}
+
+    def shard_of(self, tenant: str) -> int:
+        return self._projection.shard_of(tenant)
+
+    def owner(self, partition: int) -> int:
+        return self._projection.current_layout().of_partition(partition)
+
+    def part(self, shard: int) -> T:
+        url = self._projection.current_layout().urls[shard]
+        if url not in self._made:
+            self._made[url] = self._make(self._projection.shard(url))
+        return self._made[url]
+
+    def parts(self) -> list[T]:
+        return [self.part(n) for n in range(self._projection.current_layout().count)]
 
 
 class RedisProjection:
@@ -58,26 +97,72 @@ class RedisProjection:
     used. `partition_of` is the producers' tenant -> partition function (only asked when
     there is more than one shard)."""
 
-    def __init__(self, settings: Settings, partition_of: Callable[[str], int]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        partition_of: Callable[[str], int],
+        *,
+        layout_refresh_s: float = LAYOUT_REFRESH_S,
+    ) -> None:
         self.settings = settings
         self.keys = Keyspace(settings.namespace)
-        self.layout = ShardLayout(settings.shard_urls)
-        self.router = TenantRouter(self.layout, partition_of)
-        base = RedisConnection.from_settings(settings)
-        self.shards = tuple(
-            RedisShard(
-                dataclasses.replace(base, url=url),
+        self._base = RedisConnection.from_settings(settings)
+        self._layout = ShardLayout(settings.shard_urls)
+        self.layout_refresh_s = layout_refresh_s
+        self._read_at = -layout_refresh_s  # never read yet
+        self._lock = threading.Lock()
+        self._shards: dict[str, RedisShard] = {}
+        self.router = TenantRouter(self.current_layout, partition_of)
+        self.home = self.shard(self._layout.urls[0])
+
+    # -- the layout -------------------------------------------------------------------------
+
+    def current_layout(self) -> ShardLayout:
+        """The layout to route by now: the stored one if newer than what this process holds,
+        read again at most every `layout_refresh_s` (a shard 0 that does not answer keeps
+        the last one read)."""
+        now = time.monotonic()
+        if now - self._read_at < self.layout_refresh_s:
+            return self._layout
+        with self._lock:
+            if now - self._read_at >= self.layout_refresh_s:
+                self._read_at = now
+                try:
+                    stored = self.layouts().read()
+                except InfrastructureError:
+                    stored = None
+                if stored is not None and stored.version > self._layout.version:
+                    self._layout = stored
+        return self._layout
+
+    def layouts(self) -> RedisLayoutStore:
+        """Where the layout is stored (shard 0)."""
+        return RedisLayoutStore(self.home.client, self.keys, url=self.home.connection.url)
+
+    def shard(self, url: str) -> RedisShard:
+        """The shard at `url` (made once per process; a URL of the layout, or of `reshard`)."""
+        if url not in self._shards:
+            self._shards[url] = RedisShard(
+                dataclasses.replace(self._base, url=url),
                 self.keys,
-                max_memories=settings.max_memories_per_tenant,
+                max_memories=self.settings.max_memories_per_tenant,
             )
-            for url in self.layout.urls
-        )
+        return self._shards[url]
 
     @property
-    def home(self) -> RedisShard:
-        """Shard 0: the namespace-wide records' home, and the one Redis of a one-shard
-        deployment (benches and the chat journal use it)."""
-        return self.shards[0]
+    def shards(self) -> tuple[RedisShard, ...]:
+        """The shards of the current layout, in shard order."""
+        return tuple(self.shard(url) for url in self.current_layout().urls)
+
+    def shard_of(self, tenant: str) -> int:
+        return self.router.shard_of(tenant)
+
+    def owns(self, shard: int) -> Callable[[int], bool]:
+        """Whether a partition's events and position belong on `shard` (of the layout now)."""
+        layout = self.current_layout()
+        return lambda partition: layout.of_partition(partition) == shard
+
+    # -- the home's one client (benches, the chat journal) ----------------------------------
 
     @property
     def connection(self) -> RedisConnection:
@@ -92,45 +177,47 @@ class RedisProjection:
         """A new asyncio client of shard 0: one belongs to one event loop."""
         return self.home.async_client()
 
-    def shard_of(self, tenant: str) -> int:
-        return self.router.shard_of(tenant)
-
-    def owns(self, shard: int) -> Callable[[int], bool]:
-        """Whether a partition's events and position belong on `shard`."""
-        return lambda partition: self.layout.of_partition(partition) == shard
-
     # -- the ports ----------------------------------------------------------------------------
 
-    def live_writers(self) -> list[tuple[ProjectionWriter, Generations]]:
-        """Each shard's writer and the generations it reads, in shard order, on a connection
-        of its own for the process's life (the worker)."""
-        return [shard.live_writer() for shard in self.shards]
+    def live_writer(self, url: str) -> tuple[ProjectionWriter, Generations]:
+        """Shard `url`'s writer and the generations it reads, on a connection of its own for
+        the process's life (the worker: `ShardWriters`)."""
+        return self.shard(url).live_writer()
 
     @asynccontextmanager
     async def session(
-        self, shard: int = 0, *, max_memories: int | None = None
+        self, shard: int | str = 0, *, max_memories: int | None = None
     ) -> AsyncIterator[ProjectionSession]:
-        """Shard `shard`'s writer, generations and comparer on one connection, closed on the
-        way out (a rebuild, `verify`)."""
-        async with self.shards[shard].session(max_memories=max_memories) as session:
+        """Shard `shard`'s (a number of the layout now, or a URL) writer, generations and
+        comparer on one connection, closed on the way out (a rebuild, `verify`, a reshard's
+        warm-up)."""
+        part = self.shard(shard) if isinstance(shard, str) else self.shards[shard]
+        async with part.session(max_memories=max_memories) as session:
             yield session
 
+    def positions_at(self, url: str) -> dict[str, int]:
+        """Shard `url`'s live positions (a reshard compares a partition's two shards)."""
+        return self.shard(url).status().positions()
+
+    def drop_moved(self, url: str, moved: Callable[[str], bool], fields: Collection[str]) -> int:
+        """Delete from shard `url` the tenants that `moved` to another shard and the positions
+        `fields` of their partitions; the number of tenants deleted."""
+        return self.shard(url).drop_moved(moved, fields)
+
     def reader(self) -> MemoryLookup:
-        if len(self.shards) == 1:
-            return self.home.reader()
-        return ShardedLookup(self.router, [shard.reader() for shard in self.shards])
+        return ShardedLookup(_PerShard(self, RedisShard.reader))
 
     def recaller(
         self, embedders: Embedders, *, tuning: RecallTuning, deduplicate: bool = True
     ) -> Recaller:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
-        parts = [s.recaller(embedders, tuning=tuning, deduplicate=deduplicate) for s in self.shards]
-        return parts[0] if len(parts) == 1 else ShardedRecaller(self.router, parts)
+        return ShardedRecaller(
+            _PerShard(self, lambda s: s.recaller(embedders, tuning=tuning, deduplicate=deduplicate))
+        )
 
     def search(self, embedders: Embedders, *, tuning: RecallTuning) -> Search:
         """The HTTP API's and MCP tools' filtered, paged search: recall's ranking, filtered."""
-        parts = [shard.search(embedders, tuning=tuning) for shard in self.shards]
-        return parts[0] if len(parts) == 1 else ShardedSearch(self.router, parts)
+        return ShardedSearch(_PerShard(self, lambda s: s.search(embedders, tuning=tuning)))
 
     def check_model(self, embedders: Embedders) -> None:
         """Raise ConfigurationError (naming both models and the fix) if `embedders` cannot
@@ -140,9 +227,7 @@ class RedisProjection:
 
     def status(self) -> ProjectionProgress:
         """What the live projection has applied (`--wait`, stats, verify, erasure)."""
-        if len(self.shards) == 1:
-            return self.home.status()
-        return ShardedProgress(self.router, [shard.status() for shard in self.shards])
+        return ShardedProgress(_PerShard(self, RedisShard.status))
 
     def shard_reports(self) -> list[ShardReport]:
         """Every shard's state (`stats`, `status`), reachable or not, in shard order."""

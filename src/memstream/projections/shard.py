@@ -10,7 +10,7 @@ to its own (`projections.shards`); nothing above `projections/` sees one.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from functools import cached_property
 
@@ -32,6 +32,7 @@ from memstream.memory.ports import (
     ShardReport,
 )
 from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.tenancy import tenant_from_token
 from memstream.projections.apikeys import RedisApiKeyStore
 from memstream.projections.compare import GenerationsComparer, ProjectionComparer
 from memstream.projections.connection import (
@@ -42,6 +43,7 @@ from memstream.projections.connection import (
     redis_client,
     redis_errors,
     rewrite_persistence,
+    text,
 )
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.live_model import LiveModel
@@ -151,6 +153,27 @@ class RedisShard:
             used_bytes=used,
             positions=positions,
         )
+
+    def drop_moved(self, moved: Callable[[str], bool], fields: Collection[str]) -> int:
+        """Delete, from the live generation, every tenant `moved` says lives on another shard
+        now (its memories, markers, order set and tombstones) and the positions `fields` of
+        the partitions that moved (a reshard's last step); the number of tenants deleted."""
+        live = ProjectionStatus(self.client, self.keys, url=self._url).live()
+        pattern = f"{live.generation_prefix}applied:*"
+        prefix = pattern[:-1]
+        dropped = deleted = 0
+        with redis_errors(self._url, "dropping the tenants that moved to another shard"):
+            tokens = [text(key)[len(prefix) :] for key in self.client.scan_iter(match=pattern)]
+            for tenant in (tenant_from_token(token) for token in tokens):
+                if not moved(tenant):
+                    continue
+                keys = [*self.client.scan_iter(match=f"{live.tenant_memory_prefix(tenant)}*")]
+                deleted += int(self.client.unlink(*keys, *live.tenant_keys(tenant)))
+                dropped += 1
+            if fields:
+                self.client.hdel(live.positions, *fields)
+            compact(self.client, deleted)
+        return dropped
 
     def api_keys(self) -> ApiKeyStore:
         return RedisApiKeyStore(self.client, self.keys.namespace, url=self._url)

@@ -11,8 +11,8 @@ every tenant-scoped read goes to that shard alone (docs/scaling.md).
 Namespace-wide records (API keys, heartbeats) live on shard 0: they are few, read rarely,
 and one home keeps them consistent without a cross-shard write.
 
-With one shard nothing here is used: `RedisProjection` hands out the shard's own parts, so a
-one-Redis deployment runs exactly the code (and the keys) it always did.
+With one shard every call goes to shard 0 without asking for a partition: a one-Redis
+deployment keeps its keys and its code path (one routing call in front of each part).
 """
 
 from __future__ import annotations
@@ -20,74 +20,73 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-from memstream.errors import ConfigurationError
 from memstream.memory.events import MemoryEvent
 from memstream.memory.model import Memory, RecalledMemory
-from memstream.memory.ports import MemoryLookup, ProjectionProgress, Recaller, TenantStats
+from memstream.memory.ports import (
+    MemoryLookup,
+    ProjectionProgress,
+    Recaller,
+    ShardLayout,
+    TenantStats,
+)
 from memstream.memory.store import MemoryFilter
 from memstream.projections.recall import SearchFilter
 from memstream.projections.search import Search, SearchMode, SearchPage
 
 __all__ = [
-    "ShardLayout",
     "ShardedLookup",
     "ShardedProgress",
     "ShardedRecaller",
     "ShardedSearch",
+    "Shards",
     "TenantRouter",
 ]
 
-
-@dataclass(frozen=True, slots=True)
-class ShardLayout:
-    """The shards' Redis URLs in shard order, and the layout's version (a layout that moves
-    partitions between shards is a new version)."""
-
-    urls: tuple[str, ...]
-    version: int = 1
-
-    def __post_init__(self) -> None:
-        if not self.urls:
-            raise ConfigurationError("a shard layout needs at least one Redis URL")
-
-    @property
-    def count(self) -> int:
-        return len(self.urls)
-
-    def of_partition(self, partition: int) -> int:
-        """The shard that holds `partition`'s tenants and position."""
-        return partition % len(self.urls)
-
-    def partitions_of(self, shard: int, partitions: int) -> list[int]:
-        """The partitions (of `partitions`) shard `shard` holds."""
-        return [p for p in range(partitions) if self.of_partition(p) == shard]
+T_co = TypeVar("T_co", covariant=True)
 
 
 class TenantRouter:
     """A tenant's shard: its partition (`partition_of`, the producers' function), mod the
-    shard count. With one shard it is always 0 and the partition is never asked for."""
+    shard count of the layout now (`layout`). With one shard it is always 0 and the partition
+    is never asked for."""
 
-    def __init__(self, layout: ShardLayout, partition_of: Callable[[str], int]) -> None:
-        self.layout = layout
+    def __init__(
+        self, layout: Callable[[], ShardLayout], partition_of: Callable[[str], int]
+    ) -> None:
+        self._layout = layout
         self._partition_of = partition_of
 
     def shard_of(self, tenant: str) -> int:
-        if self.layout.count == 1:
+        layout = self._layout()
+        if layout.count == 1:
             return 0
-        return self.layout.of_partition(self._partition_of(tenant))
+        return layout.of_partition(self._partition_of(tenant))
+
+
+class Shards(Protocol[T_co]):
+    """One part (a reader, a recaller...) per shard of the layout now."""
+
+    def shard_of(self, tenant: str) -> int: ...
+
+    def owner(self, partition: int) -> int:
+        """The shard that holds `partition`."""
+        ...
+
+    def part(self, shard: int) -> T_co: ...
+
+    def parts(self) -> Sequence[T_co]: ...
 
 
 class ShardedLookup:
     """`MemoryLookup` over the shards: each tenant's reads go to its shard."""
 
-    def __init__(self, router: TenantRouter, shards: Sequence[MemoryLookup]) -> None:
-        self._router = router
+    def __init__(self, shards: Shards[MemoryLookup]) -> None:
         self._shards = shards
 
     def _of(self, tenant: str) -> MemoryLookup:
-        return self._shards[self._router.shard_of(tenant)]
+        return self._shards.part(self._shards.shard_of(tenant))
 
     def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
         return self._of(tenant).memories(tenant, where)
@@ -102,19 +101,17 @@ class ShardedLookup:
 class ShardedRecaller:
     """`Recaller` over the shards: a tenant's recall runs on its shard only."""
 
-    def __init__(self, router: TenantRouter, shards: Sequence[Recaller]) -> None:
-        self._router = router
+    def __init__(self, shards: Shards[Recaller]) -> None:
         self._shards = shards
 
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
-        return self._shards[self._router.shard_of(tenant)].recall(tenant, text, k)
+        return self._shards.part(self._shards.shard_of(tenant)).recall(tenant, text, k)
 
 
 class ShardedSearch:
     """The HTTP API's filtered search over the shards: `where.tenant`'s shard answers."""
 
-    def __init__(self, router: TenantRouter, shards: Sequence[Search]) -> None:
-        self._router = router
+    def __init__(self, shards: Shards[Search]) -> None:
         self._shards = shards
 
     def search(
@@ -128,7 +125,7 @@ class ShardedSearch:
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
     ) -> SearchPage:
-        return self._shards[self._router.shard_of(where.tenant)].search(
+        return self._shards.part(self._shards.shard_of(where.tenant)).search(
             where,
             text,
             mode=mode,
@@ -143,23 +140,25 @@ class ShardedProgress:
     """`ProjectionProgress` over the shards: a tenant's events and counts are asked of its
     shard; positions and statistics of all tenants are every shard's together."""
 
-    def __init__(self, router: TenantRouter, shards: Sequence[ProjectionProgress]) -> None:
-        self._router = router
+    def __init__(self, shards: Shards[ProjectionProgress]) -> None:
         self._shards = shards
+
+    def _by_shard(self, events: Sequence[MemoryEvent]) -> dict[int, list[MemoryEvent]]:
+        by_shard: dict[int, list[MemoryEvent]] = {}
+        for event in events:
+            by_shard.setdefault(self._shards.shard_of(event.tenant), []).append(event)
+        return by_shard
 
     def live_generation(self) -> int:
         """Shard 0's live generation (each shard swaps its own: `memstream stats` shows
         them all)."""
-        return self._shards[0].live_generation()
+        return self._shards.part(0).live_generation()
 
     def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
-        by_shard: dict[int, list[MemoryEvent]] = {}
-        for event in events:
-            by_shard.setdefault(self._router.shard_of(event.tenant), []).append(event)
         missing = {
             id(event)
-            for shard, own in by_shard.items()
-            for event in self._shards[shard].unapplied(own)
+            for shard, own in self._by_shard(events).items()
+            for event in self._shards.part(shard).unapplied(own)
         }
         return [event for event in events if id(event) in missing]
 
@@ -169,38 +168,38 @@ class ShardedProgress:
         timeout_s: float,
         tick: Callable[[int, int], None] | None = None,
     ) -> list[MemoryEvent]:
-        by_shard: dict[int, list[MemoryEvent]] = {}
-        for event in events:
-            by_shard.setdefault(self._router.shard_of(event.tenant), []).append(event)
         tenants = len({event.tenant for event in events})
         deadline = time.monotonic() + timeout_s
         done = 0
         late: list[MemoryEvent] = []
         # One shard after the other within the one deadline: each shard's wait polls only its
         # own tenants, and a shard that is done is not asked again.
-        for shard, own in by_shard.items():
+        for shard, own in self._by_shard(events).items():
 
             def counted(applied: int, _: int, before: int = done) -> None:
                 if tick is not None:
                     tick(before + applied, tenants)
 
             left = max(deadline - time.monotonic(), 0.0)
-            late += self._shards[shard].wait_applied(own, left, counted)
+            late += self._shards.part(shard).wait_applied(own, left, counted)
             done += len({event.tenant for event in own})
         return late
 
     def memory_count(self, tenant: str) -> int:
-        return self._shards[self._router.shard_of(tenant)].memory_count(tenant)
+        return self._shards.part(self._shards.shard_of(tenant)).memory_count(tenant)
 
     def positions(self) -> dict[str, int]:
-        """Every shard's positions: each holds only its own partitions'."""
+        """Every shard's positions of its own partitions (a shard may still hold positions of
+        partitions a reshard moved away: they are not its to report)."""
         merged: dict[str, int] = {}
-        for shard in self._shards:
-            merged |= shard.positions()
+        for shard, part in enumerate(self._shards.parts()):
+            for field, offset in part.positions().items():
+                if self._shards.owner(int(field.rpartition("/")[2])) == shard:
+                    merged[field] = offset
         return merged
 
     def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
         if tenant is not None:
-            return self._shards[self._router.shard_of(tenant)].tenant_stats(tenant)
-        every = itertools.chain.from_iterable(shard.tenant_stats() for shard in self._shards)
+            return self._shards.part(self._shards.shard_of(tenant)).tenant_stats(tenant)
+        every = itertools.chain.from_iterable(part.tenant_stats() for part in self._shards.parts())
         return sorted(every, key=lambda s: s.tenant)

@@ -46,11 +46,17 @@ from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedders
 from memstream.memory.monitoring import DeadLettered, Monitor
-from memstream.memory.ports import Generations, MemoryReader, Position, ProjectionWriter
+from memstream.memory.ports import (
+    Generations,
+    MemoryReader,
+    Position,
+    ProjectionWriter,
+    ShardWriters,
+)
 from memstream.metrics import Metrics
 from memstream.streams.consolidation import ConsolidationJob
 from memstream.streams.dead_letters import dead_letter_headers
-from memstream.streams.heal import Healer, KafkaLog, ShardHealers
+from memstream.streams.heal import KafkaLog, ShardHealers
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
 from memstream.streams.projector import OnApplied, Projector, RawMessage
@@ -125,8 +131,7 @@ def build_app(
     settings: Settings,
     topics: Topics,
     embedders: Embedders,
-    shards: Sequence[tuple[ProjectionWriter, Generations]],
-    shard_of: Callable[[int], int],
+    shards: ShardWriters,
     reader: MemoryReader,
     summarizer: ModelClient,
     metrics: Metrics | None = None,
@@ -136,8 +141,8 @@ def build_app(
     keys_clock: Callable[[], None] | None = None,
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
-    `shards` are the projection shards' writers and generations, `shard_of` the shard of a
-    partition; `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries
+    `shards` are the projection's shards (their layout, and each one's writer and
+    generations); `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries
     it writes, `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S
     (streams.keys); with `metrics`, Faust's sensors and memstream's own are kept in its
     registry."""
@@ -180,10 +185,11 @@ def build_app(
         if metrics is not None
         else None
     )
-    # One projector and healer per projection shard (`shard_of` a partition): each shard's
-    # positions, generations and healing are its own.
-    projectors = [
-        Projector(
+
+    # One projector and healer per projection shard: each shard's positions, generations and
+    # healing are its own.
+    def projector(writer: ProjectionWriter, generations: Generations) -> Projector:
+        return Projector(
             embedders,
             writer,
             generations,
@@ -194,17 +200,9 @@ def build_app(
             key_wait_s=KEY_WAIT_S,
             on_applied=on_applied,
         )
-        for writer, generations in shards
-    ]
+
     # The group id Faust commits under is the app's id.
-    log_source = KafkaLog(kafka, app.conf.id)
-    healer = ShardHealers(
-        [
-            Healer(projector, writer, log_source)
-            for projector, (writer, _) in zip(projectors, shards, strict=True)
-        ],
-        shard_of,
-    )
+    healer = ShardHealers(shards, projector, KafkaLog(kafka, app.conf.id))
 
     # Faust's signals call receivers with (sender, the partitions, signal=...).
     @app.on_partitions_assigned.connect
@@ -226,8 +224,7 @@ def build_app(
 
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
-        for projector in projectors:
-            await projector.start()
+        await healer.start()
         async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
             messages = [
                 RawMessage(
