@@ -26,6 +26,7 @@ from memstream.deployment import Deployment
 from memstream.errors import RedisUnavailableError
 from memstream.integrations.langgraph import MemstreamStore, NamespaceTenants
 from memstream.memory.events import MemoryEvent
+from memstream.memory.ports import ProjectionProgress
 from memstream.memory.tenancy import tenant_token
 from memstream.operations import drop, erase_tenant
 from memstream.projections.recall import SearchFilter
@@ -101,6 +102,17 @@ def recorded(stack: TestStack, tenant: str, n: int) -> MessageRecorded:
     )
 
 
+def notes(stack: TestStack, placed: dict[int, list[str]], numbers: range) -> list[MemoryEvent]:
+    """Note `n` of every placed tenant, for each n of `numbers`."""
+    return [
+        recorded(stack, tenant, n) for own in placed.values() for tenant in own for n in numbers
+    ]
+
+
+def wait_projected(status: ProjectionProgress, events: list[MemoryEvent], what: str) -> None:
+    wait_until(lambda: not status.unapplied(events), what, timeout=120)
+
+
 def test_tenants_live_on_their_shard_only_and_every_door_reads_it(
     sharded_env: dict[str, str], shards: list[OwnRedis], tmp_path: Path
 ) -> None:
@@ -108,13 +120,11 @@ def test_tenants_live_on_their_shard_only_and_every_door_reads_it(
     stack = TestStack(settings)
     keys = Keyspace(settings.namespace).at(1)
     placed = tenants_by_shard()
-    events: list[MemoryEvent] = [
-        recorded(stack, tenant, n) for own in placed.values() for tenant in own for n in range(3)
-    ]
+    events: list[MemoryEvent] = notes(stack, placed, range(3))
     with running_worker(sharded_env, tmp_path / "worker.log"), Deployment(settings) as deployment:
         stack.publish(events)
         status = deployment.status()
-        wait_until(lambda: not status.unapplied(events), "every event projected", timeout=120)
+        wait_projected(status, events, "every event projected")
 
         for shard, own in placed.items():
             client = shards[shard].client()
@@ -188,13 +198,11 @@ def test_replay_and_verify_one_shard_while_the_others_serve(
     settings = Settings.from_env(sharded_env)
     stack = TestStack(settings)
     placed = tenants_by_shard()
-    events: list[MemoryEvent] = [
-        recorded(stack, tenant, n) for own in placed.values() for tenant in own for n in range(2)
-    ]
+    events: list[MemoryEvent] = notes(stack, placed, range(2))
     with running_worker(sharded_env, tmp_path / "worker.log"), Deployment(settings) as deployment:
         stack.publish(events)
         status = deployment.status()
-        wait_until(lambda: not status.unapplied(events), "every event projected", timeout=120)
+        wait_projected(status, events, "every event projected")
         generation = Keyspace(settings.namespace).generation_key
 
         replayed = memstream(sharded_env, "replay", "--shard", "2")
@@ -231,17 +239,13 @@ def test_a_shard_killed_mid_stream_takes_only_its_tenants_and_heals(
     settings = Settings.from_env(sharded_env)
     stack = TestStack(settings)
     placed = tenants_by_shard()
-    first: list[MemoryEvent] = [
-        recorded(stack, tenant, n) for own in placed.values() for tenant in own for n in range(2)
-    ]
-    later: list[MemoryEvent] = [
-        recorded(stack, tenant, n) for own in placed.values() for tenant in own for n in (2, 3)
-    ]
+    first: list[MemoryEvent] = notes(stack, placed, range(2))
+    later: list[MemoryEvent] = notes(stack, placed, range(2, 4))
     dead = shards[0]
     with running_worker(sharded_env, tmp_path / "worker.log"), Deployment(settings) as deployment:
         status = deployment.status()
         stack.publish(first)
-        wait_until(lambda: not status.unapplied(first), "the first events projected", timeout=120)
+        wait_projected(status, first, "the first events projected")
 
         stack.publish(later)
         dead.stop()  # SIGKILL while the worker projects `later` (shard 0's part waits for it)
@@ -263,7 +267,7 @@ def test_a_shard_killed_mid_stream_takes_only_its_tenants_and_heals(
         dead.start(tmp_path / "shard-0", "--appendonly", "yes")  # from its own files
         wait_until(dead.answers, "the killed shard to come back")
         everything = first + later
-        wait_until(lambda: not status.unapplied(everything), "the shard healed", timeout=120)
+        wait_projected(status, everything, "the shard healed")
         keys = Keyspace(settings.namespace).at(1)
         for shard, own in placed.items():
             for tenant in own:
@@ -349,7 +353,7 @@ def test_reshard_online_from_one_to_two_to_four_shards(
             stop.set()
             for thread in threads:
                 thread.join(timeout=60)
-        wait_until(lambda: not status.unapplied(published), "every turn projected", timeout=120)
+        wait_projected(status, published, "every turn projected")
         assert deployment.projection.current_layout().version == 3
 
     assert errors == []

@@ -122,6 +122,9 @@ class FakeShards:
     def shard_of(self, tenant: str) -> int:
         return self._route.shard_of(tenant)
 
+    def of(self, tenant: str) -> ProjectionProgress:
+        return self._parts[self.shard_of(tenant)]
+
     def owner(self, partition: int) -> int:
         return partition % len(self._parts)
 

@@ -79,11 +79,17 @@ class _PerShard(Generic[T]):
     def shard_of(self, tenant: str) -> int:
         return self._projection.shard_of(tenant)
 
+    def of(self, tenant: str) -> T:
+        layout = self._projection.current_layout()
+        return self._at(layout.urls[self._projection.router.shard_in(layout, tenant)])
+
     def owner(self, partition: int) -> int:
         return self._projection.current_layout().of_partition(partition)
 
     def part(self, shard: int) -> T:
-        url = self._projection.current_layout().urls[shard]
+        return self._at(self._projection.current_layout().urls[shard])
+
+    def _at(self, url: str) -> T:
         if url not in self._made:
             self._made[url] = self._make(self._projection.shard(url))
         return self._made[url]

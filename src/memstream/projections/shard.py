@@ -134,7 +134,10 @@ class RedisShard:
             live = status.live()
             positions = status.positions()
             with redis_errors(self._url, "reading the shard's memory and index"):
-                used = int(self.client.info("memory")["used_memory"])
+                try:
+                    used = int(self.client.info("memory")["used_memory"])
+                except redis.exceptions.NoPermissionError:  # a role without INFO: unknown
+                    used = 0
                 try:
                     found = self.client.ft(live.alias).search(Query("*").paging(0, 0))
                     memories = int(found.total)

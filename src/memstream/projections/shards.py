@@ -59,7 +59,10 @@ class TenantRouter:
         self._partition_of = partition_of
 
     def shard_of(self, tenant: str) -> int:
-        layout = self._layout()
+        return self.shard_in(self._layout(), tenant)
+
+    def shard_in(self, layout: ShardLayout, tenant: str) -> int:
+        """The tenant's shard in `layout`."""
         if layout.count == 1:
             return 0
         return layout.of_partition(self._partition_of(tenant))
@@ -69,6 +72,10 @@ class Shards(Protocol[T_co]):
     """One part (a reader, a recaller...) per shard of the layout now."""
 
     def shard_of(self, tenant: str) -> int: ...
+
+    def of(self, tenant: str) -> T_co:
+        """The tenant's shard's part (shard and part from one reading of the layout)."""
+        ...
 
     def owner(self, partition: int) -> int:
         """The shard that holds `partition`."""
@@ -85,17 +92,14 @@ class ShardedLookup:
     def __init__(self, shards: Shards[MemoryLookup]) -> None:
         self._shards = shards
 
-    def _of(self, tenant: str) -> MemoryLookup:
-        return self._shards.part(self._shards.shard_of(tenant))
-
     def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
-        return self._of(tenant).memories(tenant, where)
+        return self._shards.of(tenant).memories(tenant, where)
 
     def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
-        return self._of(tenant).memories_by_id(tenant, ids)
+        return self._shards.of(tenant).memories_by_id(tenant, ids)
 
     def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-        return self._of(tenant).forgotten(tenant, memory_ids)
+        return self._shards.of(tenant).forgotten(tenant, memory_ids)
 
 
 class ShardedRecaller:
@@ -105,7 +109,7 @@ class ShardedRecaller:
         self._shards = shards
 
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
-        return self._shards.part(self._shards.shard_of(tenant)).recall(tenant, text, k)
+        return self._shards.of(tenant).recall(tenant, text, k)
 
 
 class ShardedSearch:
@@ -125,7 +129,7 @@ class ShardedSearch:
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
     ) -> SearchPage:
-        return self._shards.part(self._shards.shard_of(where.tenant)).search(
+        return self._shards.of(where.tenant).search(
             where,
             text,
             mode=mode,
@@ -186,7 +190,7 @@ class ShardedProgress:
         return late
 
     def memory_count(self, tenant: str) -> int:
-        return self._shards.part(self._shards.shard_of(tenant)).memory_count(tenant)
+        return self._shards.of(tenant).memory_count(tenant)
 
     def positions(self) -> dict[str, int]:
         """Every shard's positions of its own partitions (a shard may still hold positions of
@@ -200,6 +204,6 @@ class ShardedProgress:
 
     def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
         if tenant is not None:
-            return self._shards.part(self._shards.shard_of(tenant)).tenant_stats(tenant)
+            return self._shards.of(tenant).tenant_stats(tenant)
         every = itertools.chain.from_iterable(part.tenant_stats() for part in self._shards.parts())
         return sorted(every, key=lambda s: s.tenant)
