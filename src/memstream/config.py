@@ -141,6 +141,13 @@ class Settings:
         "`memstream up` recorded it (topology.json in MEMSTREAM_STATE_DIR), else "
         "127.0.0.1:MEMSTREAM_REDIS_PORT.",
     )
+    redis_shards: str = _setting(
+        "MEMSTREAM_REDIS_SHARDS",
+        "",
+        "Redis URLs of the projection's shards (comma-separated; each with the same TLS and "
+        "ACL settings): a tenant lives on shard partition(tenant) mod shards "
+        "(docs/scaling.md). Empty: one shard, MEMSTREAM_REDIS_URL.",
+    )
     namespace: str = _setting(
         "MEMSTREAM_NAMESPACE",
         "memstream",
@@ -491,6 +498,13 @@ class Settings:
     def redis(self) -> str:
         return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
 
+    @property
+    def shard_urls(self) -> tuple[str, ...]:
+        """The projection's Redis shards, in shard order: MEMSTREAM_REDIS_SHARDS, else the one
+        Redis (`redis`). Shard 0 also keeps the namespace-wide records (docs/scaling.md)."""
+        urls = tuple(url.strip() for url in self.redis_shards.split(",") if url.strip())
+        return urls or (self.redis,)
+
     @classmethod
     def describe(cls) -> list[tuple[str, str, str]]:
         """(environment variable, default, meaning) of every setting, for docs and `--help`."""
@@ -553,8 +567,15 @@ def _check_security(settings: Settings) -> None:
         ("MEMSTREAM_REDIS_CERT_FILE", settings.redis_cert_file),
         ("MEMSTREAM_REDIS_KEY_FILE", settings.redis_key_file),
     )
-    if any(value for _, value in redis_files) and not settings.redis.startswith("rediss://"):
-        fail("MEMSTREAM_REDIS_URL", "must start with rediss:// when Redis TLS files are set")
+    if any(value for _, value in redis_files) and not all(
+        url.startswith("rediss://") for url in settings.shard_urls
+    ):
+        fail(
+            "MEMSTREAM_REDIS_SHARDS" if settings.redis_shards else "MEMSTREAM_REDIS_URL",
+            "must start with rediss:// when Redis TLS files are set",
+        )
+    if len(set(settings.shard_urls)) != len(settings.shard_urls):
+        fail("MEMSTREAM_REDIS_SHARDS", "names a Redis twice; give each shard its own Redis")
     for prefix, files in (("MEMSTREAM_KAFKA", kafka_files), ("MEMSTREAM_REDIS", redis_files)):
         (_, cert), (_, key) = files[1], files[2]
         if bool(cert) != bool(key):

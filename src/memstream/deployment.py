@@ -10,43 +10,37 @@ released by `close()`; nothing connects while the Deployment is built.
 
 It only wires: the server builds its own parts from it (`server.parts`), and what is done
 with a deployment — erase a tenant, drop a namespace, run a worker — is in
-`memstream.operations`. A projection backend is one object that answers
-`ProjectionBackend` (below; `projections.backend.RedisProjection` is the one there is): a
-second backend is a package with such an object, chosen in `__init__` here.
+`memstream.operations`. A second projection backend is a package with an object like
+`RedisProjection`, built in `__init__` here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from memstream.agent.journal import Journal
 from memstream.config import Settings
 from memstream.errors import ConfigurationError, InfrastructureError, InvalidInputError
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelClient
 from memstream.memory.cipher import MasterKeys, parse_master_key
-from memstream.memory.embeddings import Embedder, Embedders
+from memstream.memory.embeddings import Embedder
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.ports import (
-    ApiKeyStore,
-    Generations,
     MemoryLookup,
-    ProcessRegistry,
     ProjectionProgress,
-    ProjectionSession,
-    ProjectionWriter,
     Recaller,
 )
 from memstream.memory.ranking.fusion import RecallTuning
-from memstream.memory.search import MemorySearch
 from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedders
 from memstream.processes import project_root
@@ -57,61 +51,13 @@ from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.keys import KafkaKeyring
 from memstream.streams.replay import Replayer
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.topics import Topics, ensure_topics, topic_partitions
+from memstream.streams.wire import partition_of
 
 if TYPE_CHECKING:
     import faust
 
-__all__ = ["Deployment", "ProjectionBackend"]
-
-
-class ProjectionBackend(Protocol):
-    """What a projection backend gives the rest of memstream: every part above it is built from
-    these ports, and none of them names the store behind them."""
-
-    def writer(self, *, max_memories: int | None = None) -> ProjectionWriter: ...
-
-    def live_writer(self) -> tuple[ProjectionWriter, Generations]:
-        """The worker's writer and the generations it reads."""
-        ...
-
-    def session(
-        self, *, max_memories: int | None = None
-    ) -> contextlib.AbstractAsyncContextManager[ProjectionSession]:
-        """A writer, the generations and a comparer, released on the way out (replay, verify)."""
-        ...
-
-    def reader(self) -> MemoryLookup: ...
-
-    def recaller(
-        self, embedders: Embedders, *, tuning: RecallTuning, deduplicate: bool = True
-    ) -> Recaller: ...
-
-    def search(self, embedders: Embedders, *, tuning: RecallTuning) -> MemorySearch: ...
-
-    def check_model(self, embedders: Embedders) -> None:
-        """Raise ConfigurationError if `embedders` cannot embed for the live projection."""
-        ...
-
-    def status(self) -> ProjectionProgress: ...
-
-    def api_keys(self) -> ApiKeyStore: ...
-
-    def journal(self) -> Journal: ...
-
-    def processes(self) -> ProcessRegistry: ...
-
-    def rewrite_files(self, timeout_s: float) -> list[str]:
-        """Make deleted data gone from the backend's disks (after an erasure)."""
-        ...
-
-    def access_command(self, role: str) -> str | None:
-        """How an operator grants `role` its access to the backend (None: it needs none)."""
-        ...
-
-    def drop(self) -> None:
-        """Delete everything of the namespace. Irreversible."""
-        ...
+__all__ = ["Deployment"]
 
 
 class Deployment:
@@ -120,8 +66,9 @@ class Deployment:
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.topics = Topics(settings.namespace, settings.partitions)
+        self._partitions: int | None = None  # the memory topic's, once read from the broker
         # The only backend today; a second one is chosen here, from the settings.
-        self.projection: ProjectionBackend = RedisProjection(settings)
+        self.projection = RedisProjection(settings, self.partition_of)
         self.embedders = EmbedderCatalogue(settings, embedder)
         self._embedder = embedder
         self._stores: EventSourcedStores | None = None
@@ -191,6 +138,25 @@ class Deployment:
     def kafka(self) -> KafkaConnection:
         """The brokers and the security every Kafka client of this deployment uses."""
         return KafkaConnection.from_settings(self.settings)
+
+    def partition_of(self, tenant: str) -> int:
+        """The partition of the memory topic every producer writes `tenant`'s records to
+        (`streams.wire.partition_of` over the topic's partition count, read from the broker
+        once; MEMSTREAM_PARTITIONS while the topic does not exist yet). The sharded
+        projection routes a tenant to its shard by it."""
+        return partition_of(tenant, self._partitions or self._read_partitions())
+
+    def _read_partitions(self) -> int:
+        def described() -> list[object]:
+            return list(asyncio.run(topic_partitions(self.kafka, self.topics.memory)))
+
+        # Its own thread: the caller may be inside an event loop (the server, the worker).
+        with ThreadPoolExecutor(1) as pool:
+            found = len(pool.submit(described).result())
+        if not found:
+            return self.settings.partitions  # not created yet: nothing of any tenant is stored
+        self._partitions = found
+        return found
 
     # -- the agent side ---------------------------------------------------------------------
 
@@ -338,9 +304,10 @@ class Deployment:
             ) from None
 
     @asynccontextmanager
-    async def replayer(self) -> AsyncIterator[Replayer]:
-        """A replayer over a projection session of its own, closed on the way out."""
-        async with self.projection.session() as session:
+    async def replayer(self, shard: int = 0) -> AsyncIterator[Replayer]:
+        """A replayer of projection shard `shard` (its partitions only) over a session of its
+        own, closed on the way out."""
+        async with self.projection.session(shard) as session:
             yield Replayer(
                 self.kafka,
                 self.topics,
@@ -349,6 +316,7 @@ class Deployment:
                 self.embedders,
                 default_importance=self.settings.default_importance,
                 keyring=self.keyring(),
+                owns=self.projection.owns(shard),
             )
 
     # -- the worker -------------------------------------------------------------------------
@@ -358,13 +326,11 @@ class Deployment:
         from memstream.streams.worker import build_app
 
         keyring = self.keyring()
-        writer, generations = self.projection.live_writer()
         return build_app(
             self.settings,
             self.topics,
             TimedEmbedders(self.embedders, self.metrics.worker.embedding),
-            writer,
-            generations,
+            self.projection,
             self.projection.reader(),
             self.chat_model() or ExtractiveSummarizer(),
             metrics=self.metrics,

@@ -18,11 +18,10 @@ from types import TracebackType
 
 from memstream.config import Settings
 from memstream.deployment import Deployment
-from memstream.errors import ConfigurationError, MemstreamError
+from memstream.errors import MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent
 from memstream.operations import drop, worker_process
-from memstream.projections.backend import RedisProjection
 from memstream.projections.status import ProjectionStatus
 
 __all__ = ["BenchNamespace"]
@@ -38,10 +37,7 @@ class BenchNamespace:
         )
         self.settings = self.deployment.settings
         # A bench measures the Redis projection against raw Redis: it reads Redis directly.
-        projection = self.deployment.projection
-        if not isinstance(projection, RedisProjection):
-            raise ConfigurationError("the benches measure the Redis projection; this is another")
-        self.projection = projection
+        self.projection = self.deployment.projection
         self.keys = self.projection.keys
         self.topics = self.deployment.topics
         self.kafka = self.deployment.kafka

@@ -36,11 +36,12 @@ from aiokafka.errors import KafkaError
 
 from memstream.binaries import cache_dir, java, kafka_libs, redis_home, stack_file
 from memstream.cli.dead_letters import pending_by_code, pending_line
+from memstream.cli.stats import shard_line
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError, MemstreamError, StackError
 from memstream.memory.ports import ProcessReport
-from memstream.operations import projection_lag
+from memstream.operations import projection_lag, shard_states
 from memstream.processes import project_root
 from memstream.projections.connection import redis_client
 from memstream.streams.kafka import KafkaConnection
@@ -572,8 +573,12 @@ def _status(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"lag and last errors unknown: {unread}")
     settings = deployment.settings
     # A deployment on servers of its own is asked too: only a stopped local stack is not.
-    if running or settings.kafka_bootstrap or settings.redis_url:
+    if running or settings.kafka_bootstrap or settings.redis_url or settings.redis_shards:
         with contextlib.suppress(MemstreamError, KafkaError, OSError):
+            shards = shard_states(deployment)
+            if len(shards) > 1:
+                for shard in shards:
+                    print(shard_line(shard))
             lag = projection_lag(deployment)
             print(f"projection lag: {sum(lag.values())} messages")
             print(pending_line(pending_by_code(deployment)))

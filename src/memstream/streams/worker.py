@@ -47,14 +47,20 @@ from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedders
 from memstream.memory.monitoring import DeadLettered, Monitor
-from memstream.memory.ports import Generations, MemoryReader, Position, ProjectionWriter
+from memstream.memory.ports import (
+    Generations,
+    MemoryReader,
+    Position,
+    ProjectionWriter,
+    ShardWriters,
+)
 from memstream.metrics import Metrics
 from memstream.streams.consolidation import ConsolidationJob
 from memstream.streams.dead_letters import dead_letter_headers
-from memstream.streams.heal import Healer, KafkaLog
+from memstream.streams.heal import KafkaLog, ShardHealers
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
-from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.projector import OnApplied, Projector, RawMessage
 from memstream.streams.topics import Topics
 from memstream.streams.wire import (
     Record,
@@ -151,8 +157,7 @@ def build_app(
     settings: Settings,
     topics: Topics,
     embedders: Embedders,
-    writer: ProjectionWriter,
-    generations: Generations,
+    shards: ShardWriters,
     reader: MemoryReader,
     summarizer: ModelClient,
     metrics: Metrics | None = None,
@@ -162,9 +167,11 @@ def build_app(
     keys_clock: Callable[[], None] | None = None,
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
-    `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries it writes,
-    `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S (streams.keys);
-    with `metrics`, Faust's sensors and memstream's own are kept in its registry."""
+    `shards` are the projection's shards (their layout, and each one's writer and
+    generations); `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries
+    it writes, `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S
+    (streams.keys); with `metrics`, Faust's sensors and memstream's own are kept in its
+    registry."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
         topics.worker_group,
@@ -201,23 +208,29 @@ def build_app(
     counted = metrics.monitor() if metrics is not None else None
     monitoring = _WorkerProducer(kafka, topics, counted)
     monitor = KafkaMonitor(monitoring, topics, also=counted)
-    projector = Projector(
-        embedders,
-        writer,
-        generations,
-        monitoring,
-        default_importance=settings.default_importance,
-        monitor=monitor,
-        keyring=keyring,
-        key_wait_s=KEY_WAIT_S,
-        on_applied=(
-            (lambda o, at: metrics.worker.observe_applied(o.event.type, at))
-            if metrics is not None
-            else None
-        ),
+    on_applied: OnApplied | None = (
+        (lambda o, at: metrics.worker.observe_applied(o.event.type, at))
+        if metrics is not None
+        else None
     )
+
+    # One projector and healer per projection shard: each shard's positions, generations and
+    # healing are its own.
+    def projector(writer: ProjectionWriter, generations: Generations) -> Projector:
+        return Projector(
+            embedders,
+            writer,
+            generations,
+            monitoring,
+            default_importance=settings.default_importance,
+            monitor=monitor,
+            keyring=keyring,
+            key_wait_s=KEY_WAIT_S,
+            on_applied=on_applied,
+        )
+
     # The group id Faust commits under is the app's id.
-    healer = Healer(projector, writer, KafkaLog(kafka, app.conf.id))
+    healer = ShardHealers(shards, projector, KafkaLog(kafka, app.conf.id))
 
     # Faust's signals call receivers with (sender, the partitions, signal=...).
     @app.on_partitions_assigned.connect
@@ -239,7 +252,7 @@ def build_app(
 
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
-        await projector.start()
+        await healer.start()
         try:
             async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
                 messages = [
@@ -295,7 +308,7 @@ def build_app(
     return app
 
 
-def _consumer_lag(app: faust.App, topic: str, healer: Healer) -> dict[tuple[str, int], int]:
+def _consumer_lag(app: faust.App, topic: str, healer: ShardHealers) -> dict[tuple[str, int], int]:
     """Per partition of `topic` this worker holds: messages after the last it consumed, by
     the consumer's high watermark (refreshed by every fetch, so it moves while idle too)."""
     consumer: Any = app.consumer
