@@ -517,14 +517,18 @@ def _local_servers(values: dict[str, Any]) -> None:
     """Fill in, where `values` name none, the Kafka and Redis of the local stack running from
     the state folder: its topology (all its brokers; its Redis when there is one; several are
     the projection's shards), recorded by `memstream up` and removed by `memstream down`."""
-    if values.get("kafka_bootstrap") and values.get("redis_url"):
+    redis_named = values.get("redis_url") or values.get("redis_shards")
+    if values.get("kafka_bootstrap") and redis_named:
         return
     topology = LocalTopology.read(state_folder(values.get("state_dir", _STATE_DIR)))
     if topology is None:
         return
     values.setdefault("kafka_bootstrap", topology.bootstrap)
-    if len(topology.redis_urls) == 1:
-        values.setdefault("redis_url", topology.redis_urls[0])
+    if redis_named or not topology.redis_urls:
+        return
+    values["redis_url"] = topology.redis_urls[0]
+    if len(topology.redis_urls) > 1:
+        values["redis_shards"] = ",".join(topology.redis_urls)
 
 
 def _check_security(settings: Settings) -> None:

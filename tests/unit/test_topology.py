@@ -86,8 +86,13 @@ def test_settings_reach_the_recorded_cluster_when_nothing_names_kafka_or_redis(
     _plan(brokers=3, shards=3).write(tmp_path)
     settings = Settings.from_env({"MEMSTREAM_STATE_DIR": str(tmp_path)})
     assert settings.bootstrap_servers == "127.0.0.1:19092,127.0.0.1:19192,127.0.0.1:19292"
-    # Several Redis are the projection's shards (Settings.shard_urls), not one URL.
-    assert settings.redis_url == ""
+    # Several Redis are the projection's shards, shard 0 first (and the one `redis` names).
+    assert settings.shard_urls == (
+        "redis://127.0.0.1:19079/0",
+        "redis://127.0.0.1:19179/0",
+        "redis://127.0.0.1:19279/0",
+    )
+    assert settings.redis == settings.shard_urls[0]
     # A child process handed these settings reaches the same brokers.
     assert settings.environ()["MEMSTREAM_KAFKA_BOOTSTRAP"] == settings.bootstrap_servers
 
