@@ -33,7 +33,7 @@ from memstream.llm import ModelClient
 from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
-from memstream.memory.ports import MemoryLookup, ProjectionProgress, Recaller
+from memstream.memory.ports import ItemIndex, MemoryLookup, ProjectionProgress, Recaller
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedders
@@ -253,6 +253,10 @@ class Deployment:
         return self.projection.recaller(
             embedders, tuning=self.recall_tuning(), deduplicate=deduplicate
         )
+
+    def items(self) -> ItemIndex:
+        """A key-value store's items: field-by-field similarity to a query, TTL refreshes."""
+        return self.projection.items(self.embedders)
 
     def recall_tuning(self) -> RecallTuning:
         """Recall's ranking knobs, from the MEMSTREAM_RECALL_* settings."""

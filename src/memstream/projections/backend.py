@@ -2,9 +2,10 @@
 the Settings, and the only door into Redis for the rest of memstream.
 
 `RedisProjection(settings)` hands out the ports of `memory.ports` — the writer, generations,
-reader, recaller, progress (status), the server's API-key store, the processes' heartbeats and
-the comparer of `verify` — plus the filtered search of the HTTP API and the namespace-wide
-chores (rewriting Redis's files after an erasure, dropping a namespace, a role's ACL line).
+reader, recaller, progress (status), a key-value store's item index, the server's API-key
+store, the processes' heartbeats and the comparer of `verify` — plus the filtered search of
+the HTTP API and the namespace-wide chores (rewriting Redis's files after an erasure,
+dropping a namespace, a role's ACL line).
 The composition root (`memstream.deployment`) builds it; nothing above `projections/` sees a
 Redis client, a key or a URL.
 
@@ -29,6 +30,7 @@ from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
     ApiKeyStore,
     Generations,
+    ItemIndex,
     MemoryLookup,
     ProcessRegistry,
     ProjectionProgress,
@@ -50,6 +52,7 @@ from memstream.projections.connection import (
     rewrite_persistence,
 )
 from memstream.projections.generations import RedisGenerations
+from memstream.projections.items import RedisItemIndex
 from memstream.projections.live_model import LiveModel
 from memstream.projections.processes import RedisProcessRegistry
 from memstream.projections.reader import ProjectionReader
@@ -120,6 +123,10 @@ class RedisProjection:
     ) -> Recaller:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
         return self._recaller(embedders, tuning, deduplicate)
+
+    def items(self, embedders: Embedders) -> ItemIndex:
+        """A key-value store's items: field-by-field similarity and TTL refreshes."""
+        return RedisItemIndex(self.client, self.keys, embedders, url=self._url)
 
     def search(self, embedders: Embedders, *, tuning: RecallTuning) -> FilteredSearch:
         """The HTTP API's and MCP tools' filtered, paged search: recall's ranking, filtered."""
