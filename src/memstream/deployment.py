@@ -243,16 +243,12 @@ class Deployment:
     def status(self) -> ProjectionProgress:
         return self.projection.status()
 
-    def recaller(self, embedder: Embedder | None = None, *, deduplicate: bool = True) -> Recaller:
-        """The recaller, ranking with the MEMSTREAM_RECALL_* knobs (the stores use this one).
-        `deduplicate=False` keeps memories that restate a better-ranked one in the list (the
-        LangGraph store: each item is its own, however alike the values)."""
+    def recaller(self, embedder: Embedder | None = None) -> Recaller:
+        """The recaller, ranking with the MEMSTREAM_RECALL_* knobs (the stores use this one)."""
         embedders = (
             self.embedders if embedder is None else EmbedderCatalogue(self.settings, embedder)
         )
-        return self.projection.recaller(
-            embedders, tuning=self.recall_tuning(), deduplicate=deduplicate
-        )
+        return self.projection.recaller(embedders, tuning=self.recall_tuning())
 
     def items(self) -> ItemIndex:
         """A key-value store's items: field-by-field similarity to a query, TTL refreshes."""

@@ -118,11 +118,9 @@ class RedisProjection:
     def reader(self) -> MemoryLookup:
         return ProjectionReader(self.client, self.keys, url=self._url)
 
-    def recaller(
-        self, embedders: Embedders, *, tuning: RecallTuning, deduplicate: bool = True
-    ) -> Recaller:
+    def recaller(self, embedders: Embedders, *, tuning: RecallTuning) -> Recaller:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
-        return self._recaller(embedders, tuning, deduplicate)
+        return self._recaller(embedders, tuning)
 
     def items(self, embedders: Embedders) -> ItemIndex:
         """A key-value store's items: field-by-field similarity and TTL refreshes."""
@@ -131,7 +129,7 @@ class RedisProjection:
     def search(self, embedders: Embedders, *, tuning: RecallTuning) -> FilteredSearch:
         """The HTTP API's and MCP tools' filtered, paged search: recall's ranking, filtered."""
         return FilteredSearch(
-            self.client, self.keys, self._recaller(embedders, tuning, True), url=self._url
+            self.client, self.keys, self._recaller(embedders, tuning), url=self._url
         )
 
     def check_model(self, embedders: Embedders) -> None:
@@ -187,17 +185,8 @@ class RedisProjection:
                 deleted += int(client.unlink(*batch))
         compact(client, deleted)  # keeps Redis's restarts short (docs/operations.md)
 
-    def _recaller(
-        self, embedders: Embedders, tuning: RecallTuning, deduplicate: bool
-    ) -> RedisRecaller:
-        return RedisRecaller(
-            self.client,
-            self.keys,
-            embedders,
-            url=self._url,
-            tuning=tuning,
-            deduplicate=deduplicate,
-        )
+    def _recaller(self, embedders: Embedders, tuning: RecallTuning) -> RedisRecaller:
+        return RedisRecaller(self.client, self.keys, embedders, url=self._url, tuning=tuning)
 
     def _writer(
         self, client: redis.asyncio.Redis, max_memories: int | None
