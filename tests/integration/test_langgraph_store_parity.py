@@ -19,7 +19,6 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from langchain_core.embeddings import Embeddings
 from langgraph.store.base import TTLConfig
 from langgraph.store.memory import InMemoryStore
 
@@ -34,23 +33,11 @@ from memstream.providers import embedder_from_settings
 
 from .helpers import TestStack, wait_until
 from .test_cli import memstream
+from .test_langgraph_store import SameEmbeddings
 
 pytestmark = pytest.mark.integration
 
 SECOND = 1 / 60  # a TTL of one second, in LangGraph's minutes
-
-
-class SameEmbeddings(Embeddings):
-    """memstream's embedder as LangChain Embeddings, for the oracle."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self._embedder = embedder
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [[float(x) for x in row] for row in self._embedder.embed_documents(texts)]
-
-    def embed_query(self, text: str) -> list[float]:
-        return [float(x) for x in self._embedder.embed_query(text)]
 
 
 @pytest.fixture(scope="module")

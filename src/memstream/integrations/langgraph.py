@@ -1,6 +1,6 @@
 """MemstreamStore: a LangGraph `BaseStore` whose writes are events on the memory log and whose
 reads come from the Redis projection, so LangMem and any LangGraph graph get memstream's
-tenant boundary, hybrid search, replay and erasure.
+tenant boundary, replay and erasure, with LangGraph's own search semantics and TTLs.
 
     put     one `ItemStored` event, keyed by the namespace's tenant. The item's memory id is
             its slot (tenant, namespace, key): a later put replaces it, as in InMemoryStore.
