@@ -205,15 +205,15 @@ class MemstreamStore(BaseStore):
         expiries: list[MemoryEvent] = []
         for stats in self._status.tenant_stats():
             for memory in self._reader.memories(stats.tenant):
-                if ITEM_KEY in memory.metadata and _lapsed(memory, now):
-                    assert memory.expires_at is not None  # _lapsed says so
+                deadline = memory.expires_at
+                if ITEM_KEY in memory.metadata and deadline is not None and deadline <= now:
                     expiries.append(
                         ItemExpired(
                             tenant=memory.tenant,
                             namespace=tuple(json.loads(memory.metadata[ITEM_NAMESPACE])),
                             key=memory.metadata[ITEM_KEY],
                             put_event_id=memory.event_id,
-                            deadline=memory.expires_at,
+                            deadline=deadline,
                             expired_at=now,
                         )
                     )
