@@ -306,6 +306,14 @@ class Settings:
         "The longest a write with ?wait=true waits to be recallable before answering 504.",
         _positive_float,
     )
+    server_key_cache_s: float = _setting(
+        "MEMSTREAM_SERVER_KEY_CACHE_S",
+        2.0,
+        "How long the server trusts an API key it has checked before reading it again: a key "
+        "revoked by `memstream keys revoke` is refused within this many seconds (0: checked "
+        "on every request).",
+        _non_negative_float,
+    )
     langgraph_tenant_labels: tuple[int, ...] = _setting(
         "MEMSTREAM_LANGGRAPH_TENANT_LABELS",
         (0, 1),

@@ -35,11 +35,7 @@ from memstream.llm import ModelClient
 from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
-from memstream.memory.ports import (
-    MemoryLookup,
-    ProjectionProgress,
-    Recaller,
-)
+from memstream.memory.ports import ItemIndex, MemoryLookup, ProjectionProgress, Recaller
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedders
@@ -275,16 +271,16 @@ class Deployment:
     def status(self) -> ProjectionProgress:
         return self.projection.status()
 
-    def recaller(self, embedder: Embedder | None = None, *, deduplicate: bool = True) -> Recaller:
-        """The recaller, ranking with the MEMSTREAM_RECALL_* knobs (the stores use this one).
-        `deduplicate=False` keeps memories that restate a better-ranked one in the list (the
-        LangGraph store: each item is its own, however alike the values)."""
+    def recaller(self, embedder: Embedder | None = None) -> Recaller:
+        """The recaller, ranking with the MEMSTREAM_RECALL_* knobs (the stores use this one)."""
         embedders = (
             self.embedders if embedder is None else EmbedderCatalogue(self.settings, embedder)
         )
-        return self.projection.recaller(
-            embedders, tuning=self.recall_tuning(), deduplicate=deduplicate
-        )
+        return self.projection.recaller(embedders, tuning=self.recall_tuning())
+
+    def items(self) -> ItemIndex:
+        """A key-value store's items: field-by-field similarity to a query, TTL refreshes."""
+        return self.projection.items(self.embedders)
 
     def recall_tuning(self) -> RecallTuning:
         """Recall's ranking knobs, from the MEMSTREAM_RECALL_* settings."""

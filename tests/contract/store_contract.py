@@ -15,6 +15,7 @@ import pytest
 
 from memstream import MemoriesConsolidated, MemoryForgotten, TenantErased, TurnCompleted
 from memstream.errors import InvalidInputError
+from memstream.memory.events import ITEM_VALUE, ItemExpired, ItemStored
 from memstream.memory.model import MemoryType
 from memstream.memory.store import MemoryFilter, MemoryStore
 
@@ -181,6 +182,48 @@ class StoreContract:
         store.write(self.turn(store, 3, "second", "two again"))
         self.settle(store, 2)
         assert self.contents(store) == {"second", "two again"}
+
+    def test_an_expiry_removes_the_item_only_while_it_holds_the_put_that_lapsed(self) -> None:
+        store = self.create_store(self.tenant())
+
+        def put(n: int) -> ItemStored:
+            return ItemStored(
+                tenant=store.tenant,
+                namespace=(store.tenant, "prefs"),
+                key="colour",
+                put_id=f"put-{n}",
+                value=f'{{"n": {n}}}',
+                texts=(f"colour {n}",),
+                recorded_at=T0 + timedelta(hours=n),
+                importance=0.5,
+                embedding_model=store.embedding_model,
+                ttl_minutes=5.0,
+            )
+
+        def expiry(lapsed: ItemStored, deadline: datetime) -> ItemExpired:
+            return ItemExpired(
+                tenant=store.tenant,
+                namespace=lapsed.namespace,
+                key=lapsed.key,
+                put_event_id=lapsed.id,
+                deadline=deadline,
+                expired_at=deadline + timedelta(seconds=1),
+            )
+
+        first, second = put(1), put(2)
+        assert first.expires_at is not None and second.expires_at is not None
+        store.write(first)
+        # The sweeper saw an earlier deadline than the item's (a refresh came in between).
+        store.write(expiry(first, first.expires_at - timedelta(minutes=1)))
+        store.write(second)
+        store.write(expiry(first, first.expires_at))  # a put came in between
+        store.write(self.turn(store, 3, "marker", "applied after the expiries"))
+        self.settle(store, 3)
+        (item,) = [m for m in store.memories() if ITEM_VALUE in m.metadata]
+        assert item.metadata[ITEM_VALUE] == '{"n": 2}'
+        store.write(expiry(second, second.expires_at))
+        self.settle(store, 2)
+        assert self.contents(store) == {"marker", "applied after the expiries"}
 
     def test_a_consolidation_replaces_its_group_with_the_summary(self) -> None:
         store = self.create_store(self.tenant())

@@ -381,7 +381,7 @@ def test_a_redelivered_put_applies_once_and_never_reverts_a_later_one(
             key="k",
             put_id=f"put-{n}-{uuid.uuid4().hex}",
             value=json.dumps({"v": n}),
-            text=f"value {n}",
+            texts=(f"value {n}",),
             recorded_at=datetime.now(UTC),
             importance=0.5,
             embedding_model=stack.model_id,

@@ -181,21 +181,21 @@ def test_an_erased_tenant_is_unreadable_for_good_and_others_are_not() -> None:
         decode_event(acme, context(keyring))
 
 
-def test_items_seal_their_value_and_text() -> None:
+def test_items_seal_their_value_and_texts() -> None:
     keyring = InProcessKeyring()
     item = ItemStored(
         tenant="acme",
         namespace=("memories", "u1"),
         key="k",
         put_id="p1",
-        value=json.dumps({"note": MARKER}),
-        text=MARKER,
+        value=json.dumps({"note": MARKER, "also": "the second field"}),
+        texts=(MARKER, "the second field"),
         recorded_at=AT,
         importance=0.5,
         embedding_model="model@1",
     )
     raw = encode_event(item, keyring)
-    assert MARKER.encode() not in raw
+    assert MARKER.encode() not in raw and b"the second field" not in raw
     assert decode_event(raw, context(keyring)) == item
 
 

@@ -66,7 +66,7 @@ def run_store(
                 key=key,
                 put_id=uuid.uuid4().hex,
                 value=json.dumps(value),
-                text=json.dumps(value),
+                texts=(json.dumps(value),),
                 recorded_at=datetime.now(UTC),
                 importance=0.5,
                 embedding_model=embedder.model_id,

@@ -1,22 +1,29 @@
 """MemstreamStore: a LangGraph `BaseStore` whose writes are events on the memory log and whose
 reads come from the Redis projection, so LangMem and any LangGraph graph get memstream's
-tenant boundary, hybrid search, replay and erasure.
+tenant boundary, replay and erasure, with LangGraph's own search semantics and TTLs.
 
     put     one `ItemStored` event, keyed by the namespace's tenant. The item's memory id is
             its slot (tenant, namespace, key): a later put replaces it, as in InMemoryStore.
-            The value rides in the memory's metadata; the text of the indexed fields (the
-            whole value by default) is what recall searches, and `index=False` stores no text,
-            so nothing is embedded. Returns once Kafka has the event (durable); with
-            `read_your_writes=True`, once a worker has applied it.
+            The value rides in the memory's metadata; the text at each indexed field path
+            (`index={"fields": [...]}`, or `put(..., index=[...])`; the whole value by
+            default) is embedded apart, and `index=False` stores no text, so nothing is
+            embedded. A `ttl` (minutes; TTLConfig's `default_ttl`) rides in the event too.
+            Returns once Kafka has the event (durable); with `read_your_writes=True`, once a
+            worker has applied it.
     delete  one `MemoryForgotten` of the item's slot: gone from the projection and tombstoned
             against any repeat of an earlier put; a later put of the key writes it again.
-    get     one read of the slot in the live projection.
+    get     one read of the slot in the live projection; with `refresh_ttl`, the item's TTL
+            starts again (TTLConfig's `refresh_on_read`, True by default).
     search  within one tenant (a prefix that does not name one is refused). With a `query`,
-            the tenant's hybrid recall (BM25 and vectors, fused by score) orders the matching
-            items, none collapsed as a near-duplicate of another (each key is its own item),
-            and unindexed ones follow unscored, as InMemoryStore does; without one,
-            items come oldest put first. Filters apply to the value: exact values and $eq $ne
-            $gt $gte $lt $lte.
+            each matching item scores the cosine similarity of its best indexed field (one
+            vector per field, as LangGraph's stores), best first, and unindexed ones follow
+            unscored, as InMemoryStore does; without one, items come oldest put first.
+            Filters apply to the value: exact values and $eq $ne $gt $gte $lt $lte.
+    TTL     an item put with a TTL lapses that many minutes after its put or its last
+            refreshing read. `sweep_ttl()` (or the thread `start_ttl_sweeper()` runs, every
+            `sweep_interval_minutes`) writes one `ItemExpired` per lapsed item to the log, so
+            a replay expires what had expired; until then a lapsed item is still read, unless
+            TTLConfig's `omit_expired` is set, as in LangGraph's stores.
     list_namespaces  prefix, suffix (with "*"), max_depth, limit, offset, sorted. It reads one
             tenant when the prefix names one, otherwise every tenant's items: the namespaces
             are the graph's own, so listing them is the deployment's business, but it costs a
@@ -30,17 +37,18 @@ so a LangChain agent of the same tenant sees what LangMem's tools saved.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
 
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -49,43 +57,57 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     get_text_at_path,
     validate_op_namespace,
 )
 
 from memstream.config import Settings
 from memstream.deployment import Deployment
-from memstream.errors import InvalidInputError, KafkaUnavailableError, ProjectionLagError
+from memstream.errors import (
+    InfrastructureError,
+    InvalidInputError,
+    KafkaUnavailableError,
+    ProjectionLagError,
+)
 from memstream.integrations.filters import check_filter, matches
 from memstream.integrations.namespaces import WILDCARD, NamespaceTenants
 from memstream.memory.events import (
     ITEM_KEY,
     ITEM_NAMESPACE,
+    ITEM_TTL,
     ITEM_VALUE,
+    ItemExpired,
     ItemStored,
     MemoryEvent,
     MemoryForgotten,
     item_memory_id,
 )
 from memstream.memory.model import Memory
-from memstream.memory.ports import MAX_RECALL_K
 
 __all__ = ["MemstreamStore"]
 
 
 class MemstreamStore(BaseStore):
     """A LangGraph store on memstream. Build it with `MemstreamStore.from_env()`, or on a
-    `Deployment` (the composition root) an application already has; `close()` closes that
-    deployment's agent side (sends what is queued, stops the publisher)."""
+    `Deployment` (the composition root) an application already has; `close()` stops the TTL
+    sweeper and closes that deployment's agent side (sends what is queued, stops the
+    publisher).
 
-    supports_ttl = False
+    `index` is LangGraph's IndexConfig: its `fields` are the value paths embedded, each
+    apart ("$": the whole value, the default); the vectors are the deployment's embedder's
+    (MEMSTREAM_EMBEDDER), so `embed` and `dims` are not read (`index_config` says what is
+    used). `ttl` is LangGraph's TTLConfig."""
+
+    supports_ttl = True
 
     def __init__(
         self,
         deployment: Deployment,
         *,
         tenants: NamespaceTenants | None = None,
-        fields: Sequence[str] = ("$",),
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
         read_your_writes: bool = False,
         durable_timeout_s: float = 10.0,
         applied_timeout_s: float = 30.0,
@@ -94,13 +116,16 @@ class MemstreamStore(BaseStore):
         self._settings = deployment.settings
         self._stores = deployment.stores()
         self._reader = deployment.reader()
-        self._recaller = deployment.recaller(deduplicate=False)
+        self._items = deployment.items()
         self._status = deployment.status()
         self._tenants = tenants or NamespaceTenants(self._settings.langgraph_tenant_labels)
-        self._fields = tuple(fields)
+        self._fields = _fields(index)
+        self.ttl_config = ttl
         self._read_your_writes = read_your_writes
         self._durable_timeout_s = durable_timeout_s
         self._applied_timeout_s = applied_timeout_s
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeping = threading.Event()
 
     @classmethod
     def from_env(
@@ -108,22 +133,31 @@ class MemstreamStore(BaseStore):
         *,
         settings: Settings | None = None,
         tenant_labels: Sequence[int] | None = None,
-        fields: Sequence[str] = ("$",),
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
         read_your_writes: bool = False,
     ) -> MemstreamStore:
         """A store on the deployment the environment names (the same MEMSTREAM_* variables
-        as the rest of memstream). `tenant_labels` overrides MEMSTREAM_LANGGRAPH_TENANT_LABELS;
-        `fields` are the value paths whose text is searched ("$": the whole value)."""
+        as the rest of memstream). `tenant_labels` overrides MEMSTREAM_LANGGRAPH_TENANT_LABELS."""
         settings = settings or Settings.from_env()
         labels = tuple(tenant_labels) if tenant_labels is not None else None
         return cls(
             Deployment(settings),
             tenants=NamespaceTenants(labels) if labels else None,
-            fields=fields,
+            index=index,
+            ttl=ttl,
             read_your_writes=read_your_writes,
         )
 
+    @property
+    def index_config(self) -> IndexConfig:
+        """What the store indexes: the field paths, and the model and dimensions of the
+        deployment's embedder (loaded on first use)."""
+        embedder = self._deployment.embedder
+        return IndexConfig(dims=embedder.dims, embed=embedder.model_id, fields=list(self._fields))
+
     def close(self) -> None:
+        self.stop_ttl_sweeper()
         self._deployment.close()
 
     # -- BaseStore ----------------------------------------------------------------------------
@@ -136,18 +170,23 @@ class MemstreamStore(BaseStore):
             validate_op_namespace(op)
         results: list[Result] = []
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        now = datetime.now(UTC)
+        leases: dict[str, list[tuple[str, str, datetime]]] = {}
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(self._get(op))
+                item = self._get(op, now, leases)
+                results.append(item)
             elif isinstance(op, SearchOp):
-                results.append(self._search(op))
+                results.append(self._search(op, now, leases))
             elif isinstance(op, ListNamespacesOp):
-                results.append(self._list_namespaces(op))
+                results.append(self._list_namespaces(op, now))
             elif isinstance(op, PutOp):
                 puts[(tuple(op.namespace), op.key)] = op
                 results.append(None)
             else:
                 raise InvalidInputError(f"unknown store operation {type(op).__name__}")
+        for tenant, held in leases.items():
+            self._items.refresh(tenant, held)
         if puts:
             self._write([self._event(op) for op in puts.values()])
         return results
@@ -157,39 +196,111 @@ class MemstreamStore(BaseStore):
         # event loop free while they wait.
         return await asyncio.to_thread(self.batch, list(ops))
 
+    # -- TTL ----------------------------------------------------------------------------------
+
+    def sweep_ttl(self) -> int:
+        """Expire every item whose TTL ran out: one `ItemExpired` each, durable on return
+        (applied too, with `read_your_writes`). Returns how many."""
+        now = datetime.now(UTC)
+        expiries: list[MemoryEvent] = []
+        for stats in self._status.tenant_stats():
+            for memory in self._reader.memories(stats.tenant):
+                deadline = memory.expires_at
+                if ITEM_KEY in memory.metadata and deadline is not None and deadline <= now:
+                    expiries.append(
+                        ItemExpired(
+                            tenant=memory.tenant,
+                            namespace=tuple(json.loads(memory.metadata[ITEM_NAMESPACE])),
+                            key=memory.metadata[ITEM_KEY],
+                            put_event_id=memory.event_id,
+                            deadline=deadline,
+                            expired_at=now,
+                        )
+                    )
+        if expiries:
+            self._write(expiries)
+        return len(expiries)
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweep every `sweep_interval_minutes` (TTLConfig's by default) on a thread until
+        `stop_ttl_sweeper()`; the future completes when it stops (at once without an interval).
+        A sweep that fails (Kafka or Redis away) is tried again at the next interval."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        interval = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
+        if not interval or (self._sweeper is not None and self._sweeper.is_alive()):
+            done.set_result(None)
+            return done
+        self._stop_sweeping.clear()
+
+        def sweep() -> None:
+            try:
+                while not self._stop_sweeping.wait(interval * 60):
+                    try:
+                        self.sweep_ttl()
+                    except (KafkaUnavailableError, ProjectionLagError, InfrastructureError):
+                        continue  # the next interval tries again; nothing was lost
+            finally:
+                done.set_result(None)
+
+        self._sweeper = threading.Thread(target=sweep, name="memstream-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; False if it was still sweeping after `timeout` seconds."""
+        if self._sweeper is None or not self._sweeper.is_alive():
+            return True
+        self._stop_sweeping.set()
+        self._sweeper.join(timeout)
+        return not self._sweeper.is_alive()
+
     # -- reads --------------------------------------------------------------------------------
 
-    def _get(self, op: GetOp) -> Item | None:
+    def _get(
+        self, op: GetOp, now: datetime, leases: dict[str, list[tuple[str, str, datetime]]]
+    ) -> Item | None:
         tenant = self._tenants.tenant_of(op.namespace)
         memory_id = item_memory_id(tenant, tuple(op.namespace), op.key)
         memory = self._reader.memories_by_id(tenant, [memory_id])[0]
-        return _item(memory) if memory is not None and ITEM_KEY in memory.metadata else None
+        if memory is None or ITEM_KEY not in memory.metadata or self._omitted(memory, now):
+            return None
+        if op.refresh_ttl:
+            self._lease(memory, now, leases)
+        return _item(memory)
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    def _search(
+        self, op: SearchOp, now: datetime, leases: dict[str, list[tuple[str, str, datetime]]]
+    ) -> list[SearchItem]:
         tenant = self._tenants.search_tenant(op.namespace_prefix)
         check_filter(op.filter)
         prefix = tuple(op.namespace_prefix)
         store = self._stores(tenant)
-        candidates: dict[str, Item] = {}
+        candidates: dict[str, Memory] = {}
         for memory in store.memories():  # oldest first
-            if ITEM_KEY not in memory.metadata:
+            if ITEM_KEY not in memory.metadata or self._omitted(memory, now):
                 continue
             item = _item(memory)
             if item.namespace[: len(prefix)] == prefix and matches(item.value, op.filter):
-                candidates[memory.id] = item
+                candidates[memory.id] = memory
+        scores: dict[str, float] = {}
         if not op.query:
-            return [_scored(item) for item in candidates.values()][op.offset : op.offset + op.limit]
-        ranked: list[SearchItem] = []
-        for hit in self._recaller.recall(tenant, op.query, k=MAX_RECALL_K):
-            if hit.memory.id in candidates and hit.memory.content:
-                ranked.append(_scored(candidates.pop(hit.memory.id), hit.score))
-        kept = ranked[op.offset : op.offset + op.limit]
-        if len(kept) < op.limit:
-            # As InMemoryStore does: what has no vector follows, unscored.
-            kept.extend(_scored(item) for item in list(candidates.values())[: op.limit - len(kept)])
-        return kept
+            kept = list(candidates)[op.offset : op.offset + op.limit]
+        else:
+            scores = self._items.similarities(tenant, list(candidates), op.query)
+            # Best field first (ties: the oldest put first); as InMemoryStore does, what has no
+            # vector fills a page the scored items leave short, unscored.
+            ranked = sorted(scores, key=lambda memory_id: -scores[memory_id])
+            kept = ranked[op.offset : op.offset + op.limit]
+            unscored = [m for m in candidates if m not in scores]
+            kept += unscored[: op.limit - len(kept)]
+        if op.refresh_ttl:
+            for memory_id in kept:
+                self._lease(candidates[memory_id], now, leases)
+        return [_scored(_item(candidates[m]), scores.get(m)) for m in kept]
 
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+    def _list_namespaces(self, op: ListNamespacesOp, now: datetime) -> list[tuple[str, ...]]:
         conditions = op.match_conditions or ()
         pinned = [
             tenant
@@ -200,13 +311,28 @@ class MemstreamStore(BaseStore):
         found: set[tuple[str, ...]] = set()
         for tenant in tenants:
             for memory in self._reader.memories(tenant):
-                if ITEM_NAMESPACE in memory.metadata:
+                if ITEM_NAMESPACE in memory.metadata and not self._omitted(memory, now):
                     namespace = tuple(json.loads(memory.metadata[ITEM_NAMESPACE]))
                     if all(_namespace_matches(c, namespace) for c in conditions):
                         found.add(namespace)
         if op.max_depth is not None:
             found = {namespace[: op.max_depth] for namespace in found}
         return sorted(found)[op.offset : op.offset + op.limit]
+
+    def _omitted(self, memory: Memory, now: datetime) -> bool:
+        """Whether a read leaves the item out: lapsed, and TTLConfig's `omit_expired` set."""
+        return bool((self.ttl_config or {}).get("omit_expired")) and _lapsed(memory, now)
+
+    def _lease(
+        self, memory: Memory, now: datetime, leases: dict[str, list[tuple[str, str, datetime]]]
+    ) -> None:
+        """Note a refresh of the item's TTL (sent once the batch's reads are done); an item
+        without a TTL, or one already lapsed, is not refreshed."""
+        ttl = memory.metadata.get(ITEM_TTL)
+        if ttl is None or _lapsed(memory, now):
+            return
+        deadline = now + timedelta(minutes=float(ttl))
+        leases.setdefault(memory.tenant, []).append((memory.id, memory.event_id, deadline))
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -220,11 +346,6 @@ class MemstreamStore(BaseStore):
                 request_id=uuid.uuid4().hex,
                 requested_at=now,
                 memory_ids=(item_memory_id(tenant, namespace, op.key),),
-            )
-        if op.ttl is not None:
-            raise InvalidInputError(
-                "MemstreamStore keeps items until they are deleted, forgotten or evicted; it "
-                "has no TTL. Put the item without ttl."
             )
         if not isinstance(op.value, Mapping):
             raise InvalidInputError(
@@ -244,17 +365,19 @@ class MemstreamStore(BaseStore):
             key=op.key,
             put_id=uuid.uuid4().hex,
             value=value,
-            text=self._text(op.value, op.index)[: settings.max_record_chars],
+            texts=tuple(text[: settings.max_record_chars] for text in self._texts(op)),
             recorded_at=now,
             importance=settings.default_importance,
             embedding_model=self._stores(tenant).embedding_model,
+            ttl_minutes=op.ttl,
         )
 
-    def _text(self, value: Mapping[str, Any], index: Any) -> str:
-        if index is False:
-            return ""
-        paths = self._fields if index is None else tuple(index)
-        return "\n".join(text for path in paths for text in get_text_at_path(value, path))
+    def _texts(self, op: PutOp) -> list[str]:
+        if op.index is False:
+            return []
+        paths = self._fields if op.index is None else tuple(op.index)
+        assert op.value is not None  # a delete has no texts
+        return [text for path in paths for text in get_text_at_path(op.value, path)]
 
     def _write(self, events: list[MemoryEvent]) -> None:
         acknowledged = [threading.Event() for _ in events]
@@ -308,3 +431,17 @@ def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) ->
             f"namespaces match by 'prefix' or 'suffix', not {condition.match_type!r}"
         )
     return all(want == WILDCARD or label == want for label, want in pairs)
+
+
+def _fields(index: IndexConfig | None) -> tuple[str, ...]:
+    fields = tuple((index or {}).get("fields") or ("$",))
+    if not all(isinstance(path, str) and path for path in fields):
+        raise InvalidInputError(
+            f"index fields are value paths such as 'text' or 'details.summary' ('$': the "
+            f"whole value), got {fields!r}"
+        )
+    return fields
+
+
+def _lapsed(memory: Memory, now: datetime) -> bool:
+    return memory.expires_at is not None and memory.expires_at <= now

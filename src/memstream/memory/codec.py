@@ -133,12 +133,13 @@ _TIME = Transcoding(
     {"type": "string", "format": "date-time", "description": "ISO-8601 with a time zone"},
 )
 _TEXT = Transcoding(_same, _exactly(str), {"type": "string"})
+_NUMBER = Transcoding(_same, _exactly(int, float), {"type": "number"})
 
 # Each field is read by its annotation (a string: the events module defers annotations).
 TRANSCODINGS: Mapping[str, Transcoding] = {
     "str": _TEXT,
     "int": Transcoding(_same, _exactly(int), {"type": "integer"}),
-    "float": Transcoding(_same, _exactly(int, float), {"type": "number"}),
+    "float": _NUMBER,
     "bool": Transcoding(_same, _exactly(bool), {"type": "boolean"}),
     "datetime": _TIME,
     "Mapping[str, str]": Transcoding(
@@ -150,6 +151,7 @@ TRANSCODINGS: Mapping[str, Transcoding] = {
     ),
     "str | None": _optional(_TEXT),
     "datetime | None": _optional(_TIME),
+    "float | None": _optional(_NUMBER),
 }
 
 

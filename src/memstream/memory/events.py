@@ -10,7 +10,7 @@ before the event is written and carried in it; turning an event into memories
 Four kinds of effect reach the log: memories recorded (`TurnCompleted`, `MessageRecorded`,
 `MemorySaved` under a client's own id, `ItemStored` by the LangGraph store),
 memories forgotten (`MemoryForgotten`, the users' right to erasure; `TenantErased`, a whole
-tenant crypto-shredded), groups of memories
+tenant crypto-shredded; `ItemExpired`, a store item whose TTL ran out), groups of memories
 replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job), and
 requests for that (`ConsolidationRequested`).
 
@@ -32,7 +32,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -44,12 +44,14 @@ from memstream.memory.tenancy import validate_tenant
 __all__ = [
     "ITEM_KEY",
     "ITEM_NAMESPACE",
+    "ITEM_TTL",
     "ITEM_VALUE",
     "REGISTRY",
     "Applies",
     "ConsolidationRequested",
     "Event",
     "EventType",
+    "ItemExpired",
     "ItemStored",
     "MemoriesConsolidated",
     "MemoryEvent",
@@ -140,6 +142,7 @@ class Applies(enum.StrEnum):
     CONSOLIDATE = "consolidate"  # replace a group with the summary, if every member is there
     PUT = "put"  # write a store item's memory into its slot, replacing what the slot held
     ERASE = "erase"  # delete the whole tenant: its memories and tombstones
+    EXPIRE = "expire"  # delete a store item whose put lapsed, if the slot still holds it
 
 
 class Event(Protocol):
@@ -467,33 +470,44 @@ def item_memory_id(tenant: str, namespace: tuple[str, ...], key: str) -> str:
 @dataclass(frozen=True, slots=True)
 class ItemStored:
     """A key-value store (the LangGraph store adapter) put an item: `value` (JSON) under
-    `key` in `namespace`, searchable by `text` ("" when the item is not indexed).
+    `key` in `namespace`, searchable by `texts` (the text at each indexed field path, each
+    searched apart; () when the item is not indexed), lapsing `ttl_minutes` after the put
+    unless a read refreshes it (None: kept until deleted).
 
     Becomes one knowledge memory whose id is the item's slot (`item_memory_id`): a later put
     of the same namespace and key replaces it, and clears a forget's tombstone of the slot,
     because a new put is a new write, not a duplicate of the forgotten one. `put_id` is decided
     once by the writer, so a retried put applies once and a put of the same value again is
-    still a put of its own (the log keeps every version)."""
+    still a put of its own (the log keeps every version). Version 1 had one `text`, the fields'
+    texts joined, and no TTL; it reads as one text (or none) and no TTL.
+    """
 
     type: ClassVar[str] = "ItemStored"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
 
     tenant: str
     namespace: tuple[str, ...]
     key: str
     put_id: str
     value: str
-    text: str
+    texts: tuple[str, ...]
     recorded_at: datetime
     importance: float
     embedding_model: str
+    ttl_minutes: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_time(self.recorded_at)
         object.__setattr__(self, "namespace", tuple(self.namespace))
+        object.__setattr__(self, "texts", tuple(self.texts))
         if not self.namespace or not self.put_id:
             raise InvalidInputError("a stored item needs a namespace and a put id")
+        if self.ttl_minutes is not None and not self.ttl_minutes > 0:
+            raise InvalidInputError(
+                f"an item's TTL is a positive number of minutes, got {self.ttl_minutes!r}; "
+                "put it without a TTL to keep it until it is deleted"
+            )
         try:
             json.loads(self.value)
         except ValueError:
@@ -507,17 +521,32 @@ class ItemStored:
     def memory_id(self) -> str:
         return item_memory_id(self.tenant, self.namespace, self.key)
 
+    @property
+    def expires_at(self) -> datetime | None:
+        if self.ttl_minutes is None:
+            return None
+        return self.recorded_at + timedelta(minutes=self.ttl_minutes)
 
-# Where a stored item's namespace, key and value travel in its memory's metadata.
+
+# Where a stored item's namespace, key, value and TTL travel in its memory's metadata.
 ITEM_NAMESPACE, ITEM_KEY, ITEM_VALUE = "langgraph.namespace", "langgraph.key", "langgraph.value"
+ITEM_TTL = "langgraph.ttl_minutes"
 
 
 def _item_memories(event: ItemStored) -> tuple[Memory, ...]:
+    metadata = {
+        ITEM_NAMESPACE: json.dumps(list(event.namespace), ensure_ascii=False),
+        ITEM_KEY: event.key,
+        ITEM_VALUE: event.value,
+    }
+    if event.ttl_minutes is not None:
+        metadata[ITEM_TTL] = repr(event.ttl_minutes)
     return (
         Memory(
             id=event.memory_id,
             tenant=event.tenant,
-            content=event.text,
+            # The joined texts: what recall (and BM25) reads of the item.
+            content="\n".join(event.texts),
             memory_type=MemoryType.KNOWLEDGE,
             # LangGraph forbids "." in labels, so the joined namespace is unambiguous; it
             # lets `memstream forget --thread` forget a namespace.
@@ -525,14 +554,19 @@ def _item_memories(event: ItemStored) -> tuple[Memory, ...]:
             timestamp=event.recorded_at,
             importance=event.importance,
             event_id=event.id,
-            metadata={
-                ITEM_NAMESPACE: json.dumps(list(event.namespace), ensure_ascii=False),
-                ITEM_KEY: event.key,
-                ITEM_VALUE: event.value,
-            },
+            metadata=metadata,
             embedding_model=event.embedding_model,
+            # One field is the content itself; several are each scored apart (best wins).
+            facets=event.texts if len(event.texts) > 1 else (),
+            expires_at=event.expires_at,
         ),
     )
+
+
+def _upcast_item_v1_v2(body: dict[str, Any]) -> dict[str, Any]:
+    # v1 carried the fields' texts joined; that one text is now the one field it was.
+    text = body.pop("text", "")
+    return {**body, "texts": [text] if text else [], "ttl_minutes": None}
 
 
 ITEM_STORED = EventType(
@@ -540,7 +574,53 @@ ITEM_STORED = EventType(
     effect="store.put",
     applies=Applies.PUT,
     memories=_item_memories,
-    sealed=("value", "text"),
+    upcasters=(_upcast_item_v1_v2,),
+    sealed=("value", "texts"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemExpired:
+    """A store item's TTL ran out: the put `put_event_id` lapsed at `deadline` (as the TTL
+    sweeper saw it, refreshes included) and was removed at `expired_at`.
+
+    Applied only while the slot still holds that put and its deadline is no later than
+    `deadline`: a put or a refresh that came in between keeps the item. A replay has no
+    refreshes (reads are not in the log), so every deadline there is at most the one the
+    sweeper saw, and the replay expires exactly what had expired. The id is the put's and the
+    deadline's, so two sweepers expiring the same lapse write one effect; the slot is not
+    tombstoned (a later put writes it again)."""
+
+    type: ClassVar[str] = "ItemExpired"
+    version: ClassVar[int] = 1
+
+    tenant: str
+    namespace: tuple[str, ...]
+    key: str
+    put_event_id: str
+    deadline: datetime
+    expired_at: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
+        object.__setattr__(self, "namespace", tuple(self.namespace))
+        _check_time(self.deadline)
+        _check_time(self.expired_at)
+        if not self.namespace or not self.put_event_id:
+            raise InvalidInputError("an expiry names the item's namespace and the put it ends")
+
+    @property
+    def id(self) -> str:
+        deadline = self.deadline.astimezone(UTC).isoformat()
+        return derive_id("store.expire", self.tenant, self.put_event_id, deadline)
+
+    @property
+    def memory_id(self) -> str:
+        return item_memory_id(self.tenant, self.namespace, self.key)
+
+
+ITEM_EXPIRED = EventType(
+    ItemExpired, effect="store.expire", applies=Applies.EXPIRE, memories=_nothing
 )
 
 
@@ -667,6 +747,7 @@ MemoryEvent = (
     | MemoriesConsolidated
     | ConsolidationRequested
     | ItemStored
+    | ItemExpired
     | MemorySaved
     | TenantErased
 )
@@ -707,6 +788,7 @@ REGISTRY = Registry(
     MEMORIES_CONSOLIDATED,
     CONSOLIDATION_REQUESTED,
     ITEM_STORED,
+    ITEM_EXPIRED,
     MEMORY_SAVED,
     TENANT_ERASED,
 )

@@ -17,6 +17,7 @@ import numpy as np
 from memstream.memory.bounds import Bounds, over_bounds
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import (
+    ItemExpired,
     MemoriesConsolidated,
     MemoryEvent,
     MemoryForgotten,
@@ -78,6 +79,10 @@ class InProcessMemoryStore:
                 self._forgotten.clear()
             elif isinstance(event, MemoryForgotten):
                 self._forget(event)
+            elif isinstance(event, ItemExpired):
+                held = self._memories.get(event.memory_id)
+                if held is not None and _lapsed_by(held, event):
+                    del self._memories[held.id], self._vectors[held.id]
             elif isinstance(event, MemoriesConsolidated):
                 if not all(i in self._memories for i in event.memory_ids):
                     written = ()  # a member is gone: the group is skipped whole
@@ -110,6 +115,17 @@ class InProcessMemoryStore:
                 del self._memories[memory.id], self._vectors[memory.id]
                 self._forgotten.add(memory.id)
         self._forgotten.update(event.memory_ids)
+
+
+def _lapsed_by(memory: Memory, expiry: ItemExpired) -> bool:
+    """Whether `expiry` ends `memory`: it is still the put that lapsed, at that deadline or
+    before (a refresh since moved it later; apply_once.lua's `expire` says the same)."""
+    deadline = memory.expires_at
+    return (
+        memory.event_id == expiry.put_event_id
+        and deadline is not None
+        and deadline <= expiry.deadline
+    )
 
 
 class InProcessStores:

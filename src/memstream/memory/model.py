@@ -35,6 +35,9 @@ class Memory:
 
     `id` is derived from the event that wrote it, so replaying the log rebuilds the same ids.
     `role` says who said it in a conversation ("user", "assistant", or an imported speaker).
+    `facets` are texts searched apart, each by a vector of its own, the memory scoring by its
+    best (a store item's indexed fields; empty: the content alone). `expires_at` is when the
+    memory lapses unless a read refreshes it (a store item's TTL; None: never).
     """
 
     id: str
@@ -48,6 +51,8 @@ class Memory:
     role: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
     embedding_model: str = ""
+    facets: tuple[str, ...] = ()
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

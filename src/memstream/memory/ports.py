@@ -2,7 +2,8 @@
 
 The worker's projector and the replayer apply events through `ProjectionWriter` and move
 generations through `Generations`; the agent side's stores read through `MemoryReader` and
-`Recaller`; the HTTP API and the LangGraph store look memories up by id (`MemoryLookup`);
+`Recaller`; the HTTP API and the LangGraph store look memories up by id (`MemoryLookup`), and
+the store scores its items field by field and refreshes their TTLs (`ItemIndex`);
 `--wait`, `stats` and `verify` ask `ProjectionProgress` what is applied; the server's API keys
 live in an `ApiKeyStore`, the processes' heartbeats in a `ProcessRegistry`, and `verify`
 compares generations through a `GenerationComparer`. One backend object hands them all out
@@ -35,6 +36,7 @@ __all__ = [
     "Embedded",
     "GenerationComparer",
     "Generations",
+    "ItemIndex",
     "MemoryLookup",
     "MemoryReader",
     "Position",
@@ -67,12 +69,14 @@ class Position:
 
 @dataclass(frozen=True, slots=True)
 class Embedded:
-    """An event ready to apply: its memories and one vector per memory, in the same order."""
+    """An event ready to apply: its memories and one vector per memory, in the same order;
+    `facets`, where given, one matrix per memory of its facets' vectors (a row per facet)."""
 
     event: MemoryEvent
     memories: tuple[Memory, ...]
     vectors: Vectors
     position: Position | None = None
+    facets: tuple[Vectors, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +175,22 @@ class MemoryReader(Protocol):
 class Recaller(Protocol):
     def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
         """The tenant's memories most relevant to `text`, best first."""
+        ...
+
+
+class ItemIndex(Protocol):
+    """What a key-value store (the LangGraph store) asks of its items beyond reading them:
+    how near a query each is, and a refresh of their TTLs."""
+
+    def similarities(self, tenant: str, memory_ids: Sequence[str], text: str) -> dict[str, float]:
+        """The cosine similarity of `text` to each memory's nearest vector: its best facet's,
+        or its content's when it has no facets. A memory with no text (nothing embedded) or
+        not stored has no entry."""
+        ...
+
+    def refresh(self, tenant: str, leases: Sequence[tuple[str, str, datetime]]) -> None:
+        """Move the deadline of each (memory id, event id, deadline) to `deadline`, where the
+        memory is still the one that event wrote and its deadline is earlier."""
         ...
 
 

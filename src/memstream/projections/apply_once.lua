@@ -7,7 +7,7 @@
 -- KEYS[5]  the tenant's tombstones (memory ids forgotten: never written again)
 -- ARGV[1]  the generation these keys belong to, checked against KEYS[1] ("": not checked,
 --          a rebuild writing a generation that is not live yet)
--- ARGV[2]  event id     ARGV[3] kind: record | put | forget | consolidate | erase
+-- ARGV[2]  event id     ARGV[3] kind: record | put | forget | consolidate | erase | expire
 -- ARGV[4]  max memories (0: unbounded)
 -- ARGV[5]  position field ("": none)   ARGV[6] offset
 -- ARGV[7]  key prefix of the tenant's memories (keys derive from memory ids)
@@ -17,6 +17,7 @@
 --            the replaced ids as a JSON array
 --   forget:  a JSON object {ids, thread, before_us, everything}
 --   erase:   nothing more: the whole tenant goes
+--   expire:  the item's memory id, the put's event id, the deadline it lapsed at (epoch s)
 --
 -- Returns {1, outcome, evicted ids} when applied now, {0, recorded outcome, {}} when the
 -- event had been applied before (a redelivery or a replay): nothing is written twice, and
@@ -153,6 +154,17 @@ elseif kind == 'forget' then
         forget(id)
       end
     end
+  end
+elseif kind == 'expire' then
+  -- A store item's TTL ran out. Only the put that lapsed goes, and only if no refresh moved
+  -- its deadline past the one the sweeper saw; no tombstone: a later put writes it again.
+  local id, put, deadline = ARGV[8], ARGV[9], tonumber(ARGV[10])
+  local held = redis.call('HMGET', prefix .. id, 'event_id', 'expires_at')
+  if held[1] == put and held[2] and tonumber(held[2]) <= deadline then
+    remove(id)
+    removed[#removed + 1] = id
+  else
+    outcome.skipped = 'item_renewed'
   end
 elseif kind == 'erase' then
   -- A TenantErased: every memory of the tenant and its tombstones. Its content in the log is

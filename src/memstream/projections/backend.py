@@ -35,6 +35,7 @@ from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
     ApiKeyStore,
     Generations,
+    ItemIndex,
     MemoryLookup,
     ProcessRegistry,
     ProjectionProgress,
@@ -53,6 +54,7 @@ from memstream.projections.layout_store import RedisLayoutStore
 from memstream.projections.schema import Keyspace
 from memstream.projections.shard import RedisShard
 from memstream.projections.shards import (
+    ShardedItems,
     ShardedLookup,
     ShardedProgress,
     ShardedRecaller,
@@ -215,13 +217,14 @@ class RedisProjection:
     def reader(self) -> MemoryLookup:
         return ShardedLookup(_PerShard(self, RedisShard.reader))
 
-    def recaller(
-        self, embedders: Embedders, *, tuning: RecallTuning, deduplicate: bool = True
-    ) -> Recaller:
+    def recaller(self, embedders: Embedders, *, tuning: RecallTuning) -> Recaller:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
-        return ShardedRecaller(
-            _PerShard(self, lambda s: s.recaller(embedders, tuning=tuning, deduplicate=deduplicate))
-        )
+        return ShardedRecaller(_PerShard(self, lambda s: s.recaller(embedders, tuning=tuning)))
+
+    def items(self, embedders: Embedders) -> ItemIndex:
+        """A key-value store's items (field-by-field similarity, TTL refreshes), each tenant's
+        on its shard."""
+        return ShardedItems(_PerShard(self, lambda s: s.items(embedders)))
 
     def search(self, embedders: Embedders, *, tuning: RecallTuning) -> MemorySearch:
         """The HTTP API's and MCP tools' filtered, paged search: recall's ranking, filtered."""

@@ -3,7 +3,9 @@
 Two projections are the same when every tenant has the same memories (ids, contents, types,
 threads, roles, importance, timestamps, metadata, source events, embedding models — so
 summaries and evictions are covered), in the same eviction order, and the same tombstones.
-Vectors are not compared: they follow from the content and the model, both compared.
+Vectors are not compared: they follow from the content and the model, both compared. Nor is a
+store item's `expires_at`: a read that refreshes it is not in the log, so a rebuild has the
+put's own deadline (docs/integrations.md, TTL).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from memstream.projections.connection import redis_errors, text
 from memstream.projections.schema import Fields, Keyspace, from_hash, memory_id_of
 
 __all__ = ["GenerationsComparer", "ProjectionComparer"]
+
+_NOT_COMPARED = {"expires_at"}
+_VECTORS = {Fields.EMBEDDING, Fields.FACET_VECTORS}
 
 
 class ProjectionComparer:
@@ -55,6 +60,8 @@ class ProjectionComparer:
                 differences.append(Difference(tenant, memory_id, what))
             else:
                 for f in dataclasses.fields(Memory):
+                    if f.name in _NOT_COMPARED:
+                        continue
                     a, b = getattr(one, f.name), getattr(other, f.name)
                     if a != b:
                         what = f"{f.name} differs: live {a!r}, rebuilt {b!r}"
@@ -80,7 +87,7 @@ class ProjectionComparer:
         memories: dict[str, Memory | None] = {}
         for member, raw in zip(members, hashes, strict=True):
             memory_id = memory_id_of(text(member))
-            fields = {text(k): text(v) for k, v in raw.items() if text(k) != Fields.EMBEDDING}
+            fields = {text(k): text(v) for k, v in raw.items() if text(k) not in _VECTORS}
             memories[memory_id] = from_hash(fields) if fields else None
         return memories
 

@@ -42,21 +42,23 @@ class ProjectionReader:
     def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
         """The memories of `tenant` with these ids in the live generation (None: not stored),
         in the order asked, in one round trip."""
-        keys = self._status.live()
-        with redis_errors(self._url, "reading memories"):
-            pipe = self._client.pipeline(transaction=False)
+
+        def reads(pipe: redis.client.Pipeline, keys: Keyspace) -> None:
             for memory_id in ids:
                 pipe.hmget(keys.memory(tenant, memory_id), _FIELDS)
-            rows = pipe.execute()
+
+        rows = self._status.read_live(reads, "reading memories")
         return [_memory(row) if row[0] is not None else None for row in rows]
 
     def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
         """Which of `memory_ids` are tombstoned in the live generation (never written again)."""
         if not memory_ids:
             return set()
-        keys = self._status.live()
-        with redis_errors(self._url, "reading tombstones"):
-            flags = self._client.smismember(keys.forgotten(tenant), list(memory_ids))
+
+        def reads(pipe: redis.client.Pipeline, keys: Keyspace) -> None:
+            pipe.smismember(keys.forgotten(tenant), list(memory_ids))
+
+        (flags,) = self._status.read_live(reads, "reading tombstones")
         return {memory_id for memory_id, flag in zip(memory_ids, flags, strict=True) if flag}
 
 

@@ -337,10 +337,7 @@ class RedisRecaller:
     tools') rank alike. Its `score` is in 0..1 (`memory.ranking.fusion.fuse` defines it): it
     orders results and is not comparable across queries. `recall_vector` is the vector-only
     path, whose `score` is the cosine similarity. `tuning` holds the fusion weight, the
-    importance and recency weights and the duplicate threshold (`Deployment.recall_tuning`);
-    with `deduplicate=False` no memory is dropped for restating a better-ranked one (a
-    key-value store's items are each their own, however alike their values: the LangGraph
-    store).
+    importance and recency weights and the duplicate threshold (`Deployment.recall_tuning`).
     """
 
     def __init__(
@@ -351,14 +348,12 @@ class RedisRecaller:
         *,
         tuning: RecallTuning,
         url: str = "",
-        deduplicate: bool = True,
     ) -> None:
         self._client = client
         self._keys = keyspace
         self._live = LiveModel(client, keyspace, embedders, url=url)
         self._url = url
         self.tuning = tuning
-        self._deduplicate = deduplicate
 
     def check(self) -> None:
         """Fail now, not at a turn, if this process cannot embed queries for the live
@@ -450,7 +445,6 @@ class RedisRecaller:
             stats,
             tuning,
             query.k,
-            deduplicate=self._deduplicate,
         )
 
     def _run(self, commands: list[list[Any]]) -> list[object] | None:

@@ -72,6 +72,12 @@ class Fields:
     EVENT_ID = "event_id"
     EMBEDDING_MODEL = "embedding_model"
     EMBEDDING = "embedding"
+    # Only on memories that have them (store items): the facets' texts (JSON), their vectors
+    # (float32, one after another, not indexed: scored beside the index, per item), and the
+    # epoch second the memory lapses (moved later by a read that refreshes it).
+    FACETS = "facets"
+    FACET_VECTORS = "facet_vectors"
+    EXPIRES_AT = "expires_at"
     # Not part of the memory: its member in the order set, so a removal by id is O(1).
     ORDER_MEMBER = "order_member"
 
@@ -87,6 +93,8 @@ class Fields:
         METADATA,
         EVENT_ID,
         EMBEDDING_MODEL,
+        FACETS,
+        EXPIRES_AT,
     )
 
 
@@ -218,9 +226,11 @@ def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
     )
 
 
-def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:
-    """A memory as the fields of its Redis hash."""
-    return {
+def to_hash(
+    memory: Memory, vector: Vectors, facet_vectors: Vectors | None = None
+) -> dict[str, str | bytes]:
+    """A memory as the fields of its Redis hash (`facet_vectors`: one row per facet)."""
+    fields: dict[str, str | bytes] = {
         Fields.ID: memory.id,
         Fields.TENANT: memory.tenant,
         Fields.TENANT_TAG: tenant_token(memory.tenant),
@@ -238,6 +248,13 @@ def to_hash(memory: Memory, vector: Vectors) -> dict[str, str | bytes]:
         Fields.EMBEDDING: np.asarray(vector, dtype=np.float32).tobytes(),
         Fields.ORDER_MEMBER: order_member(memory),
     }
+    if memory.facets:
+        fields[Fields.FACETS] = json.dumps(list(memory.facets), ensure_ascii=False)
+        if facet_vectors is not None:
+            fields[Fields.FACET_VECTORS] = np.asarray(facet_vectors, dtype=np.float32).tobytes()
+    if memory.expires_at is not None:
+        fields[Fields.EXPIRES_AT] = repr(memory.expires_at.timestamp())
+    return fields
 
 
 def from_hash(fields: Mapping[str, str]) -> Memory:
@@ -254,4 +271,10 @@ def from_hash(fields: Mapping[str, str]) -> Memory:
         role=fields.get(Fields.ROLE, ""),
         metadata=json.loads(fields.get(Fields.METADATA) or "{}"),
         embedding_model=fields.get(Fields.EMBEDDING_MODEL, ""),
+        facets=tuple(json.loads(fields.get(Fields.FACETS) or "[]")),
+        expires_at=_epoch(fields.get(Fields.EXPIRES_AT)),
     )
+
+
+def _epoch(raw: str | None) -> datetime | None:
+    return None if not raw else datetime.fromtimestamp(float(raw), UTC)

@@ -23,6 +23,7 @@ from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
     ApiKeyStore,
     Generations,
+    ItemIndex,
     MemoryLookup,
     ProcessRegistry,
     ProjectionProgress,
@@ -46,6 +47,7 @@ from memstream.projections.connection import (
     text,
 )
 from memstream.projections.generations import RedisGenerations
+from memstream.projections.items import RedisItemIndex
 from memstream.projections.live_model import LiveModel
 from memstream.projections.processes import RedisProcessRegistry
 from memstream.projections.reader import ProjectionReader
@@ -106,16 +108,18 @@ class RedisShard:
     def reader(self) -> MemoryLookup:
         return ProjectionReader(self.client, self.keys, url=self._url)
 
-    def recaller(
-        self, embedders: Embedders, *, tuning: RecallTuning, deduplicate: bool = True
-    ) -> Recaller:
+    def recaller(self, embedders: Embedders, *, tuning: RecallTuning) -> Recaller:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
-        return self._recaller(embedders, tuning, deduplicate)
+        return self._recaller(embedders, tuning)
+
+    def items(self, embedders: Embedders) -> ItemIndex:
+        """A key-value store's items: field-by-field similarity and TTL refreshes."""
+        return RedisItemIndex(self.client, self.keys, embedders, url=self._url)
 
     def search(self, embedders: Embedders, *, tuning: RecallTuning) -> FilteredSearch:
         """The HTTP API's and MCP tools' filtered, paged search: recall's ranking, filtered."""
         return FilteredSearch(
-            self.client, self.keys, self._recaller(embedders, tuning, True), url=self._url
+            self.client, self.keys, self._recaller(embedders, tuning), url=self._url
         )
 
     def check_model(self, embedders: Embedders) -> None:
@@ -216,16 +220,13 @@ class RedisShard:
                 deleted += int(client.unlink(*batch))
         compact(client, deleted)  # keeps Redis's restarts short (docs/operations.md)
 
-    def _recaller(
-        self, embedders: Embedders, tuning: RecallTuning, deduplicate: bool
-    ) -> RedisRecaller:
+    def _recaller(self, embedders: Embedders, tuning: RecallTuning) -> RedisRecaller:
         return RedisRecaller(
             self.client,
             self.keys,
             embedders,
             url=self._url,
             tuning=tuning,
-            deduplicate=deduplicate,
         )
 
     def _writer(

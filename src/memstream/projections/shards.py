@@ -20,11 +20,13 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Protocol, TypeVar
 
 from memstream.memory.events import MemoryEvent
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import (
+    ItemIndex,
     MemoryLookup,
     ProjectionProgress,
     Recaller,
@@ -35,6 +37,7 @@ from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, Sear
 from memstream.memory.store import MemoryFilter
 
 __all__ = [
+    "ShardedItems",
     "ShardedLookup",
     "ShardedProgress",
     "ShardedRecaller",
@@ -99,6 +102,19 @@ class ShardedLookup:
 
     def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
         return self._shards.of(tenant).forgotten(tenant, memory_ids)
+
+
+class ShardedItems:
+    """`ItemIndex` over the shards: a tenant's items are on its shard."""
+
+    def __init__(self, shards: Shards[ItemIndex]) -> None:
+        self._shards = shards
+
+    def similarities(self, tenant: str, memory_ids: Sequence[str], text: str) -> dict[str, float]:
+        return self._shards.of(tenant).similarities(tenant, memory_ids, text)
+
+    def refresh(self, tenant: str, leases: Sequence[tuple[str, str, datetime]]) -> None:
+        self._shards.of(tenant).refresh(tenant, leases)
 
 
 class ShardedRecaller:

@@ -25,6 +25,26 @@ class ProjectionStatus:
         self._client = client
         self._keys = keyspace
         self._url = url
+        self._seen = 1  # the live generation as last read (a swap moves it)
+
+    def read_live(
+        self, reads: Callable[[redis.client.Pipeline, Keyspace], None], doing: str
+    ) -> list[Any]:
+        """The replies of what `reads` queues for the live generation's keys, in one round
+        trip: queued for the generation last seen, in a transaction with a read of the live
+        one, and queued again for that one when a swap has moved it since."""
+        generation = self._seen
+        while True:
+            with redis_errors(self._url, doing):
+                pipe = self._client.pipeline(transaction=True)
+                pipe.get(self._keys.generation_key)
+                reads(pipe, self._keys.at(generation))
+                raw, *replies = pipe.execute()
+            live = int(raw or 1)
+            self._seen = live
+            if live == generation:
+                return replies
+            generation = live
 
     def live(self) -> Keyspace:
         """The keys of the live generation, read now."""

@@ -26,6 +26,7 @@ from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
 from memstream.memory.events import (
     REGISTRY,
+    ItemExpired,
     MemoriesConsolidated,
     MemoryEvent,
     MemoryForgotten,
@@ -244,6 +245,9 @@ class RedisProjectionWriter:
         ]
         if isinstance(event, TenantErased):  # the whole tenant: nothing more to say
             return script_keys, args
+        if isinstance(event, ItemExpired):
+            deadline = repr(event.deadline.timestamp())
+            return script_keys, [*args, event.memory_id, event.put_event_id, deadline]
         if isinstance(event, MemoryForgotten):
             before = event.before
             selector = {
@@ -254,8 +258,9 @@ class RedisProjectionWriter:
             }
             return script_keys, [*args, json.dumps(selector)]
         args.append(len(item.memories))
-        for memory, vector in zip(item.memories, item.vectors, strict=True):
-            fields = to_hash(memory, vector)
+        facets = item.facets or (None,) * len(item.memories)
+        for memory, vector, facet_vectors in zip(item.memories, item.vectors, facets, strict=True):
+            fields = to_hash(memory, vector, facet_vectors)
             args += [memory.id, str(fields[Fields.ORDER_MEMBER]), len(fields)]
             for name, value in fields.items():
                 args += [name, value]

@@ -1,5 +1,9 @@
 """API keys of `memstream serve`: created and revoked by the CLI, stored hashed in Redis under
-the namespace, checked on every request (so a revocation takes effect at the next request).
+the namespace, checked on every request. A key found valid is trusted for `cache_s` seconds
+(MEMSTREAM_SERVER_KEY_CACHE_S, 2 by default) before it is read again: a GET by id costs about
+as much as that read, so reading on every request doubled it. A revocation by another process
+(`memstream keys revoke`) therefore takes effect within `cache_s`; one by this `ApiKeys`, at
+the next request. Unknown keys are never cached: a key created a moment ago works at once.
 
 A key reads `msk_<key id>_<secret>`: the key id (12 hex characters) names it for revocation and
 logs, the secret (32 random bytes) is what makes it unguessable. The projection backend's
@@ -16,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -27,6 +32,9 @@ from memstream.memory.tenancy import validate_tenant
 __all__ = ["ApiKey", "ApiKeys", "Principal"]
 
 _PREFIX = "msk_"
+# The most verified keys held at once; past it the cache starts over (keys are few: this only
+# bounds what a flood of distinct valid keys could hold).
+_CACHED_KEYS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +87,17 @@ def _digest(key: str) -> str:
 
 
 class ApiKeys:
-    def __init__(self, store: ApiKeyStore) -> None:
+    def __init__(
+        self,
+        store: ApiKeyStore,
+        *,
+        cache_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._store = store
+        self._cache_s = cache_s
+        self._clock = clock
+        self._verified: dict[str, tuple[Principal, float]] = {}
 
     def create(self, tenant: str | None) -> tuple[str, ApiKey]:
         """A new key for `tenant` (None: an admin key); returns the key, shown only now."""
@@ -95,6 +112,12 @@ class ApiKeys:
 
     def revoke(self, key_or_id: str) -> bool:
         """Revoke a key, named by the key itself or by its key id; False if none matched."""
+        named = _digest(key_or_id)
+        self._verified = {
+            digest: held
+            for digest, held in self._verified.items()
+            if digest != named and held[0].key_id != key_or_id
+        }
         if self._store.delete(_digest(key_or_id)):
             return True
         for digest, key in self._stored():
@@ -135,11 +158,22 @@ class ApiKeys:
         """The principal of a presented key, or None when it is unknown or revoked."""
         if not key.startswith(_PREFIX):
             return None
-        raw = self._store.get(_digest(key))
+        digest = _digest(key)
+        now = self._clock()
+        held = self._verified.get(digest)
+        if held is not None and held[1] > now:
+            return held[0]
+        raw = self._store.get(digest)
         if raw is None:
+            self._verified.pop(digest, None)
             return None
         stored = _parse(raw)
-        return Principal(stored.tenant, stored.key_id)
+        principal = Principal(stored.tenant, stored.key_id)
+        if self._cache_s > 0:
+            if len(self._verified) >= _CACHED_KEYS:
+                self._verified.clear()
+            self._verified[digest] = (principal, now + self._cache_s)
+        return principal
 
     def _stored(self) -> list[tuple[str, ApiKey]]:
         return [(digest, _parse(body)) for digest, body in self._store.records().items()]

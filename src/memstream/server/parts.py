@@ -17,8 +17,9 @@ __all__ = ["api_keys", "memory_service"]
 
 
 def api_keys(deployment: Deployment) -> ApiKeys:
-    """The server's API keys (stored hashed under the namespace)."""
-    return ApiKeys(deployment.projection.api_keys())
+    """The server's API keys (stored hashed under the namespace), each found valid trusted for
+    MEMSTREAM_SERVER_KEY_CACHE_S."""
+    return ApiKeys(deployment.projection.api_keys(), cache_s=deployment.settings.server_key_cache_s)
 
 
 @asynccontextmanager

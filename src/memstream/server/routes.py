@@ -40,7 +40,9 @@ from memstream.server.service import MAX_DELETE_IDS, MemoryService
 __all__ = ["memories", "not_served", "operations"]
 
 
-def service(request: Request) -> MemoryService:
+# The dependencies are coroutines, though they do no I/O (or one keyed Redis read): FastAPI runs a
+# plain function in its thread pool, and that hop cost more than the work (bench serve).
+async def service(request: Request) -> MemoryService:
     """The memory service the app opened for its lifetime."""
     opened: MemoryService = request.app.state.service
     return opened
@@ -48,15 +50,14 @@ def service(request: Request) -> MemoryService:
 
 async def caller(request: Request) -> Principal:
     """Who is asking: the principal of the request's key."""
-    # One keyed Redis read (well under a millisecond): cheaper on the event loop than the
-    # thread hop FastAPI makes for a synchronous dependency.
+    # At most one keyed Redis read (verified keys are cached: server/keys.py).
     keys: ApiKeys = request.app.state.keys
     return keys.authenticate(
         request.headers.get("authorization"), keyless=request.app.state.keyless
     )
 
 
-def metrics(request: Request) -> Metrics:
+async def metrics(request: Request) -> Metrics:
     registry: Metrics = request.app.state.metrics
     return registry
 
@@ -115,13 +116,15 @@ def search_long_term_memory(
 
 
 @memories.get("/v1/long-term-memory/{memory_id}", response_model=MemoryRecord)
-def get_long_term_memory(
+async def get_long_term_memory(
     memory_id: PathId,
     service: Service,
     caller: Caller,
     namespace: Tenant = None,
     user_id: Tenant = None,
 ) -> MemoryRecord:
+    # One pipelined Redis read, on the event loop: a thread hop (FastAPI's for a plain
+    # function) cost more than the read, and the response is validated there too.
     return service.get(caller, memory_id, named=_named(service, namespace, user_id))
 
 

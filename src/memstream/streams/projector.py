@@ -255,9 +255,11 @@ class Projector:
         ]
         flat = [memory for _, memories, _ in stamped for memory in memories]
         vectors = await self.retrying("embedding", lambda: self._embed(embedder, flat))
+        facets = await self.retrying("embedding", lambda: self._embed_facets(embedder, flat))
         batch, row = [], 0
         for event, memories, position in stamped:
-            batch.append(Embedded(event, memories, vectors[row : row + len(memories)], position))
+            rows = slice(row, row + len(memories))
+            batch.append(Embedded(event, memories, vectors[rows], position, tuple(facets[rows])))
             row += len(memories)
         return batch
 
@@ -299,6 +301,18 @@ class Projector:
             texts = [memories[row].content for row in missing]
             vectors[missing] = await asyncio.to_thread(embedder.embed_documents, texts)
         return vectors
+
+    async def _embed_facets(self, embedder: Embedder, memories: list[Memory]) -> list[Vectors]:
+        """One matrix per memory of its facets' vectors (no rows: it has none), in one call."""
+        texts = [facet for memory in memories for facet in memory.facets]
+        flat = np.zeros((len(texts), embedder.dims), dtype=np.float32)
+        if texts:
+            flat[:] = await asyncio.to_thread(embedder.embed_documents, texts)
+        found, row = [], 0
+        for memory in memories:
+            found.append(flat[row : row + len(memory.facets)])
+            row += len(memory.facets)
+        return found
 
     async def retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """`attempt()`, again with backoff for as long as Redis or the embedder is down."""

@@ -56,13 +56,10 @@ def rank(
     stats: TermStats | None,
     tuning: RecallTuning,
     k: int,
-    *,
-    deduplicate: bool = True,
 ) -> list[RecalledMemory]:
     """The best `k` of `memories` (one row of `vectors` each) for the query's vector and terms,
     best first; score in 0..1 (`fusion.fuse`). `stats` None: no lexical score (a query without
-    a searchable word). With `deduplicate=False` no memory is dropped for restating a
-    better-ranked one."""
+    a searchable word)."""
     if not memories:
         return []
     # One matrix product gives every candidate's cosine, whichever search found it.
@@ -78,5 +75,5 @@ def rank(
         for i, memory in enumerate(memories)
     ]
     fused = fuse(candidates, tuning)
-    kept = collapse_duplicates(fused, tuning.duplicate_similarity, k) if deduplicate else fused[:k]
+    kept = collapse_duplicates(fused, tuning.duplicate_similarity, k)
     return [RecalledMemory(memory=c.memory, score=score) for c, score in kept]
