@@ -2,9 +2,10 @@
 the Settings, and the only door into Redis for the rest of memstream.
 
 `RedisProjection(settings)` hands out the ports of `memory.ports` — the writer, generations,
-reader, recaller, progress (status), the server's API-key store, the processes' heartbeats and
-the comparer of `verify` — plus the filtered search of the HTTP API and the namespace-wide
-chores (rewriting Redis's files after an erasure, dropping a namespace, a role's ACL line).
+reader, recaller, progress (status), the server's API-key store, sessions' working memory,
+the processes' heartbeats and the comparer of `verify` — plus the filtered search of the
+HTTP API and the namespace-wide chores (rewriting Redis's files after an erasure, dropping
+a namespace, a role's ACL line).
 The composition root (`memstream.deployment`) builds it; nothing above `projections/` sees a
 Redis client, a key or a URL.
 
@@ -35,6 +36,7 @@ from memstream.memory.ports import (
     ProjectionSession,
     ProjectionWriter,
     Recaller,
+    WorkingMemoryStore,
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.projections.acl import REDIS_ROLES, redis_acl_command
@@ -57,6 +59,7 @@ from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.search import FilteredSearch
 from memstream.projections.status import ProjectionStatus
+from memstream.projections.working_memory import RedisWorkingMemoryStore
 from memstream.projections.writer import RedisProjectionWriter
 
 __all__ = ["RedisProjection"]
@@ -138,6 +141,10 @@ class RedisProjection:
 
     def api_keys(self) -> ApiKeyStore:
         return RedisApiKeyStore(self.client, self.settings.namespace, url=self._url)
+
+    def working_memory(self) -> WorkingMemoryStore:
+        """Sessions' working memory (the HTTP API's and MCP's working-memory routes)."""
+        return RedisWorkingMemoryStore(self.client, self.keys, url=self._url)
 
     def processes(self) -> ProcessRegistry:
         return RedisProcessRegistry(self.client, self.keys, url=self._url)
