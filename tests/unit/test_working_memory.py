@@ -79,18 +79,27 @@ def test_an_exchange_is_one_turn_whose_id_depends_only_on_its_messages() -> None
 def test_a_put_without_version_keeps_messages_appended_after_what_it_read() -> None:
     current = [msg("m1"), msg("m2"), msg("x3")]
     added = {"m1": 1, "m2": 2, "x3": 3}  # x3 came in after the putter read version 2
-    merged = merge_messages(current, added, [msg("m1"), msg("m2"), msg("a3")])
+    merged = merge_messages(current, added, [msg("m1"), msg("m2"), msg("a3")], read=None)
     assert ids(merged) == ["m1", "m2", "x3", "a3"]
+    # Known to have read version 2, it removed m2 on purpose: x3 stays, m2 goes.
+    assert ids(merge_messages(current, added, [msg("m1"), msg("a3")], read=2)) == [
+        "m1",
+        "x3",
+        "a3",
+    ]
+    # Two appends to an empty session that both read it empty: the first one's stays.
+    assert ids(merge_messages([msg("one")], {"one": 2}, [msg("two")], read=1)) == ["one", "two"]
 
 
 def test_a_put_without_version_that_read_everything_replaces() -> None:
     current = [msg("m1"), msg("m2"), msg("m3")]
     added = {"m1": 1, "m2": 1, "m3": 2}
     # It carries m3, the newest: it read all of it, so what it left out is removed.
-    assert ids(merge_messages(current, added, [msg("m3"), msg("a4")])) == ["m3", "a4"]
-    # Sharing nothing with the session: a whole replacement.
-    assert ids(merge_messages(current, added, [msg("z")])) == ["z"]
-    assert merge_messages(current, added, []) == []
+    assert ids(merge_messages(current, added, [msg("m3"), msg("a4")], read=None)) == ["m3", "a4"]
+    # Sharing nothing with the session, from an unknown read: a whole replacement.
+    assert ids(merge_messages(current, added, [msg("z")], read=None)) == ["z"]
+    assert merge_messages(current, added, [], read=None) == []
+    assert merge_messages(current, added, [], read=2) == []
 
 
 def test_the_window_is_context_window_max_else_the_model_else_the_default() -> None:

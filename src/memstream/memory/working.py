@@ -155,22 +155,28 @@ def turn_of(
 
 
 def merge_messages(
-    current: Sequence[SessionMessage], added_at: Mapping[str, int], put: Sequence[SessionMessage]
+    current: Sequence[SessionMessage],
+    added_at: Mapping[str, int],
+    put: Sequence[SessionMessage],
+    *,
+    read: int | None,
 ) -> list[SessionMessage]:
-    """The messages a put without a version leaves: the put's, plus the stored messages added
-    after the newest stored message the put carries (appended by someone else since the
-    putter read the session), placed right after that message.
+    """The messages a put without a version leaves: the put's, plus the stored messages
+    added after the version the putter read (appended by someone else meanwhile), placed
+    right after the newest stored message the put carries.
 
     agent-memory-client appends by reading the session and putting it back whole; two such
-    appends at once would otherwise lose one side's messages. A put sharing no message with
-    the session replaces it whole; to remove the newest messages, put with a version."""
+    appends at once would otherwise lose one side's messages. `read` is the version the put
+    was based on when the put shows it (None: unknown; then it is the version of the newest
+    stored message the put carries, and a put carrying none replaces the session whole)."""
     sent = {message.id for message in put}
     carried = [index for index, message in enumerate(put) if message.id in added_at]
-    if not carried:
-        return list(put)
-    base = max(added_at[put[index].id] for index in carried)
-    newer = [m for m in current if m.id not in sent and added_at.get(m.id, 0) > base]
-    last = carried[-1]
+    if read is None:
+        if not carried:
+            return list(put)
+        read = max(added_at[put[index].id] for index in carried)
+    newer = [m for m in current if m.id not in sent and added_at.get(m.id, 0) > read]
+    last = carried[-1] if carried else -1
     return [*put[: last + 1], *newer, *put[last + 1 :]]
 
 

@@ -72,6 +72,7 @@ __all__ = ["SessionService", "Window"]
 
 _ATTEMPTS = 20  # compare-and-set retries of one merge or append before giving up (409)
 _REMEMBERED = 2_000  # recorded exchange keys and saved event ids a session keeps
+_STAMPS = 64  # versions whose `last_accessed` a session remembers
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
@@ -109,6 +110,9 @@ class _State:
     added: dict[str, int] = field(default_factory=dict)  # message id -> version it came in
     recorded: list[str] = field(default_factory=list)  # exchange keys recorded as turns
     saved: list[str] = field(default_factory=list)  # MemorySaved ids published
+    # `last_accessed` of recent versions -> the version: agent-memory-client puts back the
+    # `last_accessed` it read, which tells which version its put was based on.
+    stamps: dict[str, int] = field(default_factory=dict)
 
     def document(self) -> str:
         return json.dumps(
@@ -117,6 +121,7 @@ class _State:
                 "added": self.added,
                 "recorded": self.recorded[-_REMEMBERED:],
                 "saved": self.saved[-_REMEMBERED:],
+                "stamps": dict(list(self.stamps.items())[-_STAMPS:]),
             },
             ensure_ascii=False,
         )
@@ -130,6 +135,7 @@ class _State:
             added={k: int(v) for k, v in raw["added"].items()},
             recorded=list(raw["recorded"]),
             saved=list(raw["saved"]),
+            stamps={k: int(v) for k, v in raw["stamps"].items()},
         )
 
 
@@ -267,7 +273,10 @@ class SessionService:
             if state is None or body.version is not None:
                 return sent
             messages = merge_messages(
-                _messages(state.memory.messages), state.added, _messages(sent.messages)
+                _messages(state.memory.messages),
+                state.added,
+                _messages(sent.messages),
+                read=state.stamps.get(_stamp(body.last_accessed)),
             )
             by_id = {m.id: m for m in [*state.memory.messages, *sent.messages]}
             return sent.model_copy(update={"messages": [by_id[m.id] for m in messages]})
@@ -351,6 +360,7 @@ class SessionService:
                 added=kept,
                 recorded=[*(state.recorded if state else ()), *new.recorded],
                 saved=[*(state.saved if state else ()), *new.saved],
+                stamps={**(state.stamps if state else {}), _stamp(now): version},
             )
             other = getattr(memory, self._scoping.other_field)
             try:
@@ -490,6 +500,10 @@ def _response(memory: WorkingMemory, version: int, window: Window) -> WorkingMem
         context_percentage_total_used=total,
         context_percentage_until_summarization=until,
     )
+
+
+def _stamp(at: datetime) -> str:
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
 def _stale(session_id: str, expected: int, current: int) -> StaleSessionError:
