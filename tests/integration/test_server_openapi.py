@@ -100,6 +100,9 @@ def test_no_5xx_and_every_response_matches_the_schema(
         "/v1/long-term-memory/forget",
         "/v1/memory/prompt",
         "/v1/health",
+        "/v1/working-memory/",
+        "/v1/working-memory/{session_id}",
+        "/v1/working-memory/{session_id}/messages",
     }
     for operation in operations:
         inputs = [operation.body, operation.query, operation.path_parameters]

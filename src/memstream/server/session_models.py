@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.server.models import MemoryRecord
+from memstream.server.models import Instant, MemoryRecord
 
 __all__ = [
     "SESSION_ID_PATTERN",
@@ -50,7 +50,7 @@ class MemoryMessage(BaseModel):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
         description="The message's identity: a message sent again under its id is the same one",
     )
-    created_at: datetime = Field(default_factory=_now)
+    created_at: Instant = Field(default_factory=_now)
     persisted_at: datetime | None = Field(default=None, description="Ignored on input")
     discrete_memory_extracted: Literal["t", "f"] = Field(default="f", description="Ignored")
 
@@ -80,9 +80,9 @@ class _Session(BaseModel):
     ttl_seconds: int | None = Field(
         default=None, ge=1, le=MAX_TTL_S, description="Seconds without a put before it expires"
     )
-    last_accessed: datetime = Field(default_factory=_now)
-    created_at: datetime = Field(default_factory=_now)
-    updated_at: datetime = Field(default_factory=_now)
+    last_accessed: Instant = Field(default_factory=_now)
+    created_at: Instant = Field(default_factory=_now)
+    updated_at: Instant = Field(default_factory=_now)
 
 
 class UpdateWorkingMemory(_Session):
