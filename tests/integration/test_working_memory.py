@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
 
 import httpx
 import pytest
 from agent_memory_client import MemoryAPIClient, MemoryClientConfig
 from agent_memory_client.models import MemoryMessage, WorkingMemory
 
-from .helpers import wait_until
-from .serving import create_key, memstream
+from memstream.memory.monitoring import ModelUsage
+
+from .helpers import TestStack, wait_until
+from .serving import create_key, memstream, serving
 
 pytestmark = pytest.mark.integration
 
@@ -253,3 +259,69 @@ async def test_recorded_turns_survive_a_replay(
     assert replayed.returncode == 0, replayed.stderr
     assert _memories(http, "kept") == before
     assert "My locker code is 4417" in before
+
+
+class _ScriptedChat(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint that answers every request with one summary."""
+
+    asked: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).asked.append(body)
+        reply = json.dumps(
+            {
+                "choices": [{"message": {"role": "assistant", "content": "SUMMARY: Lisbon"}}],
+                "usage": {"prompt_tokens": 120, "completion_tokens": 9},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_url() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedChat)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+def test_with_a_chat_model_messages_past_the_window_are_summarised_in_one_counted_call(
+    env: dict[str, str], stack: TestStack, chat_url: str, tenant: str, tmp_path: Path
+) -> None:
+    key = create_key(env, "--tenant", tenant)
+    with_model = env | {"MEMSTREAM_CHAT_BASE_URL": chat_url, "MEMSTREAM_CHAT_MODEL": "scripted"}
+    with (
+        serving(with_model, tmp_path / "server.log") as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as h,
+    ):
+        talk = [m for i in range(6) for m in _turn(f"question {i} " + "x" * 60, f"answer {i}")]
+        put = h.put("/v1/working-memory/summed?context_window_max=200", json={"messages": talk})
+        assert put.status_code == 200, put.text
+        assert put.json()["context"] == "SUMMARY: Lisbon"
+        assert put.json()["tokens"] == 129
+        # Under the window: no call.
+        assert h.put("/v1/working-memory/short", json={"messages": talk[:2]}).status_code == 200
+    (asked,) = _ScriptedChat.asked
+    prompt = json.dumps(asked["messages"])
+    assert "question 0" in prompt and "answer 5" not in prompt  # only what left the window
+
+    key_bytes = tenant.encode()
+
+    def usage(records: list[object]) -> list[dict[str, object]]:
+        found = [json.loads(r.value) for r in records if r.key == key_bytes]  # type: ignore[attr-defined]
+        return [n for n in found if n["type"] == ModelUsage.type]
+
+    (notice,) = usage(stack.read_topic(stack.topics.monitoring, lambda rs: len(usage(rs)) >= 1))
+    assert notice["purpose"] == "working-memory-summary" and notice["thread"] == "summed"
+    assert (notice["calls"], notice["input_tokens"], notice["output_tokens"]) == (1, 120, 9)
