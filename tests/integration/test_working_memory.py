@@ -18,24 +18,20 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
-from agent_memory_client import MemoryAPIClient, MemoryClientConfig
+from agent_memory_client import MemoryAPIClient
 from agent_memory_client.models import MemoryMessage, WorkingMemory
 
 from memstream.memory.monitoring import ModelUsage
 
 from .helpers import TestStack, wait_until
-from .serving import create_key, memstream, serving
+from .serving import ams_client, create_key, memstream, new_tenant, serving
 
 pytestmark = pytest.mark.integration
 
 
-def _tenant(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
 @pytest.fixture
 def tenant() -> str:
-    return _tenant("acme")
+    return new_tenant("acme")
 
 
 @pytest.fixture
@@ -43,15 +39,9 @@ def key(env: dict[str, str], tenant: str) -> str:
     return create_key(env, "--tenant", tenant)
 
 
-def _client(server: str, key: str) -> MemoryAPIClient:
-    client = MemoryAPIClient(MemoryClientConfig(base_url=server))
-    client._client.headers["Authorization"] = f"Bearer {key}"
-    return client
-
-
 @pytest.fixture
 async def client(server: str, key: str) -> AsyncIterator[MemoryAPIClient]:
-    async with _client(server, key) as opened:
+    async with ams_client(server, key) as opened:
         yield opened
 
 
@@ -125,8 +115,8 @@ async def test_a_two_session_conversation_is_recorded_once_and_recalled_across_s
     assert prompt["messages"][0]["content"]["text"] == "Let's plan the flights"
     assert "Lisbon" in prompt["messages"][2]["content"]["text"]
 
-    stranger = create_key(env, "--tenant", _tenant("other"))
-    async with _client(server, stranger) as other:
+    stranger = create_key(env, "--tenant", new_tenant("other"))
+    async with ams_client(server, stranger) as other:
         theirs = await other.memory_prompt("Where am I moving to?", session_id="trip-a")
         assert "Lisbon" not in json.dumps(theirs)
         assert (await other.list_sessions()).total == 0
@@ -143,7 +133,7 @@ async def test_a_two_session_conversation_is_recorded_once_and_recalled_across_s
 async def test_concurrent_appends_from_two_clients_keep_every_message(
     server: str, key: str, http: httpx.Client
 ) -> None:
-    async with _client(server, key) as one, _client(server, key) as two:
+    async with ams_client(server, key) as one, ams_client(server, key) as two:
         await one.get_or_create_working_memory("busy")
 
         async def talk(client: MemoryAPIClient, who: str) -> None:
