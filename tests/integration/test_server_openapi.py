@@ -42,6 +42,8 @@ REGRESSIONS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("POST", "/v1/memory/prompt"): [
         {"body": {"query": "0", "session": {"session_id": "", "namespace": ""}}},
         {"body": {"query": "0", "session": {"session_id": "", "user_id": ""}}},
+        # An empty session id is no session, and excludes none from the search.
+        {"body": {"query": "0", "session": {"session_id": ""}}},
     ],
 }
 

@@ -128,6 +128,11 @@ async def test_a_two_session_conversation_is_recorded_once_and_recalled_across_s
     assert _session(http, "trip-a").status_code == 404
     assert (await client.list_sessions()).sessions == ["trip-b"]
     assert len(_memories(http, "trip-a")) == 4  # what the session recorded stays
+    # Sent again to a fresh session of the same id (its record of what it sent is gone), the
+    # same exchanges are the same events: the projection applies them once.
+    await client.put_working_memory("trip-a", held)
+    _settled(http)
+    assert len(_memories(http, "trip-a")) == 4
 
 
 async def test_concurrent_appends_from_two_clients_keep_every_message(

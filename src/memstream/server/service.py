@@ -252,7 +252,7 @@ class MemoryService:
         self.limits.query(request.query, "query")
         if isinstance(request.long_term_search, SearchRequest):
             search = request.long_term_search.model_copy(update={"text": request.query})
-        elif request.session is not None:
+        elif request.session is not None and request.session.session_id:
             # As AMS: the session's own messages are in the prompt already.
             search = SearchRequest(
                 text=request.query,
