@@ -26,6 +26,8 @@
     ├── NotAuthenticatedError                  no API key, or one that is unknown or revoked
     ├── ForbiddenError                         a key that may not act for the tenant it names
     ├── MemoryNotFoundError                    no memory of the tenant has that id
+    │   └── SessionNotFoundError               no working memory of the tenant has that session
+    ├── StaleSessionError                      a working-memory put of a version no longer current
     ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
     └── EffectRefusedError                     a crashed run's effect may have run and its
@@ -66,7 +68,9 @@ __all__ = [
     "RedisUnavailableError",
     "ReplayError",
     "SealedEventError",
+    "SessionNotFoundError",
     "StackError",
+    "StaleSessionError",
     "UnknownDataKeyError",
     "UnknownEventTypeError",
 ]
@@ -257,3 +261,19 @@ class ForbiddenError(MemstreamError):
 
 class MemoryNotFoundError(MemstreamError):
     code = "memory_not_found"
+
+
+class SessionNotFoundError(MemoryNotFoundError):
+    """No working memory of the tenant has that session id (never put, deleted or expired)."""
+
+    code = "session_not_found"
+
+
+class StaleSessionError(MemstreamError):
+    """A put of a session's working memory named a version that is no longer current."""
+
+    code = "stale_session"
+
+    def __init__(self, message: str, *, current: int) -> None:
+        self.current = current
+        super().__init__(message)

@@ -7,12 +7,14 @@ import contextlib
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx2
+from agent_memory_client import MemoryAPIClient, MemoryClientConfig
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -55,6 +57,19 @@ def create_key(env: dict[str, str], *args: str) -> str:
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("msk_"), done.stdout
     return lines[0]
+
+
+def new_tenant(name: str) -> str:
+    """A tenant id no other test uses."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def ams_client(server: str, key: str) -> MemoryAPIClient:
+    """agent-memory-client on `server` with `key`: it has no key option, so, like AMS's token
+    mode, the key goes on its httpx client's headers."""
+    client = MemoryAPIClient(MemoryClientConfig(base_url=server))
+    client._client.headers["Authorization"] = f"Bearer {key}"
+    return client
 
 
 @contextlib.asynccontextmanager

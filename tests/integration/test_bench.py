@@ -128,7 +128,9 @@ def test_bench_serve_reports_http_against_in_process_and_raw(
     assert done.returncode == 0, done.stderr
     serve = json.loads(done.stdout)["results"]["serve"]
     assert serve["memories"] == 40 and serve["clients"] == 16 and serve["writes"] == 48
-    for part in ("search_http", "search_in_process", "get_http", "write_wait_true"):
+    parts = ("search_http", "search_in_process", "get_http", "write_wait_true")
+    sessions = ("session_put", "session_append", "prompt_with_session", "prompt_long_term_only")
+    for part in (*parts, *sessions):
         assert serve[part]["p99_ms"] >= serve[part]["p50_ms"] > 0
     for rate in ("writes_per_s", "raw_writes_per_s", "bare_http_writes_per_s"):
         assert serve[rate] > 0

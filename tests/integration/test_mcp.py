@@ -26,6 +26,8 @@ TOOLS = {
     "get_long_term_memory",
     "delete_long_term_memories",
     "memory_prompt",
+    "set_working_memory",
+    "get_working_memory",
 }
 
 
@@ -103,6 +105,39 @@ async def _every_tool(session: ClientSession, tenant: str) -> None:
         return bool(result.is_error)
 
     await _eventually(gone, "the memory to be deleted")
+
+    # Working memory: a session set, read back, its exchange recorded and in the prompt.
+    empty = await call_tool(session, "get_working_memory", session_id="chat-1")
+    assert empty["messages"] == [] and empty["session_id"] == "chat-1"
+    stored = await call_tool(
+        session,
+        "set_working_memory",
+        session_id="chat-1",
+        messages=[
+            {"role": "user", "content": "My favourite tea is genmaicha"},
+            {"role": "assistant", "content": "Genmaicha, noted."},
+        ],
+        data={"mood": "calm"},
+    )
+    assert stored["version"] == 1 and stored["ttl_seconds"] == 3600
+    held = await call_tool(session, "get_working_memory", session_id="chat-1")
+    assert [m["content"] for m in held["messages"]] == [
+        "My favourite tea is genmaicha",
+        "Genmaicha, noted.",
+    ]
+    assert held["data"] == {"mood": "calm"}
+
+    async def turn_recorded() -> bool:
+        found = await call_tool(
+            session, "search_long_term_memory", text="tea", session_id={"eq": "chat-1"}
+        )
+        return bool(found["total"] == 2)
+
+    await _eventually(turn_recorded, "the session's turn to be long-term")
+    prompt = await call_tool(
+        session, "memory_prompt", query="what tea?", session_id={"eq": "chat-1"}
+    )
+    assert prompt["messages"][0]["content"]["text"] == "My favourite tea is genmaicha"
 
 
 @pytest.mark.usefixtures("worker")

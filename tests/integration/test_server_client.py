@@ -12,24 +12,20 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from agent_memory_client import MemoryAPIClient, MemoryClientConfig
+from agent_memory_client import MemoryAPIClient
 from agent_memory_client.exceptions import MemoryNotFoundError, MemoryServerError
 from agent_memory_client.filters import Namespace, SessionId
 from agent_memory_client.models import ClientMemoryRecord, ForgetPolicy, MemoryTypeEnum
 
 from .helpers import TestStack, wait_until
-from .serving import create_key
+from .serving import ams_client, create_key, new_tenant
 
 pytestmark = pytest.mark.integration
 
 
-def _tenant(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
 @pytest.fixture
 def tenant() -> str:
-    return _tenant("acme")
+    return new_tenant("acme")
 
 
 @pytest.fixture
@@ -39,14 +35,8 @@ def key(env: dict[str, str], tenant: str) -> str:
 
 @pytest.fixture
 async def client(server: str, key: str) -> AsyncIterator[MemoryAPIClient]:
-    async with _client(server, key) as opened:
+    async with ams_client(server, key) as opened:
         yield opened
-
-
-def _client(server: str, key: str) -> MemoryAPIClient:
-    client = MemoryAPIClient(MemoryClientConfig(base_url=server))
-    client._client.headers["Authorization"] = f"Bearer {key}"
-    return client
 
 
 @pytest.fixture
@@ -207,8 +197,8 @@ async def test_another_tenants_key_sees_none_of_it(
     await client.create_long_term_memory([record])
     wait_until(lambda: _count(http) == 1, "the memory to be recallable")
 
-    other = _tenant("globex")
-    async with _client(server, create_key(env, "--tenant", other)) as globex:
+    other = new_tenant("globex")
+    async with ams_client(server, create_key(env, "--tenant", other)) as globex:
         assert (await globex.search_long_term_memory("launch code name")).total == 0
         with pytest.raises(MemoryNotFoundError):
             await globex.get_long_term_memory(record.id)
@@ -224,7 +214,7 @@ async def test_another_tenants_key_sees_none_of_it(
     _sentinel(http)
     assert _count(http) == 2 and (await client.get_long_term_memory(record.id)).text
 
-    async with _client(server, create_key(env, "--admin")) as admin:
+    async with ams_client(server, create_key(env, "--admin")) as admin:
         seen = await admin.search_long_term_memory("launch", namespace=Namespace(eq=tenant))
         assert [m.id for m in seen.memories][:1] == [record.id]
         with pytest.raises(MemoryServerError) as unnamed:

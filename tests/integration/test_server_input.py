@@ -167,9 +167,8 @@ def test_a_revoked_key_is_refused_within_the_key_cache_bound(
 
 def test_ams_routes_not_served_answer_501(http: httpx.Client) -> None:
     for method, path in [
-        ("GET", "/v1/working-memory/"),
-        ("PUT", "/v1/working-memory/session-1"),
         ("POST", "/v1/summary-views"),
+        ("GET", "/v1/tasks/task-1"),
         ("POST", "/v1/long-term-memory/compact"),
     ]:
         _refused(http.request(method, path, json={}), 501, "does not serve")

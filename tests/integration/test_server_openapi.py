@@ -42,6 +42,8 @@ REGRESSIONS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("POST", "/v1/memory/prompt"): [
         {"body": {"query": "0", "session": {"session_id": "", "namespace": ""}}},
         {"body": {"query": "0", "session": {"session_id": "", "user_id": ""}}},
+        # An empty session id is no session, and excludes none from the search.
+        {"body": {"query": "0", "session": {"session_id": ""}}},
     ],
 }
 
@@ -100,6 +102,9 @@ def test_no_5xx_and_every_response_matches_the_schema(
         "/v1/long-term-memory/forget",
         "/v1/memory/prompt",
         "/v1/health",
+        "/v1/working-memory/",
+        "/v1/working-memory/{session_id}",
+        "/v1/working-memory/{session_id}/messages",
     }
     for operation in operations:
         inputs = [operation.body, operation.query, operation.path_parameters]

@@ -15,6 +15,8 @@
   HTTP service under the same uvicorn that sends each body to Kafka (`bench.raw_http`): the
   first ratio is the whole cost of HTTP, the second memstream's own share of it. The worker
   is stopped for this part so its embedding does not share the CPU with the server.
+- working memory (bench.sessions): put and append latency, and `memory_prompt` with a
+  session against the long-term-only prompt, interleaved.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from aiokafka import AIOKafkaProducer
 from memstream.bench.corpus import conversation_texts, turns
 from memstream.bench.harness import BenchNamespace
 from memstream.bench.report import BenchResult, Comparison
+from memstream.bench.sessions import measure_sessions
 from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
@@ -121,6 +124,9 @@ def run_serve(
                     get_http.append(t1 - t0)
                     get_local.append(t2 - t1)
 
+            progress.say(f"{sequential} session puts, appends and prompts with and without one")
+            sessions = measure_sessions(http, texts, sequential)
+
             progress.say(f"{sequential} sequential writes: acked, with ?wait=true, raw Kafka")
             acked = [_timed_write(http, "") for _ in range(sequential)]
             waited = [_timed_write(http, "?wait=true") for _ in range(sequential)]
@@ -171,6 +177,10 @@ def run_serve(
             "concurrent_bare_http": _latency(Latency.of_seconds(bare_latency)),
             "concurrent_write": _latency(Latency.of_seconds(ours_latency)),
             "concurrent_raw": _latency(Latency.of_seconds(raw_latency)),
+            "session_put": _latency(sessions.put),
+            "session_append": _latency(sessions.append),
+            "prompt_with_session": _latency(sessions.prompt_with_session),
+            "prompt_long_term_only": _latency(sessions.prompt_long_term),
         },
         comparisons=[
             Comparison(
@@ -214,6 +224,14 @@ def run_serve(
                 True,
                 TARGET_WRITES,
             ),
+            Comparison(
+                "memory_prompt p50, with a session",
+                sessions.prompt_with_session.p50_ms,
+                sessions.prompt_long_term.p50_ms,
+                "ms",
+                "long-term-only prompt",
+                False,
+            ),
         ],
         notes=[
             f"search over HTTP adds {overhead} ms at p50; p99 is "
@@ -223,6 +241,9 @@ def run_serve(
             "the worker was stopped for the concurrent writes (they are only acknowledged)",
             f"load average (1 min) {load[0]} at the start, {load[1]} at the end, on "
             f"{os.cpu_count()} CPUs",
+            f"working memory: a put of a 20-message session p50 {sessions.put.p50_ms} ms "
+            f"(p99 {sessions.put.p99_ms}), an append p50 {sessions.append.p50_ms} ms "
+            f"(p99 {sessions.append.p99_ms}), both once the new turn is in Kafka",
         ],
         seconds=time.monotonic() - started,
     )

@@ -5,8 +5,9 @@ generations through `Generations`; the agent side's stores read through `MemoryR
 `Recaller`; the HTTP API and the LangGraph store look memories up by id (`MemoryLookup`), and
 the store scores its items field by field and refreshes their TTLs (`ItemIndex`);
 `--wait`, `stats` and `verify` ask `ProjectionProgress` what is applied; the server's API keys
-live in an `ApiKeyStore`, the processes' heartbeats in a `ProcessRegistry`, and `verify`
-compares generations through a `GenerationComparer`. One backend object hands them all out
+live in an `ApiKeyStore`, the processes' heartbeats in a `ProcessRegistry`, sessions' working
+memory in a `WorkingMemoryStore`, and `verify` compares generations through a
+`GenerationComparer`. One backend object hands them all out
 (`memstream.projections.backend.RedisProjection`); a second backend is a package with such an
 object, built in `memstream.deployment`. The value types that cross the seam live here with
 the protocols.
@@ -49,8 +50,10 @@ __all__ = [
     "ShardLayout",
     "ShardReport",
     "ShardWriters",
+    "StoredSession",
     "SwapResult",
     "TenantStats",
+    "WorkingMemoryStore",
 ]
 
 
@@ -343,6 +346,49 @@ class ApiKeyStore(Protocol):
         ...
 
     def count(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A session's working memory as stored: its document (JSON) and its version (1 after
+    the first put, one more after each)."""
+
+    session_id: str
+    document: str
+    version: int
+
+
+class WorkingMemoryStore(Protocol):
+    """Sessions' working memory: mutable state per tenant and session, with a TTL, each put
+    a compare-and-set on the session's version (raises StaleSessionError, naming the current
+    version, when another put came first)."""
+
+    def get(self, tenant: str, session_id: str) -> StoredSession | None: ...
+
+    def put(
+        self,
+        tenant: str,
+        session_id: str,
+        document: str,
+        *,
+        expected_version: int,
+        ttl_s: int | None,
+        owner: str | None,
+    ) -> int:
+        """Store `document` if the session is at `expected_version` (0: absent); the new
+        version. `ttl_s` None keeps it until deleted; `owner` is what `sessions` filters on."""
+        ...
+
+    def delete(self, tenant: str, session_id: str) -> bool:
+        """Remove the session; False when there was none."""
+        ...
+
+    def sessions(
+        self, tenant: str, *, owner: str | None, offset: int, limit: int
+    ) -> tuple[int, list[str]]:
+        """How many live sessions the tenant has (of `owner`, if given), and a page of their
+        ids in order."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ layout and hands out the ports of `memory.ports`: tenant-scoped reads (reader, r
 search, progress) go to the tenant's shard (`projections.shards`); the worker, `replay` and
 `verify` take a shard's writer, generations and comparer one shard at a time
 (`live_writer(url)`, `session(shard)`), since positions, generations and swaps are each
-shard's own. API keys, heartbeats and the layout itself live on shard 0.
+shard's own. API keys, heartbeats and the layout itself live on shard 0; sessions' working
+memory lives on the tenant's shard.
 
 The layout is MEMSTREAM_REDIS_SHARDS (else the one MEMSTREAM_REDIS_URL) until `memstream
 reshard` stores a newer one on shard 0 (`projections.layout_store`); every process re-reads
@@ -44,6 +45,7 @@ from memstream.memory.ports import (
     Recaller,
     ShardLayout,
     ShardReport,
+    WorkingMemoryStore,
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.search import MemorySearch
@@ -59,6 +61,7 @@ from memstream.projections.shards import (
     ShardedProgress,
     ShardedRecaller,
     ShardedSearch,
+    ShardedWorkingMemory,
     TenantRouter,
 )
 
@@ -250,6 +253,11 @@ class RedisProjection:
     def journal(self) -> Journal:
         """The agent runtime's durable effects journal (`memstream chat`'s runs recover from it)."""
         return RedisJournal(self.client, self.settings.namespace)
+
+    def working_memory(self) -> WorkingMemoryStore:
+        """Sessions' working memory (the HTTP API's and MCP's working-memory routes), each
+        tenant's on its shard."""
+        return ShardedWorkingMemory(_PerShard(self, RedisShard.working_memory))
 
     def processes(self) -> ProcessRegistry:
         return self.home.processes()

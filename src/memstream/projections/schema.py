@@ -19,6 +19,13 @@ replay can build generation g+1 beside the live generation g and swap it in at o
     {ns}:g{g}:positions                HASH   "topic/partition" -> last offset taken into account
     {ns}:g{g}:meta                     HASH   what the index was built with (model, dims)
 
+Sessions' working memory is state, not projection: no generation, kept across rebuilds, and
+in the tenant's key space (its token) so that a shard router routes it with the tenant:
+
+    {ns}:wm:{token}:s:{session_id}     HASH   one session: document (JSON), version
+    {ns}:wm:{token}:sessions           ZSET   the tenant's sessions, scored by expiry (inf: none)
+    {ns}:wm:{token}:owners             HASH   session id -> its non-tenant scoping value
+
 The index schema is versioned data: a change of fields is a new `INDEX_VERSION`, built by a
 replay into a fresh generation rather than altered in place.
 """
@@ -167,6 +174,15 @@ class Keyspace:
 
     def forgotten(self, tenant: str) -> str:
         return f"{self.generation_prefix}forgotten:{tenant_token(tenant)}"
+
+    def session(self, tenant: str, session_id: str) -> str:
+        return f"{self.namespace}:wm:{tenant_token(tenant)}:s:{session_id}"
+
+    def sessions(self, tenant: str) -> str:
+        return f"{self.namespace}:wm:{tenant_token(tenant)}:sessions"
+
+    def session_owners(self, tenant: str) -> str:
+        return f"{self.namespace}:wm:{tenant_token(tenant)}:owners"
 
     def tenant_keys(self, tenant: str) -> tuple[str, str, str]:
         """The per-tenant keys besides the memory hashes: order, applied, forgotten."""

@@ -31,6 +31,7 @@ from memstream.memory.ports import (
     ProjectionWriter,
     Recaller,
     ShardReport,
+    WorkingMemoryStore,
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.tenancy import tenant_from_token
@@ -55,6 +56,7 @@ from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.search import FilteredSearch
 from memstream.projections.status import ProjectionStatus
+from memstream.projections.working_memory import RedisWorkingMemoryStore
 from memstream.projections.writer import RedisProjectionWriter
 
 __all__ = ["RedisShard"]
@@ -111,6 +113,9 @@ class RedisShard:
     def recaller(self, embedders: Embedders, *, tuning: RecallTuning) -> Recaller:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
         return self._recaller(embedders, tuning)
+
+    def working_memory(self) -> WorkingMemoryStore:
+        return RedisWorkingMemoryStore(self.client, self.keys, url=self._url)
 
     def items(self, embedders: Embedders) -> ItemIndex:
         """A key-value store's items: field-by-field similarity and TTL refreshes."""

@@ -31,7 +31,9 @@ from memstream.memory.ports import (
     ProjectionProgress,
     Recaller,
     ShardLayout,
+    StoredSession,
     TenantStats,
+    WorkingMemoryStore,
 )
 from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
 from memstream.memory.store import MemoryFilter
@@ -42,6 +44,7 @@ __all__ = [
     "ShardedProgress",
     "ShardedRecaller",
     "ShardedSearch",
+    "ShardedWorkingMemory",
     "Shards",
     "TenantRouter",
 ]
@@ -115,6 +118,43 @@ class ShardedItems:
 
     def refresh(self, tenant: str, leases: Sequence[tuple[str, str, datetime]]) -> None:
         self._shards.of(tenant).refresh(tenant, leases)
+
+
+class ShardedWorkingMemory:
+    """`WorkingMemoryStore` over the shards: a tenant's sessions are on its shard."""
+
+    def __init__(self, shards: Shards[WorkingMemoryStore]) -> None:
+        self._shards = shards
+
+    def get(self, tenant: str, session_id: str) -> StoredSession | None:
+        return self._shards.of(tenant).get(tenant, session_id)
+
+    def put(
+        self,
+        tenant: str,
+        session_id: str,
+        document: str,
+        *,
+        expected_version: int,
+        ttl_s: int | None,
+        owner: str | None,
+    ) -> int:
+        return self._shards.of(tenant).put(
+            tenant,
+            session_id,
+            document,
+            expected_version=expected_version,
+            ttl_s=ttl_s,
+            owner=owner,
+        )
+
+    def delete(self, tenant: str, session_id: str) -> bool:
+        return self._shards.of(tenant).delete(tenant, session_id)
+
+    def sessions(
+        self, tenant: str, *, owner: str | None, offset: int, limit: int
+    ) -> tuple[int, list[str]]:
+        return self._shards.of(tenant).sessions(tenant, owner=owner, offset=offset, limit=limit)
 
 
 class ShardedRecaller:

@@ -5,8 +5,8 @@ service and the caller through `Depends`), the MCP tools at `/mcp` (server/mcp.p
 gates in front of them, and the error handlers. Errors become status codes in one place
 (server/errors.py), each answered as `{"detail", "code", "retryable"}` (`detail` is what AMS's
 client reads). A body over MEMSTREAM_SERVER_MAX_BODY_BYTES is refused with 413 before it is
-read whole. AMS routes memstream does not serve (working memory, summary views, tasks, edit,
-compact) answer 501 saying so.
+read whole. AMS routes memstream does not serve (summary views, tasks, compact) answer 501
+saying so.
 
 `/metrics` answers the server's metrics in Prometheus's text format without a key: requests
 counted and timed by route template and status, no tenant, path or query in any label. It
@@ -34,6 +34,7 @@ from memstream.server.errors import ERROR_RESPONSES, error_response, status_of
 from memstream.server.keys import ApiKeys
 from memstream.server.mcp import build_mcp, http_principal, key_principal
 from memstream.server.service import MemoryService
+from memstream.server.working_memory import working_memory
 
 __all__ = ["create_app"]
 
@@ -191,7 +192,7 @@ def create_app(
         title="memstream",
         version=__version__,
         summary="Event-sourced long-term memory, wire-compatible with agent-memory-server's "
-        "long-term API",
+        "long-term and working-memory API",
         lifespan=_lifespan,
         responses=ERROR_RESPONSES,
     )
@@ -210,6 +211,7 @@ def create_app(
     app.exception_handler(RequestValidationError)(_invalid_request)
     app.include_router(routes.operations)
     app.include_router(routes.memories)
+    app.include_router(working_memory)
     mcp = build_mcp(lambda: app.state.service, http_principal(keys, keyless=keyless))
     app.state.mcp = mcp
     mcp_app = mcp.streamable_http_app(

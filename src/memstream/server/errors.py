@@ -19,6 +19,7 @@ from memstream.errors import (
     MemstreamError,
     NotAuthenticatedError,
     ProjectionLagError,
+    StaleSessionError,
 )
 
 __all__ = ["ERROR_RESPONSES", "ErrorResponse", "error_response", "status_of"]
@@ -36,6 +37,7 @@ _STATUS: tuple[tuple[type[MemstreamError], int], ...] = (
     (ForbiddenError, 403),
     (MemoryNotFoundError, 404),
     (MemoryIdRetiredError, 409),
+    (StaleSessionError, 409),
     (InvalidInputError, 422),
     (ProjectionLagError, 504),
     (InfrastructureError, 503),

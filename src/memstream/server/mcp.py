@@ -1,6 +1,6 @@
-"""The MCP server: agent-memory-server's long-term tools on the official SDK (`mcp` 2.x,
-`MCPServer`), over stdio (`memstream mcp --tenant T`) or streamable HTTP at `/mcp` of
-`memstream serve`.
+"""The MCP server: agent-memory-server's long-term and working-memory tools on the official
+SDK (`mcp` 2.x, `MCPServer`), over stdio (`memstream mcp --tenant T`) or streamable HTTP at
+`/mcp` of `memstream serve`.
 
 The tools take AMS's names and arguments and call the same `MemoryService` as the HTTP
 routes. Each tool is a module-level function; what it depends on (the service, and the
@@ -25,7 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from memstream import __version__
-from memstream.errors import ForbiddenError, MemstreamError
+from memstream.errors import ForbiddenError, MemstreamError, SessionNotFoundError
 from memstream.server.keys import ApiKeys, Principal
 from memstream.server.models import (
     MEMORY_ID_PATTERN,
@@ -42,6 +42,14 @@ from memstream.server.models import (
     TagFilter,
 )
 from memstream.server.service import MemoryService
+from memstream.server.session_models import (
+    MemoryMessage,
+    MemoryStrategyConfig,
+    UpdateWorkingMemory,
+    WorkingMemory,
+    WorkingMemoryResponse,
+)
+from memstream.server.sessions import Window
 
 __all__ = [
     "TOOLS",
@@ -258,6 +266,71 @@ async def memory_prompt(
     return dict(response.model_dump(mode="json"))
 
 
+async def set_working_memory(
+    session_id: str,
+    ctx: Context,
+    memories: list[LenientMemoryRecord] | None = None,
+    messages: list[MemoryMessage] | None = None,
+    context: str | None = None,
+    data: dict[str, Any] | None = None,
+    namespace: str | None = None,
+    user_id: str | None = None,
+    ttl_seconds: int = 3600,
+    long_term_memory_strategy: MemoryStrategyConfig | None = None,
+) -> WorkingMemoryResponse:
+    """Set a session's working memory: its messages, structured memories (each saved as a
+    long-term memory), JSON data and context summary. Replaces what the session held, except
+    messages appended since it was read."""
+    fields: dict[str, Any] = {
+        "memories": memories or [],
+        "messages": messages or [],
+        "context": context,
+        "data": data,
+        "namespace": namespace,
+        "user_id": user_id,
+        "ttl_seconds": ttl_seconds,
+    }
+    if long_term_memory_strategy is not None:
+        fields["long_term_memory_strategy"] = long_term_memory_strategy
+    try:
+        body = UpdateWorkingMemory.model_validate(fields)
+    except ValueError as exc:
+        raise ToolError(f"[invalid_input, not retryable] {exc}") from None
+    return await _call(  # type: ignore[no-any-return]
+        ctx, lambda s, p: s.sessions.put(p, session_id, body, named=None, window=Window())
+    )
+
+
+async def get_working_memory(
+    session_id: str,
+    ctx: Context,
+    user_id: str | None = None,
+    namespace: str | None = None,
+    recent_messages_limit: int | None = None,
+) -> WorkingMemory:
+    """A session's working memory: its recent messages, structured memories, data and the
+    summary of older messages (empty for a session never set)."""
+
+    async def get(service: MemoryService, principal: Principal) -> WorkingMemory:
+        field = service.scoping.tenant_field
+        named, other = (namespace, user_id) if field == "namespace" else (user_id, namespace)
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: service.sessions.get(
+                    principal,
+                    session_id,
+                    named=named,
+                    other=other,
+                    window=Window(),
+                    recent_messages_limit=recent_messages_limit,
+                )
+            )
+        except SessionNotFoundError:
+            return WorkingMemory(session_id=session_id)
+
+    return await _call(ctx, get)  # type: ignore[no-any-return]
+
+
 TOOLS: tuple[Callable[..., Awaitable[Any]], ...] = (
     create_long_term_memories,
     search_long_term_memory,
@@ -265,6 +338,8 @@ TOOLS: tuple[Callable[..., Awaitable[Any]], ...] = (
     edit_long_term_memory,
     delete_long_term_memories,
     memory_prompt,
+    set_working_memory,
+    get_working_memory,
 )
 
 

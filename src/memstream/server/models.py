@@ -288,8 +288,10 @@ class PromptSession(BaseModel):
     # one: an empty one is refused here (it gave a 500 once it reached the filter).
     namespace: Value | None = None
     user_id: Value | None = None
-    model_name: str | None = Field(default=None, description="Ignored")
-    context_window_max: int | None = Field(default=None, ge=1, description="Ignored")
+    model_name: str | None = Field(default=None, description="The window of the session's messages")
+    context_window_max: int | None = Field(
+        default=None, ge=1, description="The window in tokens (over model_name)"
+    )
     long_term_memory_strategy: dict[str, Any] | None = Field(default=None, description="Ignored")
 
 
@@ -313,7 +315,7 @@ class TextContent(BaseModel):
 
 
 class PromptMessage(BaseModel):
-    role: Literal["system", "user"]
+    role: Literal["system", "user", "assistant"]
     content: TextContent
 
 

@@ -12,6 +12,7 @@ from memstream.deployment import Deployment
 from memstream.server.keys import ApiKeys
 from memstream.server.mapping import Scoping
 from memstream.server.service import Limits, MemoryService
+from memstream.server.sessions import SessionService
 
 __all__ = ["api_keys", "memory_service"]
 
@@ -29,22 +30,33 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
     deployment.check_embedder()
     await deployment.ensure_topics()
     async with deployment.event_publisher() as publisher:
+        scoping = Scoping(
+            tenant_field=settings.server_tenant_field,
+            default_importance=settings.default_importance,
+            max_record_chars=settings.max_record_chars,
+        )
+        reader = deployment.reader()
+        sessions = SessionService(
+            store=deployment.projection.working_memory(),
+            publisher=publisher,
+            reader=reader,
+            scoping=scoping,
+            embedding_model=deployment.embedding_model,
+            summarizer=deployment.chat_model(),
+        )
         yield MemoryService(
             publisher=publisher,
             search=deployment.projection.search(
                 deployment.embedders, tuning=deployment.recall_tuning()
             ),
-            reader=deployment.reader(),
+            reader=reader,
             status=deployment.status(),
-            scoping=Scoping(
-                tenant_field=settings.server_tenant_field,
-                default_importance=settings.default_importance,
-                max_record_chars=settings.max_record_chars,
-            ),
+            scoping=scoping,
             limits=Limits(
                 max_records=settings.server_max_records,
                 max_query_chars=settings.server_max_query_chars,
                 max_wait_s=settings.server_max_wait_s,
             ),
             embedding_model=deployment.embedding_model,
+            sessions=sessions,
         )

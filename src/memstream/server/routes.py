@@ -1,5 +1,6 @@
 """The HTTP routes: agent-memory-server's long-term routes, health and metrics, and the AMS
-routes memstream does not serve, as `APIRouter`s of module-level handlers.
+routes memstream does not serve, as `APIRouter`s of module-level handlers (working memory's
+are in server/working_memory.py).
 
 Handlers are thin: FastAPI parses the request into AMS's models (refusing unknown fields),
 and each handler receives what it depends on through `Depends`: the `MemoryService` the app
@@ -37,7 +38,7 @@ from memstream.server.models import (
 )
 from memstream.server.service import MAX_DELETE_IDS, MemoryService
 
-__all__ = ["memories", "not_served", "operations"]
+__all__ = ["Caller", "Service", "Tenant", "memories", "not_served", "operations"]
 
 
 # The dependencies are coroutines, though they do no I/O (or one keyed Redis read): FastAPI runs a
@@ -200,10 +201,6 @@ def memory_prompt(
 
 
 _NOT_SERVED = (
-    ("GET", "/v1/working-memory/"),
-    ("GET", "/v1/working-memory/{session_id}"),
-    ("PUT", "/v1/working-memory/{session_id}"),
-    ("DELETE", "/v1/working-memory/{session_id}"),
     ("POST", "/v1/long-term-memory/compact"),
     ("GET", "/v1/summary-views"),
     ("POST", "/v1/summary-views"),
@@ -223,8 +220,8 @@ async def not_served_route(request: Request) -> JSONResponse:
         501,
         "not_served",
         f"{path} is an agent-memory-server route memstream does not serve: memstream keeps "
-        "long-term memory only (create, search, get, delete, forget, prompt). Keep working "
-        "memory in your agent, and record finished turns as long-term memories.",
+        "long-term and working memory (create, search, get, edit, delete, forget, prompt; "
+        "sessions). Summary views, background tasks and compaction are not served.",
     )
 
 

@@ -49,6 +49,7 @@ from memstream.server.models import (
     TagFilter,
     TextContent,
 )
+from memstream.server.sessions import SessionService
 from memstream.streams.event_publisher import EventPublisher
 
 __all__ = ["MAX_DELETE_IDS", "Limits", "MemoryService"]
@@ -103,8 +104,10 @@ class MemoryService:
         scoping: Scoping,
         limits: Limits,
         embedding_model: str,
+        sessions: SessionService,
     ) -> None:
         self._publisher = publisher
+        self.sessions = sessions
         self._search = search
         self._reader = reader
         self._status = status
@@ -245,10 +248,18 @@ class MemoryService:
 
     def prompt(self, principal: Principal, request: MemoryPromptRequest) -> MemoryPromptResponse:
         """The `semantic-memory` section the middleware would show for `query` (the same
-        selection and layout, within `max_recall_tokens`), as AMS's prompt messages."""
+        selection and layout, within `max_recall_tokens`), as AMS's prompt messages; with a
+        session, its summary and recent messages come first (server.sessions)."""
         self.limits.query(request.query, "query")
         if isinstance(request.long_term_search, SearchRequest):
             search = request.long_term_search.model_copy(update={"text": request.query})
+        elif request.session is not None and request.session.session_id:
+            # As AMS: the session's own messages are in the prompt already.
+            search = SearchRequest(
+                text=request.query,
+                limit=_PROMPT_K,
+                session_id=TagFilter(ne=request.session.session_id),
+            )
         else:
             # AMS's `true` (or no search at all) recalls as the middleware does, tenant-wide.
             search = SearchRequest(text=request.query, limit=_PROMPT_K)
@@ -259,7 +270,11 @@ class MemoryService:
         page = self._page(principal, search)
         section = relevant_context(page.hits, request.max_recall_tokens * 4)
         text = section or "No relevant long-term memories found."
+        session = (
+            self.sessions.prompt_messages(principal, request.session) if request.session else []
+        )
         messages = [
+            *session,
             PromptMessage(role="system", content=TextContent(text=f"## semantic-memory\n{text}")),
             PromptMessage(role="user", content=TextContent(text=request.query)),
         ]

@@ -22,9 +22,10 @@ from aiokafka.errors import KafkaError
 from memstream.errors import KafkaUnavailableError
 from memstream.memory.cipher import Keyring
 from memstream.memory.events import MemoryEvent, MemoryForgotten
+from memstream.memory.monitoring import LoggingMonitor, MonitoringEvent
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics
-from memstream.streams.wire import event_record, producer_config, send
+from memstream.streams.wire import event_record, monitoring_record, producer_config, send
 
 __all__ = ["EventPublisher"]
 
@@ -74,6 +75,15 @@ class EventPublisher:
             await asyncio.wait_for(asyncio.gather(*sends), self._timeout_s)
         except (KafkaError, TimeoutError) as exc:
             raise self._unavailable(exc) from exc
+
+    async def announce(self, event: MonitoringEvent) -> None:
+        """Put `event` on the monitoring topic and wait for the broker; a broker that cannot
+        take it is no reason to fail the request that made it (it is logged instead)."""
+        try:
+            sent = await send(self._producer, monitoring_record(self._topics, event))
+            await asyncio.wait_for(sent, self._timeout_s)
+        except (KafkaError, TimeoutError):
+            LoggingMonitor().announce(event)
 
     async def forget(
         self,
