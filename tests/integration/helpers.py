@@ -28,7 +28,7 @@ from memstream.projections.status import ProjectionStatus
 from memstream.providers import EmbedderCatalogue, embedder_from_settings, embedding_model_id
 from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.topics import Topics
+from memstream.streams.topics import Topics, ensure_topics
 
 DEADLINE_S = 60.0
 
@@ -189,6 +189,8 @@ class TestStack:
         return sum(1 for _ in self.redis.scan_iter(match=f"{prefix}*"))
 
     def wait_until_projecting(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        # The worker creates the topics at start; on a loaded machine the probe outruns it.
+        asyncio.run(ensure_topics(self.kafka, self.topics))
         probe = self.turn("__probe__", "is the worker up?", "yes")
         self.publish([probe])
 

@@ -141,7 +141,6 @@ def test_the_leader_of_busy_partitions_killed_mid_stream_blocks_no_turn_and_lose
     assert settings.bootstrap_servers.count(",") == BROKERS - 1  # found through the topology
     stack = TestStack(settings)
     deployment = Deployment(settings)
-    asyncio.run(deployment.ensure_topics())  # before the worker, which the probe may outrun
     log = tmp_path / "worker.log"
     worker = start_worker(env, log)
     try:
