@@ -17,10 +17,12 @@ from typing import Any
 from memstream.errors import ConfigurationError
 from memstream.memory.bounds import DEFAULT_MAX_MEMORIES
 from memstream.memory.model import DEFAULT_IMPORTANCE, DEFAULT_MAX_RECORD_CHARS
+from memstream.topology import LocalTopology, state_folder
 
 __all__ = ["Settings"]
 
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
+_STATE_DIR = ".run"
 
 
 def _setting(
@@ -128,12 +130,23 @@ class Settings:
     kafka_bootstrap: str = _setting(
         "MEMSTREAM_KAFKA_BOOTSTRAP",
         "",
-        "Kafka bootstrap servers (host:port, comma-separated). Empty: the local stack's broker.",
+        "Kafka bootstrap servers (host:port, comma-separated). Empty: the local stack's "
+        "brokers, as `memstream up` recorded them (topology.json in MEMSTREAM_STATE_DIR), "
+        "else 127.0.0.1:MEMSTREAM_KAFKA_PORT.",
     )
     redis_url: str = _setting(
         "MEMSTREAM_REDIS_URL",
         "",
-        "Redis URL of a server with the search module. Empty: the local stack's Redis.",
+        "Redis URL of a server with the search module. Empty: the local stack's Redis, as "
+        "`memstream up` recorded it (topology.json in MEMSTREAM_STATE_DIR), else "
+        "127.0.0.1:MEMSTREAM_REDIS_PORT.",
+    )
+    redis_shards: str = _setting(
+        "MEMSTREAM_REDIS_SHARDS",
+        "",
+        "Redis URLs of the projection's shards (comma-separated; each with the same TLS and "
+        "ACL settings): a tenant lives on shard partition(tenant) mod shards "
+        "(docs/scaling.md). Empty: one shard, MEMSTREAM_REDIS_URL.",
     )
     namespace: str = _setting(
         "MEMSTREAM_NAMESPACE",
@@ -339,7 +352,7 @@ class Settings:
     )
     state_dir: str = _setting(
         "MEMSTREAM_STATE_DIR",
-        ".run",
+        _STATE_DIR,
         "Folder of the local stack's data, logs and pid files (relative to the project root).",
     )
 
@@ -460,7 +473,8 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Read every setting from `environ` (default: the process environment)."""
+        """Read every setting from `environ` (default: the process environment); where it
+        names no Kafka or Redis, the local stack's topology (`memstream up`) names them."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
@@ -473,6 +487,7 @@ class Settings:
                 raise ConfigurationError(
                     f"{f.metadata['env']}={raw!r} is not valid: {exc}. {f.metadata['doc']}"
                 ) from None
+        _local_servers(values)
         return cls(**values)
 
     def environ(self) -> dict[str, str]:
@@ -491,12 +506,33 @@ class Settings:
     def redis(self) -> str:
         return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
 
+    @property
+    def shard_urls(self) -> tuple[str, ...]:
+        """The projection's Redis shards, in shard order: MEMSTREAM_REDIS_SHARDS, else the one
+        Redis (`redis`). Shard 0 also keeps the namespace-wide records (docs/scaling.md)."""
+        urls = tuple(url.strip() for url in self.redis_shards.split(",") if url.strip())
+        return urls or (self.redis,)
+
     @classmethod
     def describe(cls) -> list[tuple[str, str, str]]:
         """(environment variable, default, meaning) of every setting, for docs and `--help`."""
         return [
             (f.metadata["env"], repr(f.default), f.metadata["doc"]) for f in dataclasses.fields(cls)
         ]
+
+
+def _local_servers(values: dict[str, Any]) -> None:
+    """Fill in, where `values` name none, the Kafka and Redis of the local stack running from
+    the state folder: its topology (all its brokers; its Redis when there is one; several are
+    the projection's shards), recorded by `memstream up` and removed by `memstream down`."""
+    if values.get("kafka_bootstrap") and values.get("redis_url"):
+        return
+    topology = LocalTopology.read(state_folder(values.get("state_dir", _STATE_DIR)))
+    if topology is None:
+        return
+    values.setdefault("kafka_bootstrap", topology.bootstrap)
+    if len(topology.redis_urls) == 1:
+        values.setdefault("redis_url", topology.redis_urls[0])
 
 
 def _check_security(settings: Settings) -> None:
@@ -539,8 +575,15 @@ def _check_security(settings: Settings) -> None:
         ("MEMSTREAM_REDIS_CERT_FILE", settings.redis_cert_file),
         ("MEMSTREAM_REDIS_KEY_FILE", settings.redis_key_file),
     )
-    if any(value for _, value in redis_files) and not settings.redis.startswith("rediss://"):
-        fail("MEMSTREAM_REDIS_URL", "must start with rediss:// when Redis TLS files are set")
+    if any(value for _, value in redis_files) and not all(
+        url.startswith("rediss://") for url in settings.shard_urls
+    ):
+        fail(
+            "MEMSTREAM_REDIS_SHARDS" if settings.redis_shards else "MEMSTREAM_REDIS_URL",
+            "must start with rediss:// when Redis TLS files are set",
+        )
+    if len(set(settings.shard_urls)) != len(settings.shard_urls):
+        fail("MEMSTREAM_REDIS_SHARDS", "names a Redis twice; give each shard its own Redis")
     for prefix, files in (("MEMSTREAM_KAFKA", kafka_files), ("MEMSTREAM_REDIS", redis_files)):
         (_, cert), (_, key) = files[1], files[2]
         if bool(cert) != bool(key):

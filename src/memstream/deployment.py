@@ -16,9 +16,11 @@ with a deployment — erase a tenant, drop a namespace, run a worker — is in
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
@@ -33,7 +35,12 @@ from memstream.llm import ModelClient
 from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
-from memstream.memory.ports import ItemIndex, MemoryLookup, ProjectionProgress, Recaller
+from memstream.memory.ports import (
+    ItemIndex,
+    MemoryLookup,
+    ProjectionProgress,
+    Recaller,
+)
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedders
@@ -45,7 +52,8 @@ from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.keys import KafkaKeyring
 from memstream.streams.replay import Replayer
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.topics import Topics, ensure_topics, topic_partitions
+from memstream.streams.wire import partition_of
 
 if TYPE_CHECKING:
     import faust
@@ -59,8 +67,9 @@ class Deployment:
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.topics = Topics(settings.namespace, settings.partitions)
+        self._partitions: int | None = None  # the memory topic's, once read from the broker
         # The only backend today; a second one is chosen here, from the settings.
-        self.projection = RedisProjection(settings)
+        self.projection = RedisProjection(settings, self.partition_of)
         self.embedders = EmbedderCatalogue(settings, embedder)
         self._embedder = embedder
         self._stores: EventSourcedStores | None = None
@@ -84,6 +93,11 @@ class Deployment:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every event the agent side has buffered is in the log; False if
+        `timeout` passed first (True at once when it buffers nothing)."""
+        return self._stores is None or self._stores.publisher.flush(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Send what the agent side still buffers (up to `timeout`), then stop its threads."""
@@ -125,6 +139,25 @@ class Deployment:
     def kafka(self) -> KafkaConnection:
         """The brokers and the security every Kafka client of this deployment uses."""
         return KafkaConnection.from_settings(self.settings)
+
+    def partition_of(self, tenant: str) -> int:
+        """The partition of the memory topic every producer writes `tenant`'s records to
+        (`streams.wire.partition_of` over the topic's partition count, read from the broker
+        once; MEMSTREAM_PARTITIONS while the topic does not exist yet). The sharded
+        projection routes a tenant to its shard by it."""
+        return partition_of(tenant, self._partitions or self._read_partitions())
+
+    def _read_partitions(self) -> int:
+        def described() -> list[object]:
+            return list(asyncio.run(topic_partitions(self.kafka, self.topics.memory)))
+
+        # Its own thread: the caller may be inside an event loop (the server, the worker).
+        with ThreadPoolExecutor(1) as pool:
+            found = len(pool.submit(described).result())
+        if not found:
+            return self.settings.partitions  # not created yet: nothing of any tenant is stored
+        self._partitions = found
+        return found
 
     # -- the agent side ---------------------------------------------------------------------
 
@@ -272,9 +305,10 @@ class Deployment:
             ) from None
 
     @asynccontextmanager
-    async def replayer(self) -> AsyncIterator[Replayer]:
-        """A replayer over a projection session of its own, closed on the way out."""
-        async with self.projection.session() as session:
+    async def replayer(self, shard: int = 0) -> AsyncIterator[Replayer]:
+        """A replayer of projection shard `shard` (its partitions only) over a session of its
+        own, closed on the way out."""
+        async with self.projection.session(shard) as session:
             yield Replayer(
                 self.kafka,
                 self.topics,
@@ -283,6 +317,7 @@ class Deployment:
                 self.embedders,
                 default_importance=self.settings.default_importance,
                 keyring=self.keyring(),
+                owns=self.projection.owns(shard),
             )
 
     # -- the worker -------------------------------------------------------------------------
@@ -292,13 +327,11 @@ class Deployment:
         from memstream.streams.worker import build_app
 
         keyring = self.keyring()
-        writer, generations = self.projection.live_writer()
         return build_app(
             self.settings,
             self.topics,
             TimedEmbedders(self.embedders, self.metrics.worker.embedding),
-            writer,
-            generations,
+            self.projection,
             self.projection.reader(),
             self.chat_model() or ExtractiveSummarizer(),
             metrics=self.metrics,

@@ -205,6 +205,12 @@ class ReplayError(MemstreamError):
     code = "replay"
 
 
+class ReshardError(MemstreamError):
+    """A reshard could not finish; the message says which step and what to do."""
+
+    code = "reshard"
+
+
 class StackError(MemstreamError):
     code = "stack"
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from memstream.errors import ConfigurationError
 from memstream.memory.cipher import Keyring
-from memstream.memory.events import MemoryEvent, memories_of
+from memstream.memory.events import MemoryEvent, memory_ids_of
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.monitoring import LoggingMonitor
 from memstream.memory.ports import MemoryReader, Recaller
@@ -76,7 +76,7 @@ class EventSourcedMemoryStore:
     ) -> WriteOutcome:
         check_tenant(event, self._tenant)
         self._send(event, on_durable)
-        return WriteOutcome(event.id, tuple(m.id for m in memories_of(event)))
+        return WriteOutcome(event.id, lambda: memory_ids_of(event))
 
 
 class EventSourcedStores:

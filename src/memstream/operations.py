@@ -1,6 +1,7 @@
 """What is done with a deployment, as opposed to how it is wired (`memstream.deployment`):
 erase a tenant, drop a namespace, run a worker in this process or start one as a child,
-re-drive dead letters, beat for `memstream status`, and measure the projection's lag.
+re-drive dead letters, beat for `memstream status`, and measure the projection's lag (per
+shard too).
 
 The CLI, the benches and the tests call these; each takes the `Deployment` whose parts it
 uses and reaches the projection only through its ports.
@@ -13,8 +14,9 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,24 +26,36 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from memstream.deployment import Deployment
-from memstream.errors import ProjectionLagError
+from memstream.errors import (
+    InvalidInputError,
+    KafkaUnavailableError,
+    ProjectionLagError,
+    ReshardError,
+)
 from memstream.health import Heartbeat, LastError
 from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.monitoring import Monitor
+from memstream.memory.ports import ShardLayout, ShardReport
 from memstream.memory.tenancy import validate_tenant
 from memstream.processes import running
 from memstream.streams.dead_letters import DeadLetterRetry
-from memstream.streams.projector import DeadLetters, Projector
-from memstream.streams.topics import end_offsets
+from memstream.streams.heal import Healer, KafkaLog
+from memstream.streams.projector import DeadLetters, Projector, ShardProjectors
+from memstream.streams.replay import CountedDeadLetters
+from memstream.streams.topics import end_offsets, topic_partitions
 
 __all__ = [
     "Erasure",
+    "Resharded",
+    "ShardState",
     "dead_letter_retry",
     "drop",
     "erase_tenant",
     "heartbeat",
     "projection_lag",
+    "reshard",
     "run_worker",
+    "shard_states",
     "worker_process",
 ]
 
@@ -67,6 +81,15 @@ def erase_tenant(deployment: Deployment, tenant: str, *, timeout_s: float = 120.
     memories, then rewrite Redis's files so their plaintext copy is gone from its disk.
     Idempotent: running it again destroys what keys the tenant has since made."""
     validate_tenant(tenant)
+    # A turn this process recorded before the erasure may still wait in the agent side's
+    # buffer, to be sealed there: sealed after its key is destroyed, it would be sealed under a
+    # new key and land after the erasure, surviving it.
+    if not deployment.flush(timeout_s):
+        raise KafkaUnavailableError(
+            f"events recorded in this process before the erasure of tenant {tenant!r} did not "
+            f"reach Kafka at {deployment.kafka.where} within {timeout_s:.0f}s, so nothing was "
+            "erased yet; check the broker (`memstream status`) and run the erasure again"
+        )
     keyring = deployment.keyring()
     destroyed = keyring.erase(tenant) if keyring is not None else []
     event = TenantErased(
@@ -89,7 +112,7 @@ def erase_tenant(deployment: Deployment, tenant: str, *, timeout_s: float = 120.
             f"worker applied it within {timeout_s:.0f}s, so Redis's files were not rewritten; "
             "start a worker (`memstream worker`) and run the erasure again"
         )
-    rewritten = deployment.projection.rewrite_files(timeout_s)
+    rewritten = deployment.projection.rewrite_files(timeout_s, tenant)
     return Erasure(event, tuple(destroyed), tuple(rewritten), sealed=keyring is not None)
 
 
@@ -202,24 +225,67 @@ def projection_lag(deployment: Deployment) -> dict[int, int]:
     topic = deployment.topics.memory
     positions = deployment.status().positions()
     ends = asyncio.run(end_offsets(deployment.kafka, topic))
-    return {p: max(end - positions.get(f"{topic}/{p}", -1) - 1, 0) for p, end in ends.items()}
+    return {p: _lag(end, positions, f"{topic}/{p}") for p, end in ends.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ShardState:
+    """A projection shard (`report`), its partitions and their lag: messages its live
+    generation has not applied (None while the shard does not answer)."""
+
+    report: ShardReport
+    partitions: tuple[int, ...]
+    lag: int | None
+
+
+def shard_states(deployment: Deployment) -> list[ShardState]:
+    """Every shard of the projection, reachable or not, with the lag of its partitions
+    (`memstream stats`, `memstream status`)."""
+    topic = deployment.topics.memory
+    ends = asyncio.run(end_offsets(deployment.kafka, topic))
+    of_partition = deployment.projection.current_layout().of_partition
+    states = []
+    for report in deployment.projection.shard_reports():
+        own = tuple(p for p in sorted(ends) if of_partition(p) == report.shard)
+        lag = (
+            sum(_lag(ends[p], report.positions, f"{topic}/{p}") for p in own)
+            if report.reachable
+            else None
+        )
+        states.append(ShardState(report, own, lag))
+    return states
+
+
+def _lag(end: int, positions: Mapping[str, int], field: str) -> int:
+    return max(end - positions.get(field, -1) - 1, 0)
 
 
 @asynccontextmanager
 async def dead_letter_retry(deployment: Deployment) -> AsyncIterator[DeadLetterRetry]:
-    """Re-drives dead letters into the live projection with the worker's parts
-    (`memstream dead-letters retry`)."""
-    async with deployment.projection.session() as session:
+    """Re-drives dead letters into the live projection with the worker's parts, each to the
+    shard of its partition (`memstream dead-letters retry`)."""
+    projection = deployment.projection
+    async with contextlib.AsyncExitStack() as sessions:
+        parts = [
+            await sessions.enter_async_context(projection.session(shard))
+            for shard in range(len(projection.shards))
+        ]
 
-        def projector(dead_letters: DeadLetters, monitor: Monitor) -> Projector:
-            return Projector(
-                deployment.embedders,
-                session.writer,
-                session.generations,
-                dead_letters,
-                default_importance=deployment.settings.default_importance,
-                monitor=monitor,
-                keyring=deployment.keyring(),
+        def projector(dead_letters: DeadLetters, monitor: Monitor) -> ShardProjectors:
+            return ShardProjectors(
+                [
+                    Projector(
+                        deployment.embedders,
+                        session.writer,
+                        session.generations,
+                        dead_letters,
+                        default_importance=deployment.settings.default_importance,
+                        monitor=monitor,
+                        keyring=deployment.keyring(),
+                    )
+                    for session in parts
+                ],
+                projection.current_layout().of_partition,
             )
 
         counted = deployment.metrics.monitor()
@@ -227,3 +293,159 @@ async def dead_letter_retry(deployment: Deployment) -> AsyncIterator[DeadLetterR
             deployment.kafka, deployment.topics, projector, counted=counted
         ) as retry:
             yield retry
+
+
+@dataclass(frozen=True, slots=True)
+class Resharded:
+    """A finished reshard: the layouts before and after, the partitions that moved, and how
+    long each step took. `window_s` bounds how long after the switch a process may still
+    route a moved tenant to its old shard (which keeps its data until `dropped`);
+    `caught_up_s` is how long the new shards took to take in what the old ones applied
+    between the warm-up and the switch (a moved tenant's newest memories may be missing from
+    its recall for that long)."""
+
+    old: ShardLayout
+    new: ShardLayout
+    moved: tuple[int, ...]
+    warm_s: float
+    window_s: float
+    caught_up_s: float
+    dropped: int
+    elapsed_s: float
+
+
+def reshard(
+    deployment: Deployment,
+    urls: Sequence[str],
+    *,
+    say: Callable[[str], None] = lambda _: None,
+    timeout_s: float = 300.0,
+) -> Resharded:
+    """Move the projection online onto the shards `urls` (`memstream reshard --to`).
+
+    Fill each partition's new shard from the log while recall answers from the current
+    layout; store the new layout on shard 0 (every process follows it within the
+    projection's `layout_refresh_s`, without a restart); wait until the new shards hold all
+    their old shards applied; then drop the moved tenants from their old shards. Shard 0
+    stays first; `urls` may grow or shrink the count as long as every shard gets a
+    partition. Nothing is lost or doubled: every write is apply-once, and the workers heal a
+    partition's new shard from the log."""
+    started = time.monotonic()
+    projection = deployment.projection
+    stored = projection.layouts().read()
+    old = projection.current_layout()
+    new = ShardLayout(tuple(urls), old.version + 1)
+    partitions = _reshard_partitions(deployment, old, new)
+    moved = tuple(p for p in range(partitions) if old.url_of(p) != new.url_of(p))
+    topic = deployment.topics.memory
+    say(f"reshard: {len(moved)} of {partitions} partitions move: {list(moved)}")
+
+    # A second pass takes in what arrived during the first (short: positions hold), so that
+    # little is left for the workers to heal into the new shards after the switch.
+    for _ in range(2):
+        asyncio.run(_warm(deployment, new, moved))
+    warm_s = time.monotonic() - started
+    say(f"reshard: the new shards caught up with the log in {warm_s:.1f}s")
+
+    if not projection.layouts().publish(new, replaces=stored.version if stored else 0):
+        raise ReshardError(
+            "another reshard stored a layout while this one ran; nothing was switched (the "
+            "shards this one filled keep copies that the next reshard overwrites). Run "
+            "`memstream stats` and reshard again from the layout it shows."
+        )
+    switched = time.monotonic()
+    window_s = projection.layout_refresh_s
+    say(f"reshard: layout {new.version} stored; every process follows within {window_s}s")
+
+    # The old shards keep the moved tenants until every process routes by the new layout and
+    # the new shards hold all the old ones applied (the workers heal them from the log).
+    deadline = switched + timeout_s
+    fields = {p: f"{topic}/{p}" for p in moved}
+    caught_up_s: float | None = None
+    while True:
+        behind = [
+            p
+            for p in moved
+            if _position(deployment, new.url_of(p), fields[p])
+            < _position(deployment, old.url_of(p), fields[p])
+        ]
+        now = time.monotonic()
+        if not behind and caught_up_s is None:
+            caught_up_s = now - switched
+        if caught_up_s is not None and now - switched >= 2 * window_s:
+            break
+        if now > deadline:
+            raise ReshardError(
+                f"the new shards did not catch up with partitions {behind} within "
+                f"{timeout_s:.0f}s of the switch; is a worker running? The new layout is "
+                "live; run `memstream reshard` with the same shards again to finish"
+            )
+        time.sleep(0.1)
+
+    partition_of = deployment.partition_of
+    dropped = 0
+    for url in old.urls:
+        leaving = {p for p in moved if old.url_of(p) == url}
+        if leaving:
+            dropped += projection.drop_moved(
+                url,
+                lambda tenant, leaving=leaving: partition_of(tenant) in leaving,  # type: ignore[misc]
+                [fields[p] for p in leaving],
+            )
+    say(f"reshard: dropped {dropped} moved tenants from their old shards")
+    return Resharded(
+        old, new, moved, warm_s, window_s, caught_up_s, dropped, time.monotonic() - started
+    )
+
+
+def _reshard_partitions(deployment: Deployment, old: ShardLayout, new: ShardLayout) -> int:
+    """The memory topic's partition count, once the new layout is checked against it."""
+    urls = new.urls
+    if len(set(urls)) != len(urls):
+        raise InvalidInputError("--to names a Redis twice; give each shard its own Redis")
+    if any("@" in url for url in urls):
+        raise InvalidInputError(
+            "--to URLs carry no user or password (the layout is stored in Redis, readable by "
+            "every process); set MEMSTREAM_REDIS_USERNAME and MEMSTREAM_REDIS_PASSWORD, which "
+            "every shard uses"
+        )
+    if urls[0] != old.urls[0]:
+        raise InvalidInputError(
+            f"--to must keep shard 0 first ({old.urls[0]}): the layout, API keys and "
+            "heartbeats live there"
+        )
+    partitions = len(asyncio.run(topic_partitions(deployment.kafka, deployment.topics.memory)))
+    if partitions == 0:
+        raise InvalidInputError("the memory topic does not exist yet: set MEMSTREAM_REDIS_SHARDS")
+    if len(urls) > partitions:
+        raise InvalidInputError(
+            f"{len(urls)} shards need at least as many partitions; the memory topic has "
+            f"{partitions} (each shard holds partitions p with p mod shards = its number)"
+        )
+    return partitions
+
+
+async def _warm(deployment: Deployment, new: ShardLayout, moved: Sequence[int]) -> None:
+    """Fill each moved partition's new shard from the log, up to the log's end now."""
+    topic = deployment.topics.memory
+    ends = await end_offsets(deployment.kafka, topic)
+    targets: dict[str, list[int]] = {}
+    for p in moved:
+        targets.setdefault(new.url_of(p), []).append(p)
+    for url, own in targets.items():
+        async with deployment.projection.session(url) as session:
+            projector = Projector(
+                deployment.embedders,
+                session.writer,
+                session.generations,
+                CountedDeadLetters(),  # the live worker dead-lettered them once
+                default_importance=deployment.settings.default_importance,
+                keyring=deployment.keyring(),
+            )
+            await projector.start()
+            healer = Healer(projector, session.writer, KafkaLog(deployment.kafka, ""))
+            await healer.catch_up({f"{topic}/{p}": ends[p] - 1 for p in own if ends[p] > 0})
+
+
+def _position(deployment: Deployment, url: str, field: str) -> int:
+    return deployment.projection.positions_at(url).get(field, -1)

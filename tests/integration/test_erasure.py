@@ -14,6 +14,7 @@ import base64
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,11 +26,12 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from memstream import DecodeContext, Settings, TurnCompleted, decode_event
 from memstream.deployment import Deployment
-from memstream.operations import drop, erase_tenant
+from memstream.operations import drop, erase_tenant, projection_lag
 from memstream.processes import project_root
 from memstream.projections.connection import rewrite_persistence
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import KEYS_CONFIG
+from memstream.streams.wire import Record, event_record
 
 from .helpers import OwnRedis, TestStack, running_worker, wait_until
 from .test_cli import memstream
@@ -312,3 +314,51 @@ def test_a_running_agent_learns_of_an_erasure_while_its_turns_go_on(
             "the agent to learn of the erasure and seal under a new key",
         )
         assert first.key_id in keyring.state.erased(tenant)
+
+
+def test_an_erasure_waits_for_the_turns_its_own_process_still_buffers(
+    namespace_env: dict[str, str], tmp_path: Path
+) -> None:
+    # The agent side seals each event on its publisher's thread, after the turn. A turn recorded
+    # before the erasure, still buffered when the erasure destroys the tenant's key, would be
+    # sealed under a new key and land after the erasure: it must not survive it.
+    tenant, other = f"tenant-{uuid.uuid4().hex[:6]}", f"tenant-{uuid.uuid4().hex[:6]}"
+    with (
+        Deployment(Settings.from_env(namespace_env)) as deployment,
+        running_worker(namespace_env, tmp_path / "worker.log"),
+    ):
+        keyring = deployment.keyring()
+        assert keyring is not None, "the test needs MEMSTREAM_ENCRYPTION on"
+        stores = deployment.stores()
+
+        def turn(of: str) -> TurnCompleted:
+            return TurnCompleted(
+                tenant=of,
+                thread="t",
+                run=uuid.uuid4().hex,
+                turn=0,
+                query="my locker code is 4512",
+                answer="noted",
+                recorded_at=datetime.now(UTC),
+                importance=0.5,
+                embedding_model=deployment.embedding_model,
+            )
+
+        def ahead() -> Record:
+            # Held up until the tenant's key is destroyed (an erasure that does not wait for
+            # the buffer does that at once), or 3 s (one that waits never does).
+            deadline = time.monotonic() + 3
+            while not keyring.state.erased(tenant) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            return event_record(deployment.topics, turn(other), keyring)
+
+        stores.publisher.submit(ahead)
+        recorded = turn(tenant)
+        stores(tenant).write(recorded)
+        erase_tenant(deployment, tenant)
+        assert stores.publisher.flush(30)
+        wait_until(
+            lambda: not any(projection_lag(deployment).values()),
+            "the worker to apply everything in the log",
+        )
+        assert deployment.projection.reader().memories(tenant) == []

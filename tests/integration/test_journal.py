@@ -12,13 +12,13 @@ from memstream.agent import (
     Agent,
     AgentMiddleware,
     Proceed,
-    RedisJournal,
     RunConfig,
     RunContext,
     ScriptedModel,
     Turn,
 )
 from memstream.projections.connection import redis_client
+from memstream.projections.journal import RedisJournal
 
 pytestmark = pytest.mark.integration
 

@@ -39,6 +39,7 @@ from memstream.memory.events import (
     EventType,
     Registry,
     derive_id,
+    memory_ids_of,
 )
 from memstream.memory.schemas import schema_files
 
@@ -81,6 +82,26 @@ def test_every_golden_payload_decodes_keeps_its_id_and_writes_the_same_memories(
     assert event.id == json.loads(raw)["id"]
     expected = json.loads(path.with_suffix(".memories.json").read_text())
     assert _memory_json(event) == expected
+
+
+@pytest.mark.parametrize("path", golden(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_ids_an_event_writes_are_its_memories_ids_without_building_them(path: Path) -> None:
+    event = decode_event(path.read_bytes().strip())
+    assert memory_ids_of(event) == tuple(m.id for m in memories_of(event))
+
+
+_ID_PARTS = st.lists(
+    st.one_of(st.text(), st.integers(), st.booleans(), st.floats(allow_nan=False), st.none()),
+    max_size=6,
+)
+
+
+@settings(max_examples=examples(300))
+@given(parts=_ID_PARTS)
+def test_an_id_is_the_uuid5_of_its_parts_json_whatever_the_parts(parts: list[object]) -> None:
+    # derive_id writes the JSON by hand for texts and ints: it must be json.dumps's, always.
+    name = json.dumps(parts, ensure_ascii=False)
+    assert derive_id.__wrapped__(*parts) == str(uuid.uuid5(ID_NAMESPACE, name))
 
 
 def test_golden_payloads_cover_every_version_of_every_type() -> None:

@@ -25,7 +25,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "memstream"
 
 _ENTRY = {"memstream", "cli", "bench", "server", "integrations", "__main__"}
 _ADAPTERS = {"eventsourced", "hooks", "streams", "projections", "providers", "agent"}
-_BASE = {"memory", "errors", "llm", "config", "metrics", "health", "processes", "binaries"}
+_BASE = {
+    "memory", "errors", "llm", "config", "metrics", "health", "processes", "binaries", "topology",
+}  # fmt: skip
 
 # part -> the parts it may import. Dependencies point down: entry points, then operations,
 # then the composition root, then the adapters, then the domain and the leaves.
@@ -44,12 +46,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "eventsourced": {"streams", "memory", "errors", "config", "metrics"},
     "hooks": {"agent", "memory", "errors", "llm"},
     "streams": {"memory", "errors", "llm", "config", "metrics"},
-    "projections": {"memory", "errors", "config"},
+    # The agent runtime's durable journal is kept in the projection's Redis.
+    "projections": {"memory", "agent", "errors", "config"},
     "providers": {"memory", "errors", "llm", "config"},
     "agent": {"errors", "llm"},  # the agent runtime knows nothing of memory
     "health": {"memory", "errors"},
     "metrics": {"memory", "errors"},
-    "config": {"memory", "errors"},
+    "config": {"memory", "errors", "topology"},
+    # Where `memstream up` put the local stack's brokers and Redis: config reads it.
+    "topology": {"errors", "processes"},
     "processes": {"errors"},
     "binaries": {"errors", "processes"},  # the local stack's files and downloads
     "memory": {"errors", "llm"},  # the domain imports no runtime and no adapter
@@ -59,24 +64,20 @@ MAY_IMPORT: dict[str, set[str]] = {
 
 # Above the composition root, only these modules import from projections/: the benches
 # measure the Redis projection against raw Redis, the stack commands start and secure the
-# local Redis, `memstream bench` shows recall's defaults, and the server's search still
-# takes the filtered search's value types (issue 21's "one ranking" replaces that search).
+# local Redis, and `memstream bench` shows recall's defaults.
 PROJECTION_USERS_ABOVE = {
     "memstream.cli.stack": {"memstream.projections.connection"},
     "memstream.cli.secure": {"memstream.projections.connection"},
     "memstream.cli.bench": {"memstream.projections.recall"},
-    "memstream.server.service": {"memstream.projections.search"},
-    "memstream.server.mapping": {"memstream.projections.recall"},  # SearchFilter
     # The pytest plugin asks whether the Redis it may start answers, as the stack commands do.
     "memstream.testing.local": {"memstream.projections.connection"},
     "memstream.testing.containers": {"memstream.projections.connection"},
 }
 
-# Who may import the Redis driver: the projection backend, the stack commands, the benches'
-# raw baselines, and the agent runtime's own durable journal (`agent.RedisJournal`, a library
-# of its own that knows nothing of memory).
+# Who may import the Redis driver: the projection backend, the stack commands and the benches'
+# raw baselines (which measure against Redis itself).
 REDIS_IMPORTERS = ("memstream.projections", "memstream.cli.stack", "memstream.cli.secure",
-                   "memstream.bench", "memstream.agent.journal")  # fmt: skip
+                   "memstream.bench")  # fmt: skip
 _REDIS = ("redis", "redisvl")
 
 

@@ -6,16 +6,17 @@ import pytest
 from memstream import MemoryType
 from memstream.errors import InvalidInputError, InvalidTenantError
 from memstream.memory.ranking.tokens import MAX_QUERY_TERMS, query_terms
+from memstream.memory.search import SearchFilter
 from memstream.memory.tenancy import tenant_token
 from memstream.projections.recall import (
     MAX_RECALL_K,
     HybridQuery,
     LexicalQuery,
-    SearchFilter,
     TenantFilter,
     TenantStatsQuery,
     VectorQuery,
     escape_term,
+    render_filter,
 )
 
 VECTOR = np.ones(4, dtype=np.float32)
@@ -151,7 +152,7 @@ def test_a_list_without_candidates_is_refused(words: int, meaning: int) -> None:
 def test_a_filter_narrows_both_lists_but_not_the_tenants_statistics() -> None:
     where = SearchFilter("acme", threads=("monday",), memory_types=(MemoryType.USER_FACT,))
     query = HybridQuery("acme", "tea", VECTOR, k=5, where=where)
-    scope = where.render()
+    scope = render_filter(where)
     assert query.lexical.render() == f"({scope}) (@content|when:(tea))"
     assert query.semantic.render().startswith(f"({scope})=>[KNN 20 @embedding $vector ")
     # A memory's BM25 does not depend on which others the filter lets through.

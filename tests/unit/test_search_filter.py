@@ -8,11 +8,12 @@ import pytest
 
 from memstream import MemoryType
 from memstream.errors import InvalidInputError
-from memstream.projections.recall import SearchFilter
+from memstream.memory.search import SearchFilter
+from memstream.projections.recall import render_filter
 
 
 def test_only_the_tenant_when_nothing_else_is_asked() -> None:
-    assert SearchFilter("acme").render() == "@tenant_tag:{61636d65}"
+    assert render_filter(SearchFilter("acme")) == "@tenant_tag:{61636d65}"
 
 
 def test_threads_types_and_time_render_as_clauses() -> None:
@@ -24,7 +25,7 @@ def test_threads_types_and_time_render_as_clauses() -> None:
         not_memory_types=(MemoryType.TASK,),
         since=datetime(2026, 1, 1, tzinfo=UTC),
     )
-    assert where.render() == (
+    assert render_filter(where) == (
         "@tenant_tag:{61636d65} @thread_tag:{61|62} -@thread_tag:{63} "
         "@memory_type:{user\\_fact} -@memory_type:{task} @timestamp:[1767225600.0 +inf]"
     )
@@ -32,7 +33,7 @@ def test_threads_types_and_time_render_as_clauses() -> None:
 
 def test_thread_ids_travel_as_hex_so_no_id_is_syntax() -> None:
     hostile = "} | @tenant_tag:{x"
-    rendered = SearchFilter("acme", threads=(hostile,)).render()
+    rendered = render_filter(SearchFilter("acme", threads=(hostile,)))
     assert rendered == f"@tenant_tag:{{61636d65}} @thread_tag:{{{hostile.encode().hex()}}}"
 
 

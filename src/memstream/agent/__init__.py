@@ -5,7 +5,7 @@ It knows nothing of memory: memory plugs in as one middleware (memstream.hooks).
 
 from memstream.agent.context import Clock, RunConfig, RunContext, SystemClock
 from memstream.agent.guardrails import Guardrails, Rule
-from memstream.agent.journal import InMemoryJournal, Journal, RedisJournal, RunRecord
+from memstream.agent.journal import InMemoryJournal, Journal, RunRecord
 from memstream.agent.middleware import (
     AgentMiddleware,
     Ask,
@@ -56,7 +56,6 @@ __all__ = [
     "OfflineEchoModel",
     "Proceed",
     "PromptSection",
-    "RedisJournal",
     "Rule",
     "RunConfig",
     "RunContext",

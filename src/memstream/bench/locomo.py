@@ -50,11 +50,11 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.model import RecalledMemory
 from memstream.memory.ranking.fusion import RRF_K, RecallTuning, reciprocal_rank_fusion
+from memstream.memory.search import SearchFilter
 from memstream.projections.recall import (
     CANDIDATES,
     HybridQuery,
     RedisRecaller,
-    SearchFilter,
     VectorQuery,
     parse_reply,
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memstream.agent import Agent, OfflineEchoModel, RedisJournal, RunConfig
+from memstream.agent import Agent, OfflineEchoModel, RunConfig
 from memstream.deployment import Deployment
 from memstream.llm import ModelClient
 from memstream.memory.tenancy import validate_tenant
@@ -40,7 +40,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     agent = Agent(
         model,
         middleware=[deployment.memory_middleware(model)],
-        journal=RedisJournal(deployment.projection.client, deployment.settings.namespace),
+        journal=deployment.projection.journal(),
     )
     interactive = sys.stdin.isatty()
     print(f"memstream chat: tenant {tenant!r}, thread {args.thread!r}, {described}.")

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -35,17 +36,21 @@ from aiokafka.errors import KafkaError
 
 from memstream.binaries import cache_dir, java, kafka_libs, redis_home, stack_file
 from memstream.cli.dead_letters import pending_by_code, pending_line
+from memstream.cli.stats import shard_line
 from memstream.config import Settings
 from memstream.deployment import Deployment
-from memstream.errors import MemstreamError, StackError
+from memstream.errors import ConfigurationError, MemstreamError, StackError
 from memstream.memory.ports import ProcessReport
-from memstream.operations import projection_lag
+from memstream.operations import projection_lag, shard_states
 from memstream.processes import project_root
 from memstream.projections.connection import redis_client
 from memstream.streams.kafka import KafkaConnection
+from memstream.streams.topics import replication
+from memstream.topology import TOPOLOGY_FILE, Broker, LocalTopology
 
 __all__ = [
     "LocalStack",
+    "ServiceState",
     "broker_answers",
     "fill_template",
     "kafka_answers",
@@ -63,10 +68,20 @@ _STOP_TIMEOUT_S = 30.0
 @dataclass(frozen=True, slots=True)
 class _Service:
     name: str
-    port: int
+    # The ports it listens on, the one clients use first; none for a worker.
+    ports: tuple[int, ...]
     # Makes what the service needs (downloads, configuration, storage) and gives its command.
     prepare: Callable[[], list[str]]
     ready: Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceState:
+    """A service of the local stack as `status` shows it: its pid while it runs."""
+
+    name: str
+    pid: int | None
+    ports: tuple[int, ...]
 
 
 class LocalStack:
@@ -75,11 +90,57 @@ class LocalStack:
         self._root = root or project_root()
         self._state = (self._root / settings.state_dir).resolve()
 
+    def plan(self, brokers: int = 1, shards: int = 1) -> LocalTopology:
+        """The brokers and Redis instances `up` starts for this shape (memstream.topology's
+        port rule, from the settings' ports)."""
+        settings = self._settings
+        try:
+            return LocalTopology.plan(
+                kafka_port=settings.kafka_port,
+                controller_port=settings.kafka_controller_port,
+                redis_port=settings.redis_port,
+                brokers=brokers,
+                shards=shards,
+                reserved=(settings.server_port, settings.worker_metrics_port),
+            )
+        except ConfigurationError as exc:
+            raise StackError(str(exc)) from None
+
+    def topology(self) -> LocalTopology:
+        """The topology `up` recorded in the state folder; one broker and one Redis when it
+        recorded none."""
+        try:
+            recorded = LocalTopology.read(self._state)
+        except ConfigurationError as exc:
+            raise StackError(str(exc)) from None
+        return recorded if recorded is not None else self.plan()
+
     # -- the services ------------------------------------------------------------------
 
-    def _kafka(self) -> _Service:
-        data = self._state / "kafka" / "data"
-        config = self._state / "kafka" / "server.properties"
+    def _kafkas(self, topology: LocalTopology) -> list[_Service]:
+        alone = len(topology.brokers) == 1
+        replicas, min_isr = replication(len(topology.brokers))
+        return [
+            self._kafka(
+                "kafka" if alone else f"kafka-{broker.node_id}",
+                broker,
+                # Alone, a dynamic quorum of one (formatted --standalone); else a static one.
+                quorum=(
+                    f"controller.quorum.bootstrap.servers=127.0.0.1:{broker.controller_port}"
+                    if alone
+                    else f"controller.quorum.voters={topology.quorum_voters}"
+                ),
+                replicas=replicas,
+                min_isr=min_isr,
+            )
+            for broker in topology.brokers
+        ]
+
+    def _kafka(
+        self, name: str, broker: Broker, *, quorum: str, replicas: int, min_isr: int
+    ) -> _Service:
+        data = self._state / name / "data"
+        config = self._state / name / "server.properties"
 
         def prepare() -> list[str]:
             command = [
@@ -94,36 +155,56 @@ class LocalStack:
             fill_template(
                 stack_file("kafka/server.properties"),
                 config,
-                port=self._settings.kafka_port,
-                controller_port=self._settings.kafka_controller_port,
+                node_id=broker.node_id,
+                quorum=quorum,
+                port=broker.port,
+                controller_port=broker.controller_port,
                 data_dir=data,
+                replicas=replicas,
+                min_isr=min_isr,
             )
             if not (data / "meta.properties").exists():
-                cluster_id = new_cluster_id()
+                standalone = ["--standalone"] if quorum.startswith("controller.quorum.b") else []
                 run_step(
                     [
                         *command,
                         "kafka.tools.StorageTool",
                         "format",
-                        "--standalone",
+                        *standalone,
                         "-t",
-                        cluster_id,
+                        self._cluster_id(),
                         "-c",
                         str(config),
                     ],
-                    "format Kafka's storage",
+                    f"format the storage of Kafka's {name}",
                 )
             return [*command, "kafka.Kafka", str(config)]
 
         return _Service(
-            "kafka",
-            self._settings.kafka_port,
+            name,
+            (broker.port, broker.controller_port),
             prepare,
-            lambda: kafka_answers(KafkaConnection(f"127.0.0.1:{self._settings.kafka_port}")),
+            lambda: kafka_answers(KafkaConnection(f"127.0.0.1:{broker.port}")),
         )
 
-    def _redis(self) -> _Service:
-        data = self._state / "redis"
+    def _cluster_id(self) -> str:
+        """The id a node's storage is formatted with: its cluster's, where another node of
+        this state folder has one, else a new one."""
+        for meta in sorted(self._state.glob("kafka*/data/meta.properties")):
+            for line in meta.read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    return line.partition("=")[2].strip()
+        return new_cluster_id()
+
+    def _redises(self, topology: LocalTopology) -> list[_Service]:
+        alone = len(topology.redis_ports) == 1
+        return [
+            self._redis("redis" if alone else f"redis-{shard}", port)
+            for shard, port in enumerate(topology.redis_ports)
+        ]
+
+    def _redis(self, name: str, port: int) -> _Service:
+        data = self._state / name
         config = data / "redis.conf"
 
         def prepare() -> list[str]:
@@ -132,23 +213,20 @@ class LocalStack:
             fill_template(
                 stack_file("redis/redis.conf"),
                 config,
-                port=self._settings.redis_port,
+                port=port,
                 data_dir=data,
                 modules_dir=home / "lib",
             )
             return [str(home / "bin" / "redis-server"), str(config)]
 
         return _Service(
-            "redis",
-            self._settings.redis_port,
-            prepare,
-            lambda: _redis_answers(f"redis://127.0.0.1:{self._settings.redis_port}/0"),
+            name, (port,), prepare, lambda: _redis_answers(f"redis://127.0.0.1:{port}/0")
         )
 
     def _worker(self) -> _Service:
         return _Service(
             "worker",
-            0,
+            (),
             lambda: [sys.executable, "-m", "memstream", "worker"],
             lambda: True,
         )
@@ -157,33 +235,68 @@ class LocalStack:
         port = self._settings.server_port
         return _Service(
             "server",
-            port,
+            (port,),
             lambda: [sys.executable, "-m", "memstream", "serve", "--port", str(port)],
             lambda: _server_answers(f"http://127.0.0.1:{port}/v1/health"),
         )
 
+    def _services(self, topology: LocalTopology) -> list[_Service]:
+        return [*self._kafkas(topology), *self._redises(topology)]
+
     # -- commands ------------------------------------------------------------------------
 
     def up(
-        self, *, worker: bool = False, serve: bool = False, say: Callable[[str], None] = print
-    ) -> None:
+        self,
+        *,
+        brokers: int = 1,
+        shards: int = 1,
+        worker: bool = False,
+        serve: bool = False,
+        say: Callable[[str], None] = print,
+    ) -> LocalTopology:
+        """Start `brokers` Kafka nodes (a KRaft quorum of them all) and `shards` Redis
+        instances (and a worker, a server), record them in the state folder's topology, and
+        return it. A service already running is left alone; a running stack of another shape
+        is refused."""
+        topology = self.plan(brokers, shards)
+        running = [
+            state.name for state in self.status() if state.pid is not None
+            and state.name not in ("worker", "server")
+        ]  # fmt: skip
+        if running and self.topology() != topology:
+            raise StackError(
+                f"a local stack of another shape runs ({', '.join(running)}); stop it with "
+                "`memstream down` before `memstream up "
+                f"--brokers {brokers} --shards {shards}`"
+            )
         self.ensure_master_key(say)
-        services = [self._kafka(), self._redis()] + ([self._worker()] if worker else [])
-        services += [self._server()] if serve else []
-        for service in services:
-            pid = self.pid(service.name)
-            if pid is not None:
-                say(f"{service.name}: already running (pid {pid}){_where(service)}")
-                continue
-            if service.port and _port_taken(service.port):
-                raise StackError(
-                    f"port {service.port} for {service.name} is taken by a process memstream "
-                    f"did not start; stop it or set MEMSTREAM_{service.name.upper()}_PORT"
-                )
+        topology.write(self._state)
+        # Nodes of a quorum answer only once a majority of them runs: start every broker and
+        # Redis before waiting on any, then the worker and the server, which need them.
+        stages = [self._services(topology), [self._worker()] if worker else []]
+        stages.append([self._server()] if serve else [])
+        for stage in stages:
             started = time.monotonic()
-            self._start(service)
-            self._wait_ready(service)
-            say(f"{service.name}: ready in {time.monotonic() - started:.1f}s{_where(service)}")
+            waiting = []
+            for service in stage:
+                pid = self.pid(service.name)
+                if pid is not None:
+                    say(f"{service.name}: already running (pid {pid}){_where(service)}")
+                    continue
+                for port in service.ports:
+                    if _port_taken(port):
+                        raise StackError(
+                            f"port {port} for {service.name} is taken by a process memstream "
+                            "did not start; stop it or move the port (memstream.topology: "
+                            "MEMSTREAM_KAFKA_PORT, MEMSTREAM_KAFKA_CONTROLLER_PORT, "
+                            "MEMSTREAM_REDIS_PORT, MEMSTREAM_SERVER_PORT)"
+                        )
+                self._start(service)
+                waiting.append(service)
+            for service in waiting:
+                self._wait_ready(service, started)
+                say(f"{service.name}: ready in {time.monotonic() - started:.1f}s{_where(service)}")
+        return topology
 
     def ensure_master_key(self, say: Callable[[str], None] = print) -> Path:
         """The local stack's development master key (docs/erasure.md): made once, readable by
@@ -199,24 +312,39 @@ class LocalStack:
         return path
 
     def down(self, say: Callable[[str], None] = print) -> None:
-        for name in ("server", "worker", "redis", "kafka"):
-            pid = self.pid(name)
-            if pid is None:
-                continue
+        """Stop every service `up` started (the server, the worker, then the brokers and
+        Redis together), then forget the topology, so that settings fall back to their ports."""
+        states = [state for state in self.status() if state.pid is not None]
+        # The brokers stop together: stopped one by one, the last would have lost its quorum
+        # and wait out its controlled shutdown.
+        stages = [
+            [s for s in states if s.name == "server"],
+            [s for s in states if s.name == "worker"],
+            [s for s in states if s.name not in ("server", "worker")],
+        ]
+        for stage in stages:
+            self._stop(stage)
+            for state in stage:
+                say(f"{state.name}: stopped (pid {state.pid})")
+        (self._state / TOPOLOGY_FILE).unlink(missing_ok=True)
+
+    def _stop(self, states: list[ServiceState]) -> None:
+        """SIGTERM to each, and SIGKILL to those still running after a grace period."""
+        pids = {state.name: state.pid for state in states if state.pid is not None}
+        for pid in pids.values():
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + _STOP_TIMEOUT_S
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
+        deadline = time.monotonic() + _STOP_TIMEOUT_S
+        while any(map(_alive, pids.values())) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for name, pid in pids.items():
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
             self._pidfile(name).unlink(missing_ok=True)
-            say(f"{name}: stopped (pid {pid})")
 
-    def status(self) -> dict[str, str]:
-        return {
-            name: (f"running (pid {pid})" if (pid := self.pid(name)) else "stopped")
-            for name in ("kafka", "redis", "worker", "server")
-        }
+    def status(self) -> list[ServiceState]:
+        """Each service of the recorded topology (brokers, Redis), the worker and the server."""
+        services = [*self._services(self.topology()), self._worker(), self._server()]
+        return [ServiceState(s.name, self.pid(s.name), s.ports) for s in services]
 
     # -- processes -----------------------------------------------------------------------
 
@@ -252,8 +380,8 @@ class LocalStack:
             )
         self._pidfile(service.name).write_text(str(process.pid))
 
-    def _wait_ready(self, service: _Service) -> None:
-        deadline = time.monotonic() + _READY_TIMEOUT_S
+    def _wait_ready(self, service: _Service, started: float) -> None:
+        deadline = started + _READY_TIMEOUT_S
         pid = self.pid(service.name)
         while time.monotonic() < deadline:
             if pid is None or not _alive(pid):
@@ -321,7 +449,7 @@ def _port_taken(port: int) -> bool:
 
 
 def _where(service: _Service) -> str:
-    return f" on 127.0.0.1:{service.port}" if service.port else ""
+    return f" on 127.0.0.1:{service.ports[0]}" if service.ports else ""
 
 
 def kafka_answers(kafka: KafkaConnection) -> bool:
@@ -368,46 +496,89 @@ def _redis_answers(url: str) -> bool:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    up = commands.add_parser("up", help="start the local Kafka and Redis (and a worker)")
+    up = commands.add_parser(
+        "up", help="start the local Kafka and Redis (a cluster of them with --brokers, --shards)"
+    )
+    up.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="Kafka nodes, each a broker and a controller of one KRaft quorum (default 1; "
+        "broker i on MEMSTREAM_KAFKA_PORT + 100*i, docs/operations.md)",
+    )
+    up.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="Redis instances (default 1; Redis i on MEMSTREAM_REDIS_PORT + 100*i)",
+    )
     up.add_argument("--worker", action="store_true", help="also start a projection worker")
     up.add_argument(
         "--serve", action="store_true", help="also start `memstream serve` (MEMSTREAM_SERVER_PORT)"
     )
-    up.set_defaults(
-        run=lambda args, deployment: LocalStack(deployment.settings).up(
-            worker=args.worker, serve=args.serve
-        )
-    )
+    up.set_defaults(run=_up)
     down = commands.add_parser("down", help="stop what `memstream up` started")
     down.set_defaults(run=lambda args, deployment: LocalStack(deployment.settings).down())
     status = commands.add_parser(
         "status", help="which local services run, with each process's lag and last error"
     )
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help="print the local services (name, pid, ports) and where clients reach them as JSON",
+    )
     status.set_defaults(run=_status)
+
+
+def _up(args: argparse.Namespace, deployment: Deployment) -> int:
+    LocalStack(deployment.settings).up(
+        brokers=args.brokers, shards=args.shards, worker=args.worker, serve=args.serve
+    )
+    return 0
 
 
 def _status(args: argparse.Namespace, deployment: Deployment) -> int:
     stack = LocalStack(deployment.settings)
     states = stack.status()
+    running = all(s.pid is not None for s in states if s.name.startswith(("kafka", "redis")))
+    if args.json:
+        topology = stack.topology()
+        print(
+            json.dumps(
+                {
+                    "services": [
+                        {"name": s.name, "pid": s.pid, "ports": list(s.ports)} for s in states
+                    ],
+                    "bootstrap": topology.bootstrap,
+                    "redis_urls": list(topology.redis_urls),
+                },
+                indent=2,
+            )
+        )
+        return 0 if running else 1
     unread = ""
     try:
         reports = deployment.projection.processes().reports()
     except MemstreamError as exc:  # Redis is down: the services' states still help
         reports, unread = [], str(exc)
     local = {(report.kind, report.pid): report for report in reports}
-    for name, state in states.items():
-        pid = stack.pid(name)
-        report = local.pop((name, pid), None) if pid is not None else None
-        print(f"{name}: {state}" + (f", {_health(report)}" if report else ""))
+    for state in states:
+        report = local.pop((state.name, state.pid), None) if state.pid is not None else None
+        shown = f"running (pid {state.pid})" if state.pid is not None else "stopped"
+        where = f" on 127.0.0.1:{state.ports[0]}" if state.pid is not None and state.ports else ""
+        print(f"{state.name}: {shown}{where}" + (f", {_health(report)}" if report else ""))
     for report in local.values():
         print(f"{report.kind} (pid {report.pid} on {report.host}): {_health(report)}")
     if unread:
         print(f"lag and last errors unknown: {unread}")
-    running = states["kafka"] != "stopped" and states["redis"] != "stopped"
     settings = deployment.settings
     # A deployment on servers of its own is asked too: only a stopped local stack is not.
-    if running or settings.kafka_bootstrap or settings.redis_url:
+    if running or settings.kafka_bootstrap or settings.redis_url or settings.redis_shards:
         with contextlib.suppress(MemstreamError, KafkaError, OSError):
+            shards = shard_states(deployment)
+            if len(shards) > 1:
+                for shard in shards:
+                    print(shard_line(shard))
             lag = projection_lag(deployment)
             print(f"projection lag: {sum(lag.values())} messages")
             print(pending_line(pending_by_code(deployment)))

@@ -1,4 +1,6 @@
-"""`memstream verify [--tenant T]`: rebuild the projection aside and compare it with the live one.
+"""`memstream verify [--tenant T] [--shard N]`: rebuild the projection aside and compare it with
+the live one (each shard against its own rebuild; `--shard N` checks one while the others
+serve).
 
 The rebuild reads the log up to its end into a scratch generation that is never swapped in;
 verify then waits (within --timeout) for the live projection to have applied every event the
@@ -17,7 +19,13 @@ import sys
 import time
 from dataclasses import dataclass
 
-from memstream.cli.replay import add_allow_dead_letters, progress_bar, report
+from memstream.cli.replay import (
+    add_allow_dead_letters,
+    add_shard,
+    chosen_shards,
+    progress_bar,
+    report,
+)
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
 from memstream.memory.ports import Difference, Generations
@@ -32,18 +40,19 @@ __all__ = ["register"]
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verify = commands.add_parser("verify", help="compare a rebuild from the log with the live")
     verify.add_argument("--tenant", type=validate_tenant, help="verify this tenant only")
+    add_shard(verify, "verify this shard only (default: every shard, one after the other)")
     verify.add_argument("--timeout", type=float, default=60.0, help="wait for the live worker")
     add_allow_dead_letters(verify)
     verify.set_defaults(run=_run)
 
 
 async def _verify(
-    deployment: Deployment, args: argparse.Namespace
+    deployment: Deployment, args: argparse.Namespace, shard: int
 ) -> tuple[list[Difference], list[str]]:
-    """The differences, and the tenants that could not be compared."""
-    async with deployment.projection.session() as session:
+    """Shard `shard`'s differences, and its tenants that could not be compared."""
+    async with deployment.projection.session(shard) as session:
         comparer = session.comparer
-        async with deployment.replayer() as replayer:
+        async with deployment.replayer(shard) as replayer:
             rebuilt = await replayer.rebuild(
                 args.tenant,
                 swap=False,
@@ -115,7 +124,12 @@ async def _moved_partitions(deployment: Deployment, rebuilt: Rebuilt) -> _Moved:
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
-    differences, skipped = asyncio.run(_verify(deployment, args))
+    differences: list[Difference] = []
+    skipped: list[str] = []
+    for shard in chosen_shards(args, deployment):
+        found, missed = asyncio.run(_verify(deployment, args, shard))
+        differences += found
+        skipped += missed
     if skipped:
         named = ", ".join(map(repr, skipped[:10])) + (" ..." if len(skipped) > 10 else "")
         print(

@@ -39,6 +39,9 @@ class TenantCells:
     def cell(self, tenant: str) -> TenantCell:
         """The tenant's cell, resolving its store on first use (errors are not kept). The
         hooks' entry: the tenant is validated here, and carried as a TenantId from here on."""
+        known = self._cells.get(tenant)
+        if known is not None:
+            return known  # its key passed validation when the cell was made
         tenant = validate_tenant(tenant)
         with self._lock:
             cell = self._cells.get(tenant)

@@ -11,14 +11,13 @@ keyed by the event's id (which is derived from the effect key: `memory.record` f
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from memstream.agent.context import RunContext
 from memstream.agent.journal import EffectRecord
 from memstream.hooks.tenants import TenantCell
-from memstream.memory.events import REGISTRY, MemoryEvent, memories_of
+from memstream.memory.events import REGISTRY, MemoryEvent, memory_ids_of
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.store import MemoryFilter, MemoryStore, WriteOutcome
 
@@ -76,7 +75,7 @@ class EffectView:
         # callback that fires when the write is durable, whenever (and on whichever thread)
         # that is: not on the turn's path.
         def durable() -> None:
-            begun.applied(_encode(WriteOutcome(event.id, tuple(m.id for m in memories_of(event)))))
+            begun.applied(_encode(WriteOutcome(event.id, memory_ids_of(event))))
             if on_durable is not None:
                 on_durable()
 
@@ -90,7 +89,7 @@ class EffectView:
 
 
 def _encode(outcome: WriteOutcome) -> dict[str, Any]:
-    return dataclasses.asdict(outcome)
+    return {"event_id": outcome.event_id, "memory_ids": list(outcome.memory_ids)}
 
 
 def _decode(data: Any) -> WriteOutcome:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -46,6 +46,9 @@ __all__ = [
     "ProjectionSession",
     "ProjectionWriter",
     "Recaller",
+    "ShardLayout",
+    "ShardReport",
+    "ShardWriters",
     "SwapResult",
     "TenantStats",
 ]
@@ -242,6 +245,63 @@ class ProjectionProgress(Protocol):
     def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
         """Memories per tenant with their oldest and newest timestamps, by tenant id."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLayout:
+    """The shards' Redis URLs in shard order, and the layout's version (a layout that moves
+    partitions between shards is a new version)."""
+
+    urls: tuple[str, ...]
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.urls:
+            raise ValueError("a shard layout needs at least one Redis URL")
+
+    @property
+    def count(self) -> int:
+        return len(self.urls)
+
+    def of_partition(self, partition: int) -> int:
+        """The shard that holds `partition`'s tenants and position."""
+        return partition % len(self.urls)
+
+    def url_of(self, partition: int) -> str:
+        """The Redis that holds `partition`'s tenants and position."""
+        return self.urls[self.of_partition(partition)]
+
+    def partitions_of(self, shard: int, partitions: int) -> list[int]:
+        """The partitions (of `partitions`) shard `shard` holds."""
+        return [p for p in range(partitions) if self.of_partition(p) == shard]
+
+
+class ShardWriters(Protocol):
+    """The live projection's shards as the worker writes them: the layout now (a newer one is
+    followed without a restart) and each shard's writer and generations, by URL."""
+
+    def current_layout(self) -> ShardLayout: ...
+
+    def live_writer(self, url: str) -> tuple[ProjectionWriter, Generations]:
+        """Shard `url`'s writer and the generations it reads, on a connection of its own for
+        the process's life."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ShardReport:
+    """One shard of the projection as `stats` and `status` show it: where it is (never with a
+    password), whether it answered (`error` says why not), its live generation, how many
+    memories that holds, the memory the server uses and its partitions' positions."""
+
+    shard: int
+    where: str
+    reachable: bool
+    error: str = ""
+    generation: int = 0
+    memories: int = 0
+    used_bytes: int = 0
+    positions: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,10 +51,18 @@ class MemoryFilter:
 
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
-    """What applying an event did: the ids it wrote. Deterministic, so it can be recorded."""
+    """What applying an event did: the ids it wrote. Deterministic, so it can be recorded.
+
+    `ids` may be the function that works them out: a store on a turn's path returns its
+    outcome before anyone asks for the ids (deriving them costs more than the rest of the
+    write), and most callers never do."""
 
     event_id: str
-    memory_ids: tuple[str, ...]
+    ids: tuple[str, ...] | Callable[[], tuple[str, ...]]
+
+    @property
+    def memory_ids(self) -> tuple[str, ...]:
+        return self.ids if isinstance(self.ids, tuple) else self.ids()
 
 
 @runtime_checkable

@@ -1,31 +1,36 @@
 """The Redis projection as one object: every part of the projection a process uses, built from
 the Settings, and the only door into Redis for the rest of memstream.
 
-`RedisProjection(settings)` hands out the ports of `memory.ports` — the writer, generations,
-reader, recaller, progress (status), a key-value store's item index, the server's API-key
-store, the processes' heartbeats and the comparer of `verify` — plus the filtered search of
-the HTTP API and the namespace-wide chores (rewriting Redis's files after an erasure,
-dropping a namespace, a role's ACL line).
-The composition root (`memstream.deployment`) builds it; nothing above `projections/` sees a
-Redis client, a key or a URL.
+`RedisProjection(settings, partition_of)` holds one `RedisShard` per Redis of the shard
+layout and hands out the ports of `memory.ports`: tenant-scoped reads (reader, recaller,
+search, progress) go to the tenant's shard (`projections.shards`); the worker, `replay` and
+`verify` take a shard's writer, generations and comparer one shard at a time
+(`live_writer(url)`, `session(shard)`), since positions, generations and swaps are each
+shard's own. API keys, heartbeats and the layout itself live on shard 0.
 
-Where the shard router goes (docs/scaling.md): every tenant-scoped part below is built over
-`self.client` and `self.keys`. Sharding replaces that one client with the tenant's shard's —
-`partition(tenant) mod shards` — inside this class (the reader, recaller, progress and search
-pick their shard per tenant; the writer groups a batch by shard), while namespace-wide
-records (API keys, heartbeats) keep one home. Callers do not change.
+The layout is MEMSTREAM_REDIS_SHARDS (else the one MEMSTREAM_REDIS_URL) until `memstream
+reshard` stores a newer one on shard 0 (`projections.layout_store`); every process re-reads
+it at most every `LAYOUT_REFRESH_S` when it routes a call, and follows a newer one without a
+restart. The composition root (`memstream.deployment`) builds it; nothing above
+`projections/` sees a Redis client, a key or a URL.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import dataclasses
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from functools import cached_property
+from typing import Generic, TypeVar
 
 import redis
 import redis.asyncio
 
+from memstream.agent.journal import Journal
 from memstream.config import Settings
+from memstream.errors import InfrastructureError
 from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
     ApiKeyStore,
@@ -37,159 +42,233 @@ from memstream.memory.ports import (
     ProjectionSession,
     ProjectionWriter,
     Recaller,
+    ShardLayout,
+    ShardReport,
 )
 from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.search import MemorySearch
 from memstream.projections.acl import REDIS_ROLES, redis_acl_command
-from memstream.projections.apikeys import RedisApiKeyStore
-from memstream.projections.compare import GenerationsComparer, ProjectionComparer
-from memstream.projections.connection import (
-    RedisConnection,
-    async_redis_client,
-    compact,
-    is_missing_index,
-    redis_client,
-    redis_errors,
-    rewrite_persistence,
-)
-from memstream.projections.generations import RedisGenerations
-from memstream.projections.items import RedisItemIndex
-from memstream.projections.live_model import LiveModel
-from memstream.projections.processes import RedisProcessRegistry
-from memstream.projections.reader import ProjectionReader
-from memstream.projections.recall import RedisRecaller
+from memstream.projections.connection import RedisConnection
+from memstream.projections.journal import RedisJournal
+from memstream.projections.layout_store import RedisLayoutStore
 from memstream.projections.schema import Keyspace
-from memstream.projections.search import FilteredSearch
-from memstream.projections.status import ProjectionStatus
-from memstream.projections.writer import RedisProjectionWriter
+from memstream.projections.shard import RedisShard
+from memstream.projections.shards import (
+    ShardedItemIndex,
+    ShardedLookup,
+    ShardedProgress,
+    ShardedRecaller,
+    ShardedSearch,
+    TenantRouter,
+)
 
-__all__ = ["RedisProjection"]
+__all__ = ["LAYOUT_REFRESH_S", "RedisProjection"]
 
-_DELETE_BATCH = 5000
+# How long a process routes by the layout it read before it reads the stored one again: the
+# longest a tenant's recall may still answer from its old shard after a reshard's switch.
+LAYOUT_REFRESH_S = 1.0
+
+T = TypeVar("T")
+
+
+class _PerShard(Generic[T]):
+    """One part per shard of the current layout, made on first use and kept by URL (a shard
+    that stays across a reshard keeps its part and connection)."""
+
+    def __init__(self, projection: RedisProjection, make: Callable[[RedisShard], T]) -> None:
+        self._projection = projection
+        self._make = make
+        self._made: dict[str, T] = {}
+
+    def shard_of(self, tenant: str) -> int:
+        return self._projection.shard_of(tenant)
+
+    def of(self, tenant: str) -> T:
+        layout = self._projection.current_layout()
+        return self._at(layout.urls[self._projection.router.shard_in(layout, tenant)])
+
+    def owner(self, partition: int) -> int:
+        return self._projection.current_layout().of_partition(partition)
+
+    def part(self, shard: int) -> T:
+        return self._at(self._projection.current_layout().urls[shard])
+
+    def _at(self, url: str) -> T:
+        if url not in self._made:
+            self._made[url] = self._make(self._projection.shard(url))
+        return self._made[url]
+
+    def parts(self) -> list[T]:
+        return [self.part(n) for n in range(self._projection.current_layout().count)]
 
 
 class RedisProjection:
-    """One namespace's projection in one Redis. Nothing connects until a part is used."""
+    """One namespace's projection over its Redis shards. Nothing connects until a part is
+    used. `partition_of` is the producers' tenant -> partition function (only asked when
+    there is more than one shard)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        partition_of: Callable[[str], int],
+        *,
+        layout_refresh_s: float = LAYOUT_REFRESH_S,
+    ) -> None:
         self.settings = settings
         self.keys = Keyspace(settings.namespace)
-        self.connection = RedisConnection.from_settings(settings)
+        self._base = RedisConnection.from_settings(settings)
+        self._layout = ShardLayout(settings.shard_urls)
+        self.layout_refresh_s = layout_refresh_s
+        self._read_at = -layout_refresh_s  # never read yet
+        self._lock = threading.Lock()
+        self._shards: dict[str, RedisShard] = {}
+        self.router = TenantRouter(self.current_layout, partition_of)
+        self.home = self.shard(self._layout.urls[0])
+
+    # -- the layout -------------------------------------------------------------------------
+
+    def current_layout(self) -> ShardLayout:
+        """The layout to route by now: the stored one if newer than what this process holds,
+        read again at most every `layout_refresh_s` (a shard 0 that does not answer keeps
+        the last one read)."""
+        now = time.monotonic()
+        if now - self._read_at < self.layout_refresh_s:
+            return self._layout
+        with self._lock:
+            if now - self._read_at >= self.layout_refresh_s:
+                self._read_at = now
+                try:
+                    stored = self.layouts().read()
+                except InfrastructureError:
+                    stored = None
+                if stored is not None and stored.version > self._layout.version:
+                    self._layout = stored
+        return self._layout
+
+    def layouts(self) -> RedisLayoutStore:
+        """Where the layout is stored (shard 0)."""
+        return RedisLayoutStore(self.home.client, self.keys, url=self.home.connection.url)
+
+    def shard(self, url: str) -> RedisShard:
+        """The shard at `url` (made once per process; a URL of the layout, or of `reshard`)."""
+        if url not in self._shards:
+            self._shards[url] = RedisShard(
+                dataclasses.replace(self._base, url=url),
+                self.keys,
+                max_memories=self.settings.max_memories_per_tenant,
+            )
+        return self._shards[url]
+
+    @property
+    def shards(self) -> tuple[RedisShard, ...]:
+        """The shards of the current layout, in shard order."""
+        return tuple(self.shard(url) for url in self.current_layout().urls)
+
+    def shard_of(self, tenant: str) -> int:
+        return self.router.shard_of(tenant)
+
+    def owns(self, shard: int) -> Callable[[int], bool]:
+        """Whether a partition's events and position belong on `shard` (of the layout now)."""
+        layout = self.current_layout()
+        return lambda partition: layout.of_partition(partition) == shard
+
+    # -- the home's one client (benches, the chat journal) ----------------------------------
+
+    @property
+    def connection(self) -> RedisConnection:
+        return self.home.connection
 
     @cached_property
     def client(self) -> redis.Redis:
-        """The synchronous client every reading part shares (benches read through it too)."""
-        return redis_client(self.connection)
+        """Shard 0's synchronous client (benches, the chat journal)."""
+        return self.home.client
 
     def async_client(self) -> redis.asyncio.Redis:
-        """A new asyncio client: one belongs to one event loop, so each caller makes its own."""
-        return async_redis_client(self.connection)
-
-    @property
-    def _url(self) -> str:
-        return self.settings.redis
+        """A new asyncio client of shard 0: one belongs to one event loop."""
+        return self.home.async_client()
 
     # -- the ports ----------------------------------------------------------------------------
 
-    def writer(self, *, max_memories: int | None = None) -> ProjectionWriter:
-        """A writer on a connection of its own for the process's life; each tenant bounded
-        to `max_memories` (default MEMSTREAM_MAX_MEMORIES_PER_TENANT)."""
-        return self._writer(self.async_client(), max_memories)
-
-    def live_writer(self) -> tuple[ProjectionWriter, Generations]:
-        """The worker's writer and the generations it reads (which is live, and which model
-        each was built with), on one connection for the process's life."""
-        client = self.async_client()
-        return self._writer(client, None), RedisGenerations(client, self.keys, url=self._url)
+    def live_writer(self, url: str) -> tuple[ProjectionWriter, Generations]:
+        """Shard `url`'s writer and the generations it reads, on a connection of its own for
+        the process's life (the worker: `ShardWriters`)."""
+        return self.shard(url).live_writer()
 
     @asynccontextmanager
-    async def session(self, *, max_memories: int | None = None) -> AsyncIterator[ProjectionSession]:
-        """A writer, the generations and the comparer on one connection, closed on the way out
-        (a rebuild, `verify`)."""
-        client = self.async_client()
-        try:
-            yield ProjectionSession(
-                writer=self._writer(client, max_memories),
-                generations=RedisGenerations(client, self.keys, url=self._url),
-                comparer=GenerationsComparer(ProjectionComparer(client, url=self._url), self.keys),
-            )
-        finally:
-            await client.aclose()
+    async def session(
+        self, shard: int | str = 0, *, max_memories: int | None = None
+    ) -> AsyncIterator[ProjectionSession]:
+        """Shard `shard`'s (a number of the layout now, or a URL) writer, generations and
+        comparer on one connection, closed on the way out (a rebuild, `verify`, a reshard's
+        warm-up)."""
+        part = self.shard(shard) if isinstance(shard, str) else self.shards[shard]
+        async with part.session(max_memories=max_memories) as session:
+            yield session
+
+    def positions_at(self, url: str) -> dict[str, int]:
+        """Shard `url`'s live positions (a reshard compares a partition's two shards)."""
+        return self.shard(url).status().positions()
+
+    def drop_moved(self, url: str, moved: Callable[[str], bool], fields: Collection[str]) -> int:
+        """Delete from shard `url` the tenants that `moved` to another shard and the positions
+        `fields` of their partitions; the number of tenants deleted."""
+        return self.shard(url).drop_moved(moved, fields)
 
     def reader(self) -> MemoryLookup:
-        return ProjectionReader(self.client, self.keys, url=self._url)
+        return ShardedLookup(_PerShard(self, RedisShard.reader))
 
     def recaller(self, embedders: Embedders, *, tuning: RecallTuning) -> Recaller:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
-        return self._recaller(embedders, tuning)
+        return ShardedRecaller(_PerShard(self, lambda s: s.recaller(embedders, tuning=tuning)))
 
     def items(self, embedders: Embedders) -> ItemIndex:
         """A key-value store's items: field-by-field similarity and TTL refreshes."""
-        return RedisItemIndex(self.client, self.keys, embedders, url=self._url)
+        return ShardedItemIndex(_PerShard(self, lambda s: s.items(embedders)))
 
-    def search(self, embedders: Embedders, *, tuning: RecallTuning) -> FilteredSearch:
+    def search(self, embedders: Embedders, *, tuning: RecallTuning) -> MemorySearch:
         """The HTTP API's and MCP tools' filtered, paged search: recall's ranking, filtered."""
-        return FilteredSearch(
-            self.client, self.keys, self._recaller(embedders, tuning), url=self._url
-        )
+        return ShardedSearch(_PerShard(self, lambda s: s.search(embedders, tuning=tuning)))
 
     def check_model(self, embedders: Embedders) -> None:
         """Raise ConfigurationError (naming both models and the fix) if `embedders` cannot
-        make vectors of the model the live generation was built with."""
-        LiveModel(self.client, self.keys, embedders, url=self._url).current()
+        make vectors of the model any shard's live generation was built with."""
+        for shard in self.shards:
+            shard.check_model(embedders)
 
     def status(self) -> ProjectionProgress:
         """What the live projection has applied (`--wait`, stats, verify, erasure)."""
-        return ProjectionStatus(self.client, self.keys, url=self._url)
+        return ShardedProgress(_PerShard(self, RedisShard.status))
+
+    def shard_reports(self) -> list[ShardReport]:
+        """Every shard's state (`stats`, `status`), reachable or not, in shard order."""
+        return [shard.report(n) for n, shard in enumerate(self.shards)]
 
     def api_keys(self) -> ApiKeyStore:
-        return RedisApiKeyStore(self.client, self.settings.namespace, url=self._url)
+        return self.home.api_keys()
+
+    def journal(self) -> Journal:
+        """The agent runtime's durable effects journal (`memstream chat`'s runs recover from it)."""
+        return RedisJournal(self.client, self.settings.namespace)
 
     def processes(self) -> ProcessRegistry:
-        return RedisProcessRegistry(self.client, self.keys, url=self._url)
+        return self.home.processes()
 
     # -- namespace-wide chores ----------------------------------------------------------------
 
-    def rewrite_files(self, timeout_s: float) -> list[str]:
-        """Rewrite Redis's persistence files so that deleted data is gone from its disk
-        (after an erasure); the files rewritten."""
-        with redis_errors(self._url, "rewriting Redis's files"):
-            return rewrite_persistence(self.client, timeout_s)
+    def rewrite_files(self, timeout_s: float, tenant: str | None = None) -> list[str]:
+        """Rewrite the persistence files of `tenant`'s shard (every shard without one) so that
+        deleted data is gone from disk (after an erasure); the files rewritten."""
+        shards = self.shards if tenant is None else (self.shards[self.shard_of(tenant)],)
+        return [done for shard in shards for done in shard.rewrite_files(timeout_s)]
 
     def access_command(self, role: str) -> str | None:
-        """The `redis-cli` line that creates `role`'s Redis user (None: it uses no Redis)."""
+        """The `redis-cli` line that creates `role`'s Redis user (None: it uses no Redis); run
+        it on every shard."""
         if role not in REDIS_ROLES:
             return None
         return f"redis-cli --tls ... {redis_acl_command(role, self.keys)}"
 
     def drop(self) -> None:
-        """Delete every generation's index and keys of the namespace. Irreversible."""
-        client = self.client
-        prefixes = (f"{self.keys.namespace}:", f"{self.keys.namespace}-")
-        for raw in client.execute_command("FT._LIST"):  # type: ignore[no-untyped-call]
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            if name.startswith(prefixes):
-                try:
-                    client.ft(name).dropindex(delete_documents=False)
-                except redis.ResponseError as exc:  # dropped by someone else meanwhile
-                    if not is_missing_index(exc):
-                        raise
-        deleted = 0
-        for prefix in prefixes:
-            batch = []
-            for key in client.scan_iter(match=f"{prefix}*", count=_DELETE_BATCH):
-                batch.append(key)
-                if len(batch) >= _DELETE_BATCH:
-                    deleted += int(client.unlink(*batch))
-                    batch.clear()
-            if batch:
-                deleted += int(client.unlink(*batch))
-        compact(client, deleted)  # keeps Redis's restarts short (docs/operations.md)
-
-    def _recaller(self, embedders: Embedders, tuning: RecallTuning) -> RedisRecaller:
-        return RedisRecaller(self.client, self.keys, embedders, url=self._url, tuning=tuning)
-
-    def _writer(
-        self, client: redis.asyncio.Redis, max_memories: int | None
-    ) -> RedisProjectionWriter:
-        bound = self.settings.max_memories_per_tenant if max_memories is None else max_memories
-        return RedisProjectionWriter(client, self.keys, max_memories=bound, url=self._url)
+        """Delete every generation's index and keys of the namespace on every shard."""
+        for shard in self.shards:
+            shard.drop()

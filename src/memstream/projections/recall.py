@@ -22,8 +22,8 @@ Both go to the alias of the live generation's index, so recall keeps answering w
 replay rebuilds the next generation and switches when that one is swapped in. Both are
 filtered on the server to the tenant's TAG (`TenantFilter`), whose value is the hex
 token of the tenant id, so isolation never depends on the text; a search may narrow them
-further (`SearchFilter`: sessions, memory types, time), and the candidates that pass are
-ranked as any recall's. Redis 7.4 / search 2.10 has
+further (a `memory.search.SearchFilter`: sessions, memory types, time, as `render_filter`
+writes it), and the candidates that pass are ranked as any recall's. Redis 7.4 / search 2.10 has
 no FT.HYBRID, so the fusion is client side. Both searches return the candidates' vectors, so
 every candidate has its exact cosine and its exact BM25 whichever list found it; the fused list
 is then re-weighted by importance and recency (`RecallTuning`) and near-duplicates collapse to
@@ -45,11 +45,12 @@ import redis
 
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedders, Vectors
-from memstream.memory.model import Memory, MemoryType, RecalledMemory
+from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.ranking.rank import TermStats, rank
 from memstream.memory.ranking.tokens import query_terms
+from memstream.memory.search import SearchFilter
 from memstream.memory.tenancy import tenant_token, validate_tenant
 from memstream.projections.connection import search_pipelined, text
 from memstream.projections.live_model import LiveModel
@@ -62,12 +63,12 @@ __all__ = [
     "HybridQuery",
     "LexicalQuery",
     "RedisRecaller",
-    "SearchFilter",
     "TenantFilter",
     "TenantStatsQuery",
     "VectorQuery",
     "escape_term",
     "parse_reply",
+    "render_filter",
 ]
 
 # Each list contributes this many candidates (at least k) to the fusion. Score fusion, unlike
@@ -123,42 +124,23 @@ def _bound(at: datetime | None, open_end: str) -> str:
     return open_end if at is None else repr(at.timestamp())
 
 
-@dataclass(frozen=True, slots=True)
-class SearchFilter:
-    """Which memories of one tenant a search may return; each part renders to a clause that
-    the index evaluates beside the tenant's TAG. Empty parts filter nothing."""
-
-    tenant: str
-    threads: tuple[str, ...] = ()
-    not_threads: tuple[str, ...] = ()
-    memory_types: tuple[MemoryType, ...] = ()
-    not_memory_types: tuple[MemoryType, ...] = ()
-    since: datetime | None = None
-    until: datetime | None = None
-
-    def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
-        for thread in (*self.threads, *self.not_threads):
-            if not thread:
-                raise InvalidInputError("a session (thread) filter names an empty session id")
-
-    def render(self) -> str:
-        clauses = [TenantFilter(self.tenant).render()]
-        if self.threads:
-            tokens = [_thread_token(t) for t in self.threads]
-            clauses.append(_tags(Fields.THREAD_TAG, tokens))
-        if self.not_threads:
-            tokens = [_thread_token(t) for t in self.not_threads]
-            clauses.append(_tags(Fields.THREAD_TAG, tokens, negate=True))
-        if self.memory_types:
-            clauses.append(_tags(Fields.MEMORY_TYPE, [t.value for t in self.memory_types]))
-        if self.not_memory_types:
-            values = [t.value for t in self.not_memory_types]
-            clauses.append(_tags(Fields.MEMORY_TYPE, values, negate=True))
-        if self.since is not None or self.until is not None:
-            low, high = _bound(self.since, "-inf"), _bound(self.until, "+inf")
-            clauses.append(f"@{Fields.TIMESTAMP}:[{low} {high}]")
-        return " ".join(clauses)
+def render_filter(where: SearchFilter) -> str:
+    """`where` as the clause the index evaluates, beside the tenant's TAG."""
+    clauses = [TenantFilter(where.tenant).render()]
+    if where.threads:
+        clauses.append(_tags(Fields.THREAD_TAG, [_thread_token(t) for t in where.threads]))
+    if where.not_threads:
+        tokens = [_thread_token(t) for t in where.not_threads]
+        clauses.append(_tags(Fields.THREAD_TAG, tokens, negate=True))
+    if where.memory_types:
+        clauses.append(_tags(Fields.MEMORY_TYPE, [t.value for t in where.memory_types]))
+    if where.not_memory_types:
+        values = [t.value for t in where.not_memory_types]
+        clauses.append(_tags(Fields.MEMORY_TYPE, values, negate=True))
+    if where.since is not None or where.until is not None:
+        low, high = _bound(where.since, "-inf"), _bound(where.until, "+inf")
+        clauses.append(f"@{Fields.TIMESTAMP}:[{low} {high}]")
+    return " ".join(clauses)
 
 
 def _scope(tenant: str, where: SearchFilter | None) -> str:
@@ -169,7 +151,7 @@ def _scope(tenant: str, where: SearchFilter | None) -> str:
         raise InvalidInputError(
             f"a query for tenant {tenant!r} was given a filter for {where.tenant!r}"
         )
-    return where.render()
+    return render_filter(where)
 
 
 def _returned_fields(extra: Sequence[str] = ()) -> list[str | int]:

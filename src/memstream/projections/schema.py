@@ -6,6 +6,8 @@ Every key starts with the namespace, and every per-tenant key carries the tenant
 A projection lives in a *generation*: every key of its state carries the generation, so a
 replay can build generation g+1 beside the live generation g and swap it in at once:
 
+    {ns}:layout                        STRING the shard layout, JSON (shard 0 only; absent: the
+                                              settings' MEMSTREAM_REDIS_SHARDS, version 1)
     {ns}:generation                    STRING the live generation (absent: 1)
     {ns}:generations                   STRING the last generation number handed out
     {ns}:memories                      FT alias of the live generation's index (recall uses it)
@@ -105,6 +107,10 @@ class Keyspace:
 
     def at(self, generation: int) -> Keyspace:
         return Keyspace(self.namespace, generation)
+
+    @property
+    def layout_key(self) -> str:
+        return f"{self.namespace}:layout"
 
     @property
     def generation_key(self) -> str:

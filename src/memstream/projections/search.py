@@ -27,9 +27,7 @@ recall's fused score; keyword and listings 1 / (1 + rank).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,35 +37,22 @@ from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ranking.tokens import query_terms
+from memstream.memory.search import SearchFilter, SearchMode, SearchPage
 from memstream.projections.connection import search_pipelined
 from memstream.projections.recall import (
     MAX_RECALL_K,
     HybridQuery,
     RedisRecaller,
-    SearchFilter,
     escape_term,
     parse_reply,
+    render_filter,
 )
 from memstream.projections.schema import Fields, Keyspace, from_hash
 
-__all__ = ["POST_FILTER_DEPTH", "FilteredSearch", "SearchMode", "SearchPage"]
+__all__ = ["POST_FILTER_DEPTH", "FilteredSearch"]
 
 POST_FILTER_DEPTH = MAX_RECALL_K
 _DISTANCE = "vector_distance"
-
-
-class SearchMode(enum.StrEnum):
-    SEMANTIC = "semantic"
-    KEYWORD = "keyword"
-    HYBRID = "hybrid"
-
-
-@dataclass(frozen=True, slots=True)
-class SearchPage:
-    """One page of results, best first, and how many memories matched in all."""
-
-    hits: tuple[RecalledMemory, ...]
-    total: int
 
 
 def _returned(extra: Sequence[str] = ()) -> list[str | int]:
@@ -146,7 +131,7 @@ class FilteredSearch:
         page = tuple(hits[offset : offset + limit])
         if keep is not None:
             return SearchPage(page, len(hits))
-        counted = self._run([self._count(where.render())])
+        counted = self._run([self._count(render_filter(where))])
         return SearchPage(page, _total(counted[0]) if counted else 0)
 
     def _window(
@@ -159,7 +144,7 @@ class FilteredSearch:
         count: int,
         max_distance: float | None,
     ) -> tuple[list[RecalledMemory], int]:
-        filters = where.render()
+        filters = render_filter(where)
         if not terms and (mode == SearchMode.KEYWORD or not text.strip()):
             listing = [
                 "FT.SEARCH", self._index, filters, *_returned(),

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from memstream.errors import InvalidInputError, LimitExceededError
 from memstream.memory.events import MemorySaved
 from memstream.memory.model import Memory, MemoryType
-from memstream.projections.recall import SearchFilter
+from memstream.memory.search import SearchFilter
 from memstream.server.models import (
     DateFilter,
     MemoryRecord,

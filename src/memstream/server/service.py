@@ -30,7 +30,7 @@ from memstream.memory.events import MemoryEvent, MemoryForgotten, check_memory_i
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import Memory
 from memstream.memory.ports import MemoryLookup, ProjectionProgress
-from memstream.projections.search import FilteredSearch, SearchMode, SearchPage
+from memstream.memory.search import MemorySearch, SearchMode, SearchPage
 from memstream.server.keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import (
@@ -97,7 +97,7 @@ class MemoryService:
         self,
         *,
         publisher: EventPublisher,
-        search: FilteredSearch,
+        search: MemorySearch,
         reader: MemoryLookup,
         status: ProjectionProgress,
         scoping: Scoping,

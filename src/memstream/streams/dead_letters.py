@@ -35,9 +35,9 @@ from memstream.errors import EventDecodeError, KafkaUnavailableError
 from memstream.memory.monitoring import DeadLetterRetried, Monitor, MonitoringEvent
 from memstream.memory.tenancy import tenant_key
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.projector import DeadLetters, Projector, RawMessage
+from memstream.streams.projector import DeadLetters, Projecting, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
-from memstream.streams.wire import Record, monitoring_record, send
+from memstream.streams.wire import Record, monitoring_record, producer_config, send
 
 __all__ = [
     "DeadLetter",
@@ -216,15 +216,15 @@ class _Notices:
 
 
 class DeadLetterRetry:
-    """Re-drives dead letters through a Projector the caller builds over the ports it is
+    """Re-drives dead letters through a projector the caller builds over the ports it is
     given (`projector(dead_letters, monitor)`: the worker's parts, writing the live
-    generation), and records each outcome."""
+    generation of each shard), and records each outcome."""
 
     def __init__(
         self,
         kafka: KafkaConnection,
         topics: Topics,
-        projector: Callable[[DeadLetters, Monitor], Projector],
+        projector: Callable[[DeadLetters, Monitor], Projecting],
         *,
         counted: Monitor | None = None,
     ) -> None:
@@ -234,7 +234,7 @@ class DeadLetterRetry:
         self._refusals = _Refusals()
         self._notices = _Notices()
         self._projector = projector(self._refusals, self._notices)
-        self._producer = AIOKafkaProducer(**kafka.aiokafka(), enable_idempotence=True, acks="all")
+        self._producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka"))
 
     async def __aenter__(self) -> DeadLetterRetry:
         try:

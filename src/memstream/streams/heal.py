@@ -17,13 +17,18 @@ loss is visible: Redis's position is behind what the worker knows was consumed.
 Where Redis is behind, it reads the missing offsets again from Kafka with a group-less
 consumer and projects them before going on. Apply-once makes the overlap harmless: an event
 Redis did keep is a no-op. Nothing is replayed beyond the gap.
+
+With the projection sharded (docs/scaling.md) each shard has its Healer over its own writer:
+`ShardHealers` splits every batch by the shard of its partitions and projects the shards'
+parts at the same time, so positions, gaps and healing stay each shard's own. After a reshard
+the same healing fills a partition's new shard with what its old one took in meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -31,11 +36,18 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from memstream.errors import InfrastructureError, KafkaUnavailableError
-from memstream.memory.ports import AppliedOutcome, Position, ProjectionWriter
+from memstream.memory.ports import (
+    AppliedOutcome,
+    Generations,
+    Position,
+    ProjectionWriter,
+    ShardLayout,
+    ShardWriters,
+)
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 
-__all__ = ["Healer", "KafkaLog", "LogSource"]
+__all__ = ["Healer", "KafkaLog", "LogSource", "ShardHealers"]
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +184,12 @@ class Healer:
             except InfrastructureError as exc:  # the next tick tries again
                 log.warning("checking the projection against the log failed: %s", exc)
 
+    async def catch_up(self, upto: Mapping[str, int]) -> None:
+        """Project every offset the projection lacks up to `upto` (per partition), from the
+        log: how a reshard fills a partition's new shard before the switch."""
+        async with self._lock:
+            await self._projector.retrying("catching up with the log", lambda: self._fill(upto))
+
     async def _fill(self, upto: Mapping[str, int]) -> None:
         """Read again and project every offset Redis lacks up to `upto` (per partition)."""
         if not upto:
@@ -198,3 +216,106 @@ class Healer:
             # Offsets without a message (transaction markers, a deleted log start) count too,
             # if Redis still holds what was just read again.
             await self._writer.advance({field: last}, held={field: held})
+
+
+class ShardHealers:
+    """The live worker's healers, one per projection shard of the layout now (`writers`
+    follows a newer stored layout without a restart): a batch spanning partitions spans
+    shards, and each shard's part goes to that shard's healer, the shards at once. When the
+    layout changes, each partition this worker holds that moved is handed from its old shard's
+    healer to its new shard's, which heals the new shard from the log (what the old one took
+    in after a reshard's warm-up) before its first batch there."""
+
+    def __init__(
+        self,
+        writers: ShardWriters,
+        projector: Callable[[ProjectionWriter, Generations], Projector],
+        source: LogSource,
+    ) -> None:
+        self._writers = writers
+        self._projector = projector
+        self._source = source
+        self._layout: ShardLayout | None = None
+        self._healers: dict[str, Healer] = {}  # by the shard's URL
+        self._held: dict[str, Position] = {}  # assigned to this worker, by field
+        self._following = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Start the projector of every shard of the layout (each prepares its index)."""
+        await self._follow()
+
+    async def _follow(self) -> ShardLayout:
+        """The layout now; on a newer one, its shards' healers made and the moved partitions
+        handed over."""
+        async with self._following:
+            layout = self._writers.current_layout()
+            if self._layout is not None and layout.version == self._layout.version:
+                return layout
+            for url in layout.urls:
+                if url not in self._healers:
+                    writer, generations = self._writers.live_writer(url)
+                    projector = self._projector(writer, generations)
+                    await projector.start()
+                    self._healers[url] = Healer(projector, writer, self._source)
+            old = self._layout
+            if old is None:  # assigned before the first layout was read
+                for url, own in self._split(self._held.values(), layout).items():
+                    self._healers[url].assigned(own)
+            else:
+                for position in self._held.values():
+                    was, now = old.url_of(position.partition), layout.url_of(position.partition)
+                    if was != now:
+                        log.info("%s moved to shard %s: healing it there", position.field, now)
+                        self._healers[was].revoked([position])
+                        self._healers[now].assigned([position])
+            self._layout = layout
+            return layout
+
+    def _split(
+        self, positions: Collection[Position], layout: ShardLayout
+    ) -> dict[str, list[Position]]:
+        by_shard: dict[str, list[Position]] = {}
+        for position in positions:
+            by_shard.setdefault(layout.url_of(position.partition), []).append(position)
+        return by_shard
+
+    def assigned(self, partitions: Collection[Position]) -> None:
+        self._held |= {position.field: position for position in partitions}
+        if self._layout is not None:  # else the first `_follow` hands them out
+            for url, own in self._split(partitions, self._layout).items():
+                self._healers[url].assigned(own)
+
+    def revoked(self, partitions: Collection[Position]) -> None:
+        for position in partitions:
+            self._held.pop(position.field, None)
+        if self._layout is not None:
+            for url, own in self._split(partitions, self._layout).items():
+                self._healers[url].revoked(own)
+
+    def last_consumed(self, field: str) -> int | None:
+        if self._layout is None:
+            return None
+        url = self._layout.url_of(int(field.rpartition("/")[2]))
+        return self._healers[url].last_consumed(field)
+
+    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        """Each shard's messages (in the log's order) projected to it, the shards at once."""
+        layout = await self._follow()
+        if layout.count == 1:
+            return await self._healers[layout.urls[0]].project(messages)
+        by_shard: dict[str, list[RawMessage]] = {}
+        for message in messages:
+            by_shard.setdefault(layout.url_of(message.partition), []).append(message)
+        done = await asyncio.gather(
+            *(self._healers[url].project(own) for url, own in by_shard.items())
+        )
+        return [outcome for outcomes in done for outcome in outcomes]
+
+    async def check(self) -> None:
+        """Follow a newer layout, and heal every shard where Redis is behind."""
+        try:
+            layout = await self._follow()
+        except InfrastructureError as exc:  # a new shard not answering: the next tick
+            log.warning("following the shard layout failed: %s", exc)
+            return
+        await asyncio.gather(*(self._healers[url].check() for url in layout.urls))

@@ -58,7 +58,16 @@ from memstream.memory.ports import (
     ProjectionWriter,
 )
 
-__all__ = ["DeadLetters", "OnApplied", "Projector", "RawMessage", "notices_of", "worker_context"]
+__all__ = [
+    "DeadLetters",
+    "OnApplied",
+    "Projecting",
+    "Projector",
+    "RawMessage",
+    "ShardProjectors",
+    "notices_of",
+    "worker_context",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -315,6 +324,43 @@ class Projector:
                 log.warning("%s failed, retrying in %.1fs: %s", doing, delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._max_retry_s)
+
+
+class Projecting(Protocol):
+    """What a caller that projects messages one batch at a time needs (dead-letter retry)."""
+
+    @property
+    def erased(self) -> int: ...
+
+    async def start(self) -> None: ...
+
+    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]: ...
+
+
+class ShardProjectors:
+    """One Projector per projection shard: a message goes to the shard of its partition
+    (`shard_of`), so its event and its partition's position land on that shard."""
+
+    def __init__(self, projectors: Sequence[Projector], shard_of: Callable[[int], int]) -> None:
+        self._projectors = projectors
+        self._shard_of = shard_of
+
+    @property
+    def erased(self) -> int:
+        return sum(projector.erased for projector in self._projectors)
+
+    async def start(self) -> None:
+        for projector in self._projectors:
+            await projector.start()
+
+    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        by_shard: dict[int, list[RawMessage]] = {}
+        for message in messages:
+            by_shard.setdefault(self._shard_of(message.partition), []).append(message)
+        outcomes: list[AppliedOutcome] = []
+        for shard, own in by_shard.items():
+            outcomes += await self._projectors[shard].project(own)
+        return outcomes
 
 
 def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:

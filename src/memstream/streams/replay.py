@@ -104,7 +104,8 @@ class CountedDeadLetters:
 
 class Replayer:
     """Rebuilds through the projection's ports: `writer` applies events `into` a generation,
-    `generations` allocates, swaps and drops them."""
+    `generations` allocates, swaps and drops them. It reads the partitions it `owns` (a
+    shard's, when the projection is sharded: docs/scaling.md)."""
 
     def __init__(
         self,
@@ -116,8 +117,10 @@ class Replayer:
         *,
         default_importance: float,
         keyring: Keyring | None = None,
+        owns: Callable[[int], bool] = lambda _: True,
     ) -> None:
         self._kafka = kafka
+        self._owns = owns
         self._keyring = keyring
         self._topic = topics.memory
         self._writer = writer
@@ -209,9 +212,10 @@ class Replayer:
             auto_offset_reset="earliest",
         )
         try:
-            partitions = await topic_partitions(self._kafka, self._topic)
+            every = await topic_partitions(self._kafka, self._topic)
+            partitions = [tp for tp in every if self._owns(tp.partition)]
             await consumer.start()
-            if not partitions:
+            if not every:
                 raise ReplayError(
                     f"the memory topic {self._topic} does not exist; nothing to replay. Check "
                     "MEMSTREAM_NAMESPACE (a worker or an import creates the topic)."

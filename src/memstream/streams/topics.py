@@ -9,7 +9,10 @@
     {ns}.keys          tenants' data keys, wrapped (streams.keys), compacted: a destroyed
                        key is physically gone once the cleaner has run (KEYS_CONFIG).
 
-Topics are created explicitly (the local broker has auto-creation off), idempotently.
+Topics are created explicitly (the local broker has auto-creation off), idempotently, each
+with min(3, brokers) replicas and, where there are three, `min.insync.replicas=2`: an
+acknowledged write (every producer sends acks=all) is then on two brokers, and one broker may
+die without losing it or stopping writes (`replication`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from memstream.errors import KafkaUnavailableError
 from memstream.streams.kafka import KafkaConnection
 
-__all__ = ["KEYS_CONFIG", "TopicSpec", "Topics", "end_offsets", "ensure_topics", "topic_partitions"]
+__all__ = [
+    "KEYS_CONFIG",
+    "TopicSpec",
+    "Topics",
+    "end_offsets",
+    "ensure_topics",
+    "replication",
+    "topic_partitions",
+]
 
 _FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
@@ -94,16 +105,23 @@ class Topics:
         )
 
 
-async def ensure_topics(
-    kafka: KafkaConnection, topics: Topics, replication_factor: int = 1
-) -> list[str]:
-    """Create whichever of the namespace's topics are missing; return the names created."""
+def replication(brokers: int) -> tuple[int, int]:
+    """(replicas, min.insync.replicas) of a topic on a cluster of `brokers`: min(3, brokers)
+    replicas, 2 of them in sync where there are 3 (so one broker may be down), else 1."""
+    replicas = min(3, brokers)
+    return replicas, 2 if replicas >= 3 else 1
+
+
+async def ensure_topics(kafka: KafkaConnection, topics: Topics) -> list[str]:
+    """Create whichever of the namespace's topics are missing, replicated for the brokers the
+    cluster has now (`replication`); return the names created."""
     admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=10_000)
     try:
         await admin.start()
         existing = set(await admin.list_topics())
         missing = [spec for spec in topics.specs() if spec.name not in existing]
         if missing:
+            replicas, min_isr = replication(len((await admin.describe_cluster())["brokers"]))
             # Another process may create them first: the goal is reached all the same.
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(
@@ -111,8 +129,8 @@ async def ensure_topics(
                         NewTopic(
                             spec.name,
                             spec.partitions,
-                            replication_factor,
-                            topic_configs=dict(spec.config),
+                            replicas,
+                            topic_configs={**spec.config, "min.insync.replicas": str(min_isr)},
                         )
                         for spec in missing
                     ]

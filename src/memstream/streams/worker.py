@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaProducer
 from faust.types import EventT
 
 from memstream.config import Settings
@@ -46,16 +47,28 @@ from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedders
 from memstream.memory.monitoring import DeadLettered, Monitor
-from memstream.memory.ports import Generations, MemoryReader, Position, ProjectionWriter
+from memstream.memory.ports import (
+    Generations,
+    MemoryReader,
+    Position,
+    ProjectionWriter,
+    ShardWriters,
+)
 from memstream.metrics import Metrics
 from memstream.streams.consolidation import ConsolidationJob
 from memstream.streams.dead_letters import dead_letter_headers
-from memstream.streams.heal import Healer, KafkaLog
+from memstream.streams.heal import KafkaLog, ShardHealers
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
-from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.projector import OnApplied, Projector, RawMessage
 from memstream.streams.topics import Topics
-from memstream.streams.wire import Record, event_record, monitoring_record
+from memstream.streams.wire import (
+    Record,
+    event_record,
+    monitoring_record,
+    producer_config,
+    send,
+)
 
 __all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "KEY_WAIT_S", "build_app", "run_app"]
 
@@ -75,25 +88,44 @@ _LAG_CHECK_S = 1.0
 
 
 class _WorkerProducer:
-    """Dead letters, monitoring events and summaries, written by the app's plain
-    (non-transactional) producer. `submit` (the monitor's sink) only starts a send; the agent
-    awaits them all (`drained`) before a batch is acknowledged, so notices are at-least-once.
-    A dead letter's notice is also announced to `counted` (the metrics), when given."""
+    """Dead letters, monitoring events and summaries, written by a producer of the worker's
+    own, configured as every producer is (streams.wire: idempotent, acks=all): Faust's is
+    idempotent only inside transactions, so a send it retried after a broker failover could
+    land twice. `submit` (the monitor's sink) only starts a send; the agent awaits them all
+    (`drained`) before a batch is acknowledged, so notices are at-least-once. A dead letter's
+    notice is also announced to `counted` (the metrics), when given."""
 
-    def __init__(self, app: faust.App, topics: Topics, counted: Monitor | None = None) -> None:
-        self._app = app
+    def __init__(
+        self, kafka: KafkaConnection, topics: Topics, counted: Monitor | None = None
+    ) -> None:
+        self._kafka = kafka
         self._topics = topics
         self._counted = counted
         self._sending: list[asyncio.Task[None]] = []
+        self._producer: AIOKafkaProducer | None = None
+        self._starting = asyncio.Lock()
+
+    async def _started(self) -> AIOKafkaProducer:
+        # Made in the app's event loop, on the first record, as aiokafka requires.
+        async with self._starting:
+            if self._producer is None:
+                producer = AIOKafkaProducer(**producer_config(self._kafka, "aiokafka"))
+                try:
+                    await producer.start()
+                except BaseException:
+                    await producer.stop()
+                    raise
+                self._producer = producer
+            return self._producer
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
 
     async def publish(self, record: Record) -> None:
         """Send `record` and wait until the broker has it."""
-        producer = self._app.producer
-        await producer.maybe_start()
-        sent = await producer.send(
-            record.topic, record.key, record.value, None, None, list(record.headers)
-        )
-        await sent
+        await (await send(await self._started(), record))
 
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
         headers = dead_letter_headers(message, error)
@@ -125,8 +157,7 @@ def build_app(
     settings: Settings,
     topics: Topics,
     embedders: Embedders,
-    writer: ProjectionWriter,
-    generations: Generations,
+    shards: ShardWriters,
     reader: MemoryReader,
     summarizer: ModelClient,
     metrics: Metrics | None = None,
@@ -136,9 +167,11 @@ def build_app(
     keys_clock: Callable[[], None] | None = None,
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
-    `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries it writes,
-    `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S (streams.keys);
-    with `metrics`, Faust's sensors and memstream's own are kept in its registry."""
+    `shards` are the projection's shards (their layout, and each one's writer and
+    generations); `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries
+    it writes, `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S
+    (streams.keys); with `metrics`, Faust's sensors and memstream's own are kept in its
+    registry."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
         topics.worker_group,
@@ -152,7 +185,9 @@ def build_app(
         # The leader topic is for Faust features memstream does not use; skipping it avoids
         # one more internal topic per app.
         topic_disable_leader=True,
-        topic_replication_factor=1,
+        # memstream creates every topic it uses, replicated for the cluster (streams.topics);
+        # Faust would create one with its own replication factor.
+        topic_allow_declare=False,
         topic_partitions=settings.partitions,
         consumer_auto_offset_reset="earliest",
         # Faust's 60 s default keeps a SIGKILLed worker's partitions idle for a minute.
@@ -171,25 +206,31 @@ def build_app(
 
         app.monitor = PrometheusMonitor(metrics=metrics.faust)
     counted = metrics.monitor() if metrics is not None else None
-    monitoring = _WorkerProducer(app, topics, counted)
+    monitoring = _WorkerProducer(kafka, topics, counted)
     monitor = KafkaMonitor(monitoring, topics, also=counted)
-    projector = Projector(
-        embedders,
-        writer,
-        generations,
-        monitoring,
-        default_importance=settings.default_importance,
-        monitor=monitor,
-        keyring=keyring,
-        key_wait_s=KEY_WAIT_S,
-        on_applied=(
-            (lambda o, at: metrics.worker.observe_applied(o.event.type, at))
-            if metrics is not None
-            else None
-        ),
+    on_applied: OnApplied | None = (
+        (lambda o, at: metrics.worker.observe_applied(o.event.type, at))
+        if metrics is not None
+        else None
     )
+
+    # One projector and healer per projection shard: each shard's positions, generations and
+    # healing are its own.
+    def projector(writer: ProjectionWriter, generations: Generations) -> Projector:
+        return Projector(
+            embedders,
+            writer,
+            generations,
+            monitoring,
+            default_importance=settings.default_importance,
+            monitor=monitor,
+            keyring=keyring,
+            key_wait_s=KEY_WAIT_S,
+            on_applied=on_applied,
+        )
+
     # The group id Faust commits under is the app's id.
-    healer = Healer(projector, writer, KafkaLog(kafka, app.conf.id))
+    healer = ShardHealers(shards, projector, KafkaLog(kafka, app.conf.id))
 
     # Faust's signals call receivers with (sender, the partitions, signal=...).
     @app.on_partitions_assigned.connect
@@ -211,29 +252,32 @@ def build_app(
 
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
-        await projector.start()
-        async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
-            messages = [
-                RawMessage(
-                    topic=e.message.topic,
-                    partition=e.message.partition,
-                    offset=e.message.offset,
-                    key=e.message.key,
-                    value=e.message.value,
-                    timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
+        await healer.start()
+        try:
+            async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
+                messages = [
+                    RawMessage(
+                        topic=e.message.topic,
+                        partition=e.message.partition,
+                        offset=e.message.offset,
+                        key=e.message.key,
+                        value=e.message.value,
+                        timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
+                    )
+                    for e in events
+                ]
+                if metrics is not None:
+                    metrics.worker.batch_size.observe(len(messages))
+                outcomes = await healer.project(messages)
+                await monitoring.drained()
+                consolidation.observe(outcomes)
+                log.info(
+                    "projected %d messages (%d applied now)",
+                    len(messages),
+                    sum(o.applied_now for o in outcomes),
                 )
-                for e in events
-            ]
-            if metrics is not None:
-                metrics.worker.batch_size.observe(len(messages))
-            outcomes = await healer.project(messages)
-            await monitoring.drained()
-            consolidation.observe(outcomes)
-            log.info(
-                "projected %d messages (%d applied now)",
-                len(messages),
-                sum(o.applied_now for o in outcomes),
-            )
+        finally:
+            await monitoring.close()
 
     @app.timer(interval=0.5)  # type: ignore[untyped-decorator]
     async def consolidate() -> None:
@@ -264,7 +308,7 @@ def build_app(
     return app
 
 
-def _consumer_lag(app: faust.App, topic: str, healer: Healer) -> dict[tuple[str, int], int]:
+def _consumer_lag(app: faust.App, topic: str, healer: ShardHealers) -> dict[tuple[str, int], int]:
     """Per partition of `topic` this worker holds: messages after the last it consumed, by
     the consumer's high watermark (refreshed by every fetch, so it moves while idle too)."""
     consumer: Any = app.consumer

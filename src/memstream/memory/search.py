@@ -1,0 +1,68 @@
+"""An API search of one tenant's memories, as a port: what it may be filtered on, how it
+ranks, and one page of what it found. The HTTP API and the MCP tools search through it; the
+projection backend answers it (for Redis, `projections.search.FilteredSearch`)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from memstream.errors import InvalidInputError
+from memstream.memory.model import Memory, MemoryType, RecalledMemory
+from memstream.memory.tenancy import validate_tenant
+
+__all__ = ["MemorySearch", "SearchFilter", "SearchMode", "SearchPage"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Which memories of one tenant a search may return; empty parts filter nothing."""
+
+    tenant: str
+    threads: tuple[str, ...] = ()
+    not_threads: tuple[str, ...] = ()
+    memory_types: tuple[MemoryType, ...] = ()
+    not_memory_types: tuple[MemoryType, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+        for thread in (*self.threads, *self.not_threads):
+            if not thread:
+                raise InvalidInputError("a session (thread) filter names an empty session id")
+
+
+class SearchMode(enum.StrEnum):
+    SEMANTIC = "semantic"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    """One page of results, best first, and how many memories matched in all."""
+
+    hits: tuple[RecalledMemory, ...]
+    total: int
+
+
+class MemorySearch(Protocol):
+    def search(
+        self,
+        where: SearchFilter,
+        text: str,
+        *,
+        mode: SearchMode = SearchMode.HYBRID,
+        limit: int = 10,
+        offset: int = 0,
+        max_distance: float | None = None,
+        keep: Callable[[Memory], bool] | None = None,
+    ) -> SearchPage:
+        """One page (`offset`, `limit`) of the memories `where` lets through, best first for
+        `text` in `mode` (hybrid: recall's ranking); `max_distance` bounds the semantic mode's
+        cosine distance; `keep` drops what the backend cannot filter, before the page is cut."""
+        ...

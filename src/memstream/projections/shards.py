@@ -1,0 +1,224 @@
+"""The shard layout and the router: which Redis holds which tenant, and the tenant-scoped ports
+that send each call to it.
+
+A tenant lives on one shard, `partition(tenant) mod shards`, with the partition computed as
+every producer computes it (murmur2 of the tenant key over the memory topic's partition count;
+the composition root hands that function in, since the projection knows no Kafka). A worker
+writes each partition's events to shard `partition mod shards`, so a tenant's memories,
+markers, tombstones, order sets and its partition's position all sit on the same shard, and
+every tenant-scoped read goes to that shard alone (docs/scaling.md).
+
+Namespace-wide records (API keys, heartbeats) live on shard 0: they are few, read rarely,
+and one home keeps them consistent without a cross-shard write.
+
+With one shard every call goes to shard 0 without asking for a partition: a one-Redis
+deployment keeps its keys and its code path (one routing call in front of each part).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+from memstream.memory.events import MemoryEvent
+from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.ports import (
+    ItemIndex,
+    MemoryLookup,
+    ProjectionProgress,
+    Recaller,
+    ShardLayout,
+    TenantStats,
+)
+from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
+from memstream.memory.store import MemoryFilter
+
+__all__ = [
+    "ShardedItemIndex",
+    "ShardedLookup",
+    "ShardedProgress",
+    "ShardedRecaller",
+    "ShardedSearch",
+    "Shards",
+    "TenantRouter",
+]
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+class TenantRouter:
+    """A tenant's shard: its partition (`partition_of`, the producers' function), mod the
+    shard count of the layout now (`layout`). With one shard it is always 0 and the partition
+    is never asked for."""
+
+    def __init__(
+        self, layout: Callable[[], ShardLayout], partition_of: Callable[[str], int]
+    ) -> None:
+        self._layout = layout
+        self._partition_of = partition_of
+
+    def shard_of(self, tenant: str) -> int:
+        return self.shard_in(self._layout(), tenant)
+
+    def shard_in(self, layout: ShardLayout, tenant: str) -> int:
+        """The tenant's shard in `layout`."""
+        if layout.count == 1:
+            return 0
+        return layout.of_partition(self._partition_of(tenant))
+
+
+class Shards(Protocol[T_co]):
+    """One part (a reader, a recaller...) per shard of the layout now."""
+
+    def shard_of(self, tenant: str) -> int: ...
+
+    def of(self, tenant: str) -> T_co:
+        """The tenant's shard's part (shard and part from one reading of the layout)."""
+        ...
+
+    def owner(self, partition: int) -> int:
+        """The shard that holds `partition`."""
+        ...
+
+    def part(self, shard: int) -> T_co: ...
+
+    def parts(self) -> Sequence[T_co]: ...
+
+
+class ShardedLookup:
+    """`MemoryLookup` over the shards: each tenant's reads go to its shard."""
+
+    def __init__(self, shards: Shards[MemoryLookup]) -> None:
+        self._shards = shards
+
+    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+        return self._shards.of(tenant).memories(tenant, where)
+
+    def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
+        return self._shards.of(tenant).memories_by_id(tenant, ids)
+
+    def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
+        return self._shards.of(tenant).forgotten(tenant, memory_ids)
+
+
+class ShardedRecaller:
+    """`Recaller` over the shards: a tenant's recall runs on its shard only."""
+
+    def __init__(self, shards: Shards[Recaller]) -> None:
+        self._shards = shards
+
+    def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
+        return self._shards.of(tenant).recall(tenant, text, k)
+
+
+class ShardedItemIndex:
+    """A key-value store's items over the shards: a tenant's items are on its shard only."""
+
+    def __init__(self, shards: Shards[ItemIndex]) -> None:
+        self._shards = shards
+
+    def similarities(self, tenant: str, memory_ids: Sequence[str], text: str) -> dict[str, float]:
+        return self._shards.of(tenant).similarities(tenant, memory_ids, text)
+
+    def refresh(self, tenant: str, leases: Sequence[tuple[str, str, datetime]]) -> None:
+        self._shards.of(tenant).refresh(tenant, leases)
+
+
+class ShardedSearch:
+    """The HTTP API's filtered search over the shards: `where.tenant`'s shard answers."""
+
+    def __init__(self, shards: Shards[MemorySearch]) -> None:
+        self._shards = shards
+
+    def search(
+        self,
+        where: SearchFilter,
+        text: str,
+        *,
+        mode: SearchMode = SearchMode.HYBRID,
+        limit: int = 10,
+        offset: int = 0,
+        max_distance: float | None = None,
+        keep: Callable[[Memory], bool] | None = None,
+    ) -> SearchPage:
+        return self._shards.of(where.tenant).search(
+            where,
+            text,
+            mode=mode,
+            limit=limit,
+            offset=offset,
+            max_distance=max_distance,
+            keep=keep,
+        )
+
+
+class ShardedProgress:
+    """`ProjectionProgress` over the shards: a tenant's events and counts are asked of its
+    shard; positions and statistics of all tenants are every shard's together."""
+
+    def __init__(self, shards: Shards[ProjectionProgress]) -> None:
+        self._shards = shards
+
+    def _by_shard(self, events: Sequence[MemoryEvent]) -> dict[int, list[MemoryEvent]]:
+        by_shard: dict[int, list[MemoryEvent]] = {}
+        for event in events:
+            by_shard.setdefault(self._shards.shard_of(event.tenant), []).append(event)
+        return by_shard
+
+    def live_generation(self) -> int:
+        """Shard 0's live generation (each shard swaps its own: `memstream stats` shows
+        them all)."""
+        return self._shards.part(0).live_generation()
+
+    def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+        missing = {
+            id(event)
+            for shard, own in self._by_shard(events).items()
+            for event in self._shards.part(shard).unapplied(own)
+        }
+        return [event for event in events if id(event) in missing]
+
+    def wait_applied(
+        self,
+        events: Sequence[MemoryEvent],
+        timeout_s: float,
+        tick: Callable[[int, int], None] | None = None,
+    ) -> list[MemoryEvent]:
+        tenants = len({event.tenant for event in events})
+        deadline = time.monotonic() + timeout_s
+        done = 0
+        late: list[MemoryEvent] = []
+        # One shard after the other within the one deadline: each shard's wait polls only its
+        # own tenants, and a shard that is done is not asked again.
+        for shard, own in self._by_shard(events).items():
+
+            def counted(applied: int, _: int, before: int = done) -> None:
+                if tick is not None:
+                    tick(before + applied, tenants)
+
+            left = max(deadline - time.monotonic(), 0.0)
+            late += self._shards.part(shard).wait_applied(own, left, counted)
+            done += len({event.tenant for event in own})
+        return late
+
+    def memory_count(self, tenant: str) -> int:
+        return self._shards.of(tenant).memory_count(tenant)
+
+    def positions(self) -> dict[str, int]:
+        """Every shard's positions of its own partitions (a shard may still hold positions of
+        partitions a reshard moved away: they are not its to report)."""
+        merged: dict[str, int] = {}
+        for shard, part in enumerate(self._shards.parts()):
+            for field, offset in part.positions().items():
+                if self._shards.owner(int(field.rpartition("/")[2])) == shard:
+                    merged[field] = offset
+        return merged
+
+    def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
+        if tenant is not None:
+            return self._shards.of(tenant).tenant_stats(tenant)
+        every = itertools.chain.from_iterable(part.tenant_stats() for part in self._shards.parts())
+        return sorted(every, key=lambda s: s.tenant)

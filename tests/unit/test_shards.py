@@ -1,0 +1,219 @@
+"""The shard layout and router: a tenant's shard is its partition mod the shard count, each
+call goes to that shard only, and a batch spanning partitions is split by shard."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import cast
+
+import pytest
+
+from memstream import MessageRecorded, Settings
+from memstream.errors import ConfigurationError
+from memstream.memory.events import MemoryEvent
+from memstream.memory.ports import (
+    Generations,
+    Position,
+    ProjectionProgress,
+    ProjectionWriter,
+    ShardLayout,
+    TenantStats,
+)
+from memstream.projections.shards import ShardedProgress, TenantRouter
+from memstream.streams.heal import ShardHealers
+from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.wire import partition_of
+
+from .test_heal import TOPIC, FakeLog, FakeRedis, message
+
+PARTITIONS = 6
+
+
+def event(tenant: str, n: int = 0) -> MessageRecorded:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    return MessageRecorded(tenant, "t", f"{tenant}-{n}", "text", "user", at, 0.5, "m")
+
+
+def router(shards: int) -> TenantRouter:
+    layout = ShardLayout(tuple(f"redis://r{n}:6379/0" for n in range(shards)))
+    return TenantRouter(lambda: layout, lambda tenant: partition_of(tenant, PARTITIONS))
+
+
+def test_a_tenant_lives_on_its_partition_mod_the_shard_count() -> None:
+    route = router(3)
+    for n in range(50):
+        tenant = f"tenant-{n}"
+        assert route.shard_of(tenant) == partition_of(tenant, PARTITIONS) % 3
+    assert {route.shard_of(f"tenant-{n}") for n in range(50)} == {0, 1, 2}
+
+
+def test_one_shard_never_asks_for_the_partition() -> None:
+    def unreachable(tenant: str) -> int:
+        raise AssertionError("one shard needs no partition count (no broker call)")
+
+    layout = ShardLayout(("redis://only:6379/0",))
+    assert TenantRouter(lambda: layout, unreachable).shard_of("anyone") == 0
+
+
+def test_a_layout_names_each_shards_partitions() -> None:
+    layout = ShardLayout(("a", "b", "c"))
+    assert [layout.partitions_of(shard, PARTITIONS) for shard in range(3)] == [
+        [0, 3],
+        [1, 4],
+        [2, 5],
+    ]
+    assert [layout.url_of(p) for p in range(4)] == ["a", "b", "c", "a"]
+    with pytest.raises(ValueError, match="at least one"):
+        ShardLayout(())
+
+
+def test_the_setting_lists_the_shards_and_one_url_is_todays_redis() -> None:
+    assert Settings.from_env({"MEMSTREAM_REDIS_PORT": "16379"}).shard_urls == (
+        "redis://127.0.0.1:16379/0",
+    )
+    sharded = Settings.from_env({"MEMSTREAM_REDIS_SHARDS": "redis://a:1/0, redis://b:2/0"})
+    assert sharded.shard_urls == ("redis://a:1/0", "redis://b:2/0")
+    with pytest.raises(ConfigurationError, match="names a Redis twice"):
+        Settings.from_env({"MEMSTREAM_REDIS_SHARDS": "redis://a:1/0,redis://a:1/0"})
+
+
+class FakeProgress:
+    """One shard's progress: which events it applied, and its positions."""
+
+    def __init__(self, applied: set[str], positions: dict[str, int]) -> None:
+        self.applied = applied
+        self.stored = positions
+        self.asked: list[str] = []
+
+    def live_generation(self) -> int:
+        return 1
+
+    def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+        self.asked += [e.tenant for e in events]
+        return [e for e in events if e.id not in self.applied]
+
+    def wait_applied(
+        self,
+        events: Sequence[MemoryEvent],
+        timeout_s: float,
+        tick: Callable[[int, int], None] | None = None,
+    ) -> list[MemoryEvent]:
+        return self.unapplied(events)
+
+    def memory_count(self, tenant: str) -> int:
+        self.asked.append(tenant)
+        return 1
+
+    def positions(self) -> dict[str, int]:
+        return dict(self.stored)
+
+    def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
+        at = datetime(2026, 1, 1, tzinfo=UTC)
+        return [TenantStats(t, 1, at, at) for t in sorted(set(self.asked))]
+
+
+class FakeShards:
+    def __init__(self, route: TenantRouter, parts: list[ProjectionProgress]) -> None:
+        self._route = route
+        self._parts = parts
+
+    def shard_of(self, tenant: str) -> int:
+        return self._route.shard_of(tenant)
+
+    def of(self, tenant: str) -> ProjectionProgress:
+        return self._parts[self.shard_of(tenant)]
+
+    def owner(self, partition: int) -> int:
+        return partition % len(self._parts)
+
+    def part(self, shard: int) -> ProjectionProgress:
+        return self._parts[shard]
+
+    def parts(self) -> list[ProjectionProgress]:
+        return self._parts
+
+
+def tenants_on(route: TenantRouter, shard: int, count: int) -> list[str]:
+    return [t for t in (f"tenant-{n}" for n in range(200)) if route.shard_of(t) == shard][:count]
+
+
+def test_progress_asks_each_tenants_shard_only_and_keeps_the_callers_order() -> None:
+    route = router(2)
+    a, b = tenants_on(route, 0, 1)[0], tenants_on(route, 1, 1)[0]
+    events = [event(a, 0), event(b, 0), event(a, 1), event(b, 1)]
+    # Shard 1 still holds the position of partition 2, which a reshard moved to shard 0.
+    shards = [FakeProgress({events[0].id}, {"m/0": 5}), FakeProgress(set(), {"m/1": 7, "m/2": 3})]
+    progress = ShardedProgress(FakeShards(route, cast(list[ProjectionProgress], shards)))
+    assert progress.unapplied(events) == [events[1], events[2], events[3]]
+    assert set(shards[0].asked) == {a} and set(shards[1].asked) == {b}
+    assert progress.wait_applied(events, 0.0) == [events[2], events[1], events[3]]
+    assert progress.positions() == {"m/0": 5, "m/1": 7}
+    progress.memory_count(b)
+    assert shards[0].asked.count(b) == 0
+    assert [s.tenant for s in progress.tenant_stats()] == sorted([a, b])
+
+
+class FakeShard(FakeRedis):
+    """One shard's positions and what was projected to it; its own projector."""
+
+    async def start(self) -> None:
+        pass
+
+
+class FakeWriters:
+    """The worker's view of the shards: a layout that a test can replace (a reshard)."""
+
+    def __init__(self, layout: ShardLayout) -> None:
+        self.layout = layout
+        self.shards: dict[str, FakeShard] = {}
+
+    def current_layout(self) -> ShardLayout:
+        return self.layout
+
+    def live_writer(self, url: str) -> tuple[ProjectionWriter, Generations]:
+        shard = self.shards.setdefault(url, FakeShard({}))
+        return cast(ProjectionWriter, shard), cast(Generations, None)
+
+
+def healers(writers: FakeWriters, log: FakeLog) -> ShardHealers:
+    return ShardHealers(writers, lambda writer, _: cast(Projector, writer), log)
+
+
+def batch(partitions: range, offsets: range) -> list[RawMessage]:
+    return [message(p, o) for o in offsets for p in partitions]
+
+
+def test_a_batch_spanning_partitions_goes_to_each_partitions_shard_in_order() -> None:
+    writers, log = FakeWriters(ShardLayout(("a", "b", "c"))), FakeLog({})
+    heal = healers(writers, log)
+    heal.assigned([Position(TOPIC, p, -1) for p in range(PARTITIONS)])
+    asyncio.run(heal.start())
+    asyncio.run(heal.project(batch(range(PARTITIONS), range(3))))
+    for shard, url in enumerate("abc"):
+        assert writers.shards[url].projected == [
+            (p, o) for o in range(3) for p in range(PARTITIONS) if p % 3 == shard
+        ]
+    assert log.reads == []
+    assert heal.last_consumed(f"{TOPIC}/5") is None  # its committed offset not read yet
+    asyncio.run(heal.check())
+    assert heal.last_consumed(f"{TOPIC}/5") == 2
+
+
+def test_a_newer_layout_is_followed_and_the_new_shard_healed_from_the_log() -> None:
+    writers, log = FakeWriters(ShardLayout(("a", "b"))), FakeLog({})
+    heal = healers(writers, log)
+    asyncio.run(heal.start())
+    heal.assigned([Position(TOPIC, p, -1) for p in range(4)])
+    asyncio.run(heal.project(batch(range(4), range(3))))
+    writers.layout = ShardLayout(("a", "b", "c", "d"), version=2)  # partitions 2, 3 move
+    asyncio.run(heal.project(batch(range(4), range(3, 5))))
+    # The new shards first read what their partitions' old shards took in (0..2), then the
+    # batch; the shards that kept their partitions read nothing again.
+    assert sorted(log.reads) == [(2, 0, 2), (3, 0, 2)]
+    assert writers.shards["c"].projected == [(2, o) for o in range(5)]
+    assert writers.shards["d"].projected == [(3, o) for o in range(5)]
+    assert sorted(writers.shards["a"].projected) == sorted(
+        [(0, o) for o in range(5)] + [(2, o) for o in range(3)]
+    )
