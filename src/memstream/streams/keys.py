@@ -65,6 +65,8 @@ _NO_LEADER_YET = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
+    # The client's own metadata has not seen the just-created topic's partition yet.
+    KafkaError._UNKNOWN_PARTITION,
 }
 
 
