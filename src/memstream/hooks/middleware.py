@@ -23,8 +23,7 @@ never recorded.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -132,20 +131,15 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             )
         return self._cells.with_store(tenant, f)
 
-    @contextmanager
-    def _timed(self, hook: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            if self._timer is not None:
-                self._timer.observe_hook(hook, time.perf_counter() - started)
-
     # -- hooks ------------------------------------------------------------------------------
 
     def before_agent(self, input: str, context: RunContext) -> Proceed | Block:
-        with self._timed("before_agent"):
+        started = time.perf_counter()
+        try:
             return self._before_agent(input, context)
+        finally:
+            if self._timer is not None:
+                self._timer.observe_hook("before_agent", time.perf_counter() - started)
 
     def _before_agent(self, input: str, context: RunContext) -> Proceed | Block:
         tenant = context.config.tenant_id
@@ -183,8 +177,13 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         return PromptSection(self.SECTION, recalled)  # cut to the budget by the recall
 
     def after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
-        with self._timed("after_agent"):
+        # Timed without a context manager: its generator frames would be most of the span.
+        started = time.perf_counter()
+        try:
             return self._after_agent(turn, context)
+        finally:
+            if self._timer is not None:
+                self._timer.observe_hook("after_agent", time.perf_counter() - started)
 
     def _after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
         if context.config.tenant_id is None or self._record is None:
