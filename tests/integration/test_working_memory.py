@@ -11,7 +11,7 @@ import asyncio
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,30 +27,6 @@ from .helpers import TestStack, wait_until
 from .serving import ams_client, create_key, memstream, new_tenant, serving
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def tenant() -> str:
-    return new_tenant("acme")
-
-
-@pytest.fixture
-def key(env: dict[str, str], tenant: str) -> str:
-    return create_key(env, "--tenant", tenant)
-
-
-@pytest.fixture
-async def client(server: str, key: str) -> AsyncIterator[MemoryAPIClient]:
-    async with ams_client(server, key) as opened:
-        yield opened
-
-
-@pytest.fixture
-def http(server: str, key: str) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=server, headers={"Authorization": f"Bearer {key}"}, timeout=30
-    ) as opened:
-        yield opened
 
 
 def _memories(http: httpx.Client, session: str | None = None) -> list[str]:
