@@ -176,6 +176,29 @@ def test_messages_past_the_window_leave_it_counted_in_context_and_stay_recorded(
     assert len(http.get("/v1/working-memory/long").json()["messages"]) == kept
 
 
+def test_an_unknown_model_name_is_refused_naming_the_known_ones(http: httpx.Client) -> None:
+    """AMS 0.14 types model_name as its list of models, so a name outside it is a 422; so is
+    it here, saying which names are known and that context_window_max gives the window."""
+    assert http.put("/v1/working-memory/m", json={"messages": []}).status_code == 200
+    refusals = [
+        http.get("/v1/working-memory/m?model_name=my-own-llm"),
+        http.put("/v1/working-memory/m?model_name=gpt-5", json={"messages": []}),
+        http.post(
+            "/v1/memory/prompt",
+            json={"query": "hi", "session": {"session_id": "m", "model_name": "my-own-llm"}},
+        ),
+    ]
+    for refused in refusals:
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["code"] == "invalid_input"
+        assert "gpt-4o-mini" in refused.json()["detail"]
+        assert "context_window_max" in refused.json()["detail"]
+    assert http.get("/v1/working-memory/m").json()["version"] == 1  # the refused put stored nothing
+    known = http.get("/v1/working-memory/m?model_name=gpt-3.5-turbo")
+    assert known.status_code == 200, known.text
+    assert known.json()["context_percentage_total_used"] is not None  # its window, 4,096
+
+
 async def test_the_tool_helpers_resolve_a_scripted_models_tool_calls(
     client: MemoryAPIClient, http: httpx.Client
 ) -> None:
