@@ -14,6 +14,7 @@ with it, and once restarted it heals from the log with nothing lost or doubled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import uuid
@@ -276,18 +277,25 @@ def test_a_shard_killed_mid_stream_takes_only_its_tenants_and_heals(
                 assert len(deployment.reader().memories(tenant)) == 4  # none doubled
 
 
+@contextlib.contextmanager
+def redises(tmp_path: Path, count: int, name: str) -> Iterator[list[OwnRedis]]:
+    """`count` Redis of the test's own, without persistence, stopped on the way out."""
+    own = [OwnRedis(tmp_path) for _ in range(count)]
+    try:
+        for n, redis in enumerate(own):
+            redis.start(tmp_path / f"{name}-{n}")
+        for redis in own:
+            wait_until(redis.answers, f"shard Redis on port {redis.port}")
+        yield own
+    finally:
+        for redis in own:
+            redis.stop()
+
+
 @pytest.fixture
 def four(tmp_path: Path) -> Iterator[list[OwnRedis]]:
-    redises = [OwnRedis(tmp_path) for _ in range(4)]
-    try:
-        for n, redis in enumerate(redises):
-            redis.start(tmp_path / f"reshard-{n}")
-        for redis in redises:
-            wait_until(redis.answers, f"shard Redis on port {redis.port}")
-        yield redises
-    finally:
-        for redis in redises:
-            redis.stop()
+    with redises(tmp_path, 4, "reshard") as started:
+        yield started
 
 
 def test_reshard_online_from_one_to_two_to_four_shards(
@@ -372,16 +380,8 @@ def test_reshard_online_from_one_to_two_to_four_shards(
 
 @pytest.fixture
 def two(tmp_path: Path) -> Iterator[list[OwnRedis]]:
-    redises = [OwnRedis(tmp_path) for _ in range(2)]
-    try:
-        for n, redis in enumerate(redises):
-            redis.start(tmp_path / f"sessions-{n}")
-        for redis in redises:
-            wait_until(redis.answers, f"shard Redis on port {redis.port}")
-        yield redises
-    finally:
-        for redis in redises:
-            redis.stop()
+    with redises(tmp_path, 2, "sessions") as started:
+        yield started
 
 
 def test_reshard_carries_working_memory_with_its_version_and_ttl(

@@ -80,6 +80,9 @@ _RIGHTS = {
         "+FT.ALIASADD",
         "+FT.ALIASUPDATE",
         "+FT.DROPINDEX",
+        # `reshard` copies sessions' working memory with a compare-and-set on the new shard.
+        "+watch",
+        "+unwatch",
         # `forget --erase`: rewrite the files, wait for it.
         "+bgrewriteaof",
         "+bgsave",
