@@ -289,6 +289,16 @@ def test_each_user_is_refused_what_its_role_does_not_need(secured: Secured) -> N
             client.get("someone-else:generation")
         with pytest.raises(redis.exceptions.NoPermissionError):
             client.scan(0, match="someone-else:*")  # SCAN would list other namespaces' keys
+    # The importer (reshard) copies a session with a compare-and-set; the agent may not.
+    importer = redis_client(Deployment(secured.importer).projection.connection)
+    session = Keyspace(namespace).session("sec-moved", "s")
+    with importer.pipeline() as pipe:
+        pipe.watch(session)  # type: ignore[no-untyped-call]
+        pipe.multi()
+        pipe.hset(session, mapping={"document": "{}", "version": 1})
+        assert pipe.execute() == [2]
+    with pytest.raises(redis.exceptions.NoPermissionError), agent.pipeline() as pipe:
+        pipe.watch(session)  # type: ignore[no-untyped-call]
     with pytest.raises(redis.exceptions.NoPermissionError):
         worker.config_get("appendonly")  # nobody gets @admin...
     assert not compact(worker, COMPACT_AFTER)  # ...so a large delete leaves the rewrite to Redis
