@@ -232,9 +232,10 @@ def test_the_server_as_its_own_user_serves_sessions_and_memories_and_writes_no_m
 
     keys = Keyspace(secured.server.namespace)
     server = redis_client(Deployment(secured.server).projection.connection)
-    assert server.zcard(keys.at(1).order(tenant)) == 3  # it reads the projection...
+    live = keys.at(int(server.get(keys.generation_key) or 1))  # another test may replay
+    assert server.zcard(live.order(tenant)) == 3  # it reads the projection...
     with pytest.raises(redis.exceptions.NoPermissionError):
-        server.hset(f"{keys.at(1).tenant_memory_prefix(tenant)}forged", "content", "forged")
+        server.hset(f"{live.tenant_memory_prefix(tenant)}forged", "content", "forged")
     with pytest.raises(redis.exceptions.NoPermissionError):
         server.set(keys.generation_key, "7")  # ...and writes none of it
 
