@@ -35,7 +35,7 @@ from memstream.errors import (
 from memstream.health import Heartbeat, LastError
 from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.monitoring import Monitor
-from memstream.memory.ports import ShardLayout, ShardReport
+from memstream.memory.ports import SessionMove, ShardLayout, ShardReport
 from memstream.memory.tenancy import validate_tenant
 from memstream.processes import running
 from memstream.streams.dead_letters import DeadLetterRetry
@@ -346,6 +346,11 @@ def reshard(
         asyncio.run(_warm(deployment, new, moved))
     warm_s = time.monotonic() - started
     say(f"reshard: the new shards caught up with the log in {warm_s:.1f}s")
+    # Working memory is not in the log: it is copied, once before the switch (all of it) and
+    # once after every process routes by the new layout (what was put meanwhile).
+    moves = _session_moves(deployment, old, new, moved)
+    copied = [move.copy(carries) for move, carries in moves]
+    say(f"reshard: copied {sum(map(len, copied))} sessions to their new shards")
 
     if not projection.layouts().publish(new, replaces=stored.version if stored else 0):
         raise ReshardError(
@@ -382,6 +387,14 @@ def reshard(
             )
         time.sleep(0.1)
 
+    again = sum(
+        len(move.copy(carries, copied=first))
+        for (move, carries), first in zip(moves, copied, strict=True)
+    )
+    for move, carries in moves:
+        move.drop(carries)
+    say(f"reshard: copied {again} sessions put during the switch; dropped the old copies")
+
     partition_of = deployment.partition_of
     dropped = 0
     for url in old.urls:
@@ -396,6 +409,24 @@ def reshard(
     return Resharded(
         old, new, moved, warm_s, window_s, caught_up_s, dropped, time.monotonic() - started
     )
+
+
+def _session_moves(
+    deployment: Deployment, old: ShardLayout, new: ShardLayout, moved: Sequence[int]
+) -> list[tuple[SessionMove, Callable[[str], bool]]]:
+    """One session move per (old shard, new shard) pair that partitions move between, with
+    which tenants it carries."""
+    pairs: dict[tuple[str, str], set[int]] = {}
+    for p in moved:
+        pairs.setdefault((old.url_of(p), new.url_of(p)), set()).add(p)
+    partition_of = deployment.partition_of
+    return [
+        (
+            deployment.projection.session_move(source, target),
+            lambda tenant, own=frozenset(own): partition_of(tenant) in own,  # type: ignore[misc]
+        )
+        for (source, target), own in pairs.items()
+    ]
 
 
 def _reshard_partitions(deployment: Deployment, old: ShardLayout, new: ShardLayout) -> int:

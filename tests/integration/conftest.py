@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
+from agent_memory_client import MemoryAPIClient
 
 from memstream import Settings
 from memstream.cli.secure import SecureStack
@@ -26,7 +28,7 @@ from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics, ensure_topics
 
 from .helpers import TestStack, running_worker
-from .serving import serving
+from .serving import ams_client, create_key, new_tenant, serving
 
 pytestmark = pytest.mark.integration
 
@@ -131,3 +133,31 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureSta
         yield stack
     finally:
         stack.stop()
+
+
+# The served API's tests (test_server_client, test_server_input, test_working_memory): a
+# tenant of their own per test, its key, and the two clients that speak for it.
+
+
+@pytest.fixture
+def tenant() -> str:
+    return new_tenant("acme")
+
+
+@pytest.fixture
+def key(env: dict[str, str], tenant: str) -> str:
+    return create_key(env, "--tenant", tenant)
+
+
+@pytest.fixture
+async def client(server: str, key: str) -> AsyncIterator[MemoryAPIClient]:
+    async with ams_client(server, key) as opened:
+        yield opened
+
+
+@pytest.fixture
+def http(server: str, key: str) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=server, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    ) as opened:
+        yield opened

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from aiokafka import AIOKafkaConsumer
@@ -47,6 +48,7 @@ from memstream.streams.topics import Topics, ensure_topics
 from memstream.streams.wire import Record
 
 from .helpers import wait_until
+from .serving import create_key, serving
 
 pytestmark = pytest.mark.integration
 
@@ -62,6 +64,7 @@ class Secured:
     agent: Settings
     worker: Settings
     importer: Settings
+    server: Settings
     admin: Settings
 
 
@@ -101,14 +104,14 @@ def secured(secure_stack: SecureStack, env: dict[str, str]) -> Iterator[Secured]
     namespace = f"sec-{uuid.uuid4().hex[:10]}"
     topics, keys = Topics(namespace, 2), Keyspace(namespace)
     admin_redis = redis_client(secure_stack.redis(ADMIN))
-    for role in ("agent", "worker", "importer"):
+    for role in ("agent", "worker", "importer", "server"):
         _grant_kafka(secure_stack.kafka(ADMIN), kafka_grants(role, topics))
         admin_redis.execute_command("ACL", "SETUSER", role, *redis_acl(role, keys))
     secured = Secured(
         secure_stack,
         *(
             _settings(secure_stack, env, namespace, user)
-            for user in ("agent", "worker", "importer")
+            for user in ("agent", "worker", "importer", "server")
         ),
         admin=_settings(secure_stack, env, namespace, ADMIN),
     )
@@ -187,6 +190,56 @@ def test_the_pipe_runs_through_sasl_ssl_kafka_and_tls_acl_redis_each_part_as_its
         assert [h.memory.content for h in store.search("my dog", k=1)] == ["My dog is called Rex."]
 
 
+def test_the_server_as_its_own_user_serves_sessions_and_memories_and_writes_no_memory(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """`memstream serve` as "server" (projections/acl.py's role): working memory and the
+    long-term routes work, the turns it records reach the projection through the log (the
+    worker), and Redis refuses it a direct write of a projection key."""
+    tenant = f"sec-srv-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, **secured.server.environ()}
+    key = create_key(env, "--tenant", tenant)  # `memstream keys` as the server's user
+    probe = _turn(
+        "__probe__", "is the worker up?", "yes", Deployment(secured.agent).embedding_model
+    )
+    with (
+        worker_process(Deployment(secured.worker), tmp_path / "worker.log", probe),
+        serving(env, tmp_path / "server.log") as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http,
+    ):
+        talk = [
+            {"role": "user", "content": "My parrot is called Kiwi."},
+            {"role": "assistant", "content": "Kiwi, noted."},
+        ]
+        put = http.put("/v1/working-memory/s1", json={"messages": talk, "ttl_seconds": 600})
+        assert put.status_code == 200, put.text
+        assert http.get("/v1/working-memory/s1").json()["version"] == 1
+        assert http.get("/v1/working-memory/").json()["sessions"] == ["s1"]
+        written = http.post(
+            "/v1/long-term-memory/?wait=true&wait_timeout=30",
+            json={"memories": [{"id": uuid.uuid4().hex, "text": "The user sails on Sundays"}]},
+        )
+        assert written.status_code == 200, written.text
+
+        def recalled() -> list[str]:
+            found = http.post("/v1/long-term-memory/search", json={"text": "", "limit": 10})
+            assert found.status_code == 200, found.text
+            return sorted(m["text"] for m in found.json()["memories"])
+
+        wait_until(lambda: len(recalled()) == 3, "the session's turn and the memory projected")
+        assert "My parrot is called Kiwi." in recalled()
+        assert http.delete("/v1/working-memory/s1").status_code == 200
+
+    keys = Keyspace(secured.server.namespace)
+    server = redis_client(Deployment(secured.server).projection.connection)
+    live = keys.at(int(server.get(keys.generation_key) or 1))  # another test may replay
+    assert server.zcard(live.order(tenant)) == 3  # it reads the projection...
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        server.hset(f"{live.tenant_memory_prefix(tenant)}forged", "content", "forged")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        server.set(keys.generation_key, "7")  # ...and writes none of it
+
+
 def test_each_user_is_refused_what_its_role_does_not_need(secured: Secured) -> None:
     namespace = secured.agent.namespace
     topics = Topics(namespace, 2)
@@ -237,6 +290,16 @@ def test_each_user_is_refused_what_its_role_does_not_need(secured: Secured) -> N
             client.get("someone-else:generation")
         with pytest.raises(redis.exceptions.NoPermissionError):
             client.scan(0, match="someone-else:*")  # SCAN would list other namespaces' keys
+    # The importer (reshard) copies a session with a compare-and-set; the agent may not.
+    importer = redis_client(Deployment(secured.importer).projection.connection)
+    session = Keyspace(namespace).session("sec-moved", "s")
+    with importer.pipeline() as pipe:
+        pipe.watch(session)  # type: ignore[no-untyped-call]
+        pipe.multi()
+        pipe.hset(session, mapping={"document": "{}", "version": 1})
+        assert pipe.execute() == [2]
+    with pytest.raises(redis.exceptions.NoPermissionError), agent.pipeline() as pipe:
+        pipe.watch(session)  # type: ignore[no-untyped-call]
     with pytest.raises(redis.exceptions.NoPermissionError):
         worker.config_get("appendonly")  # nobody gets @admin...
     assert not compact(worker, COMPACT_AFTER)  # ...so a large delete leaves the rewrite to Redis

@@ -7,7 +7,6 @@ client carries, so each test sets `Authorization` on it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -21,28 +20,6 @@ from .helpers import TestStack, wait_until
 from .serving import ams_client, create_key, new_tenant
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def tenant() -> str:
-    return new_tenant("acme")
-
-
-@pytest.fixture
-def key(env: dict[str, str], tenant: str) -> str:
-    return create_key(env, "--tenant", tenant)
-
-
-@pytest.fixture
-async def client(server: str, key: str) -> AsyncIterator[MemoryAPIClient]:
-    async with ams_client(server, key) as opened:
-        yield opened
-
-
-@pytest.fixture
-def http(server: str, key: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as opened:
-        yield opened
 
 
 def _count(http: httpx.Client) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,22 +20,6 @@ from .helpers import TestStack, wait_until
 from .serving import create_key, free_port, memstream, serving
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def tenant() -> str:
-    return f"acme-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def key(env: dict[str, str], tenant: str) -> str:
-    return create_key(env, "--tenant", tenant)
-
-
-@pytest.fixture
-def http(server: str, key: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as opened:
-        yield opened
 
 
 def _record(**fields: object) -> dict[str, object]:

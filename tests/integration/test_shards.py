@@ -13,6 +13,8 @@ with it, and once restarted it heals from the log with nothing lost or doubled.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import threading
 import uuid
@@ -28,7 +30,7 @@ from memstream.integrations.langgraph import MemstreamStore, NamespaceTenants
 from memstream.memory.events import MemoryEvent
 from memstream.memory.ports import ProjectionProgress
 from memstream.memory.tenancy import tenant_token
-from memstream.operations import drop, erase_tenant
+from memstream.operations import drop, erase_tenant, reshard
 from memstream.projections.recall import SearchFilter
 from memstream.projections.schema import Keyspace
 from memstream.streams.wire import partition_of
@@ -275,18 +277,25 @@ def test_a_shard_killed_mid_stream_takes_only_its_tenants_and_heals(
                 assert len(deployment.reader().memories(tenant)) == 4  # none doubled
 
 
+@contextlib.contextmanager
+def redises(tmp_path: Path, count: int, name: str) -> Iterator[list[OwnRedis]]:
+    """`count` Redis of the test's own, without persistence, stopped on the way out."""
+    own = [OwnRedis(tmp_path) for _ in range(count)]
+    try:
+        for n, redis in enumerate(own):
+            redis.start(tmp_path / f"{name}-{n}")
+        for redis in own:
+            wait_until(redis.answers, f"shard Redis on port {redis.port}")
+        yield own
+    finally:
+        for redis in own:
+            redis.stop()
+
+
 @pytest.fixture
 def four(tmp_path: Path) -> Iterator[list[OwnRedis]]:
-    redises = [OwnRedis(tmp_path) for _ in range(4)]
-    try:
-        for n, redis in enumerate(redises):
-            redis.start(tmp_path / f"reshard-{n}")
-        for redis in redises:
-            wait_until(redis.answers, f"shard Redis on port {redis.port}")
-        yield redises
-    finally:
-        for redis in redises:
-            redis.stop()
+    with redises(tmp_path, 4, "reshard") as started:
+        yield started
 
 
 def test_reshard_online_from_one_to_two_to_four_shards(
@@ -367,3 +376,99 @@ def test_reshard_online_from_one_to_two_to_four_shards(
         for other, redis in enumerate(four):
             if other != home:  # moved data dropped from the old shards
                 assert list(redis.client().scan_iter(match=f"*{tenant_token(tenant)}*")) == []
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[list[OwnRedis]]:
+    with redises(tmp_path, 2, "sessions") as started:
+        yield started
+
+
+def test_reshard_carries_working_memory_with_its_version_and_ttl(
+    env: dict[str, str], two: list[OwnRedis]
+) -> None:
+    """Sessions are state, not in the log: a reshard 1 -> 2 copies the moving tenants'
+    sessions (document, version, remaining TTL, index and owner) to the new shard, keeps a
+    session put on the old shard after the switch (a process still routing by the old
+    layout), and leaves the old shard none of them; the staying tenants' sessions stay."""
+    own = {
+        **env,
+        "MEMSTREAM_NAMESPACE": f"test-wm-reshard-{uuid.uuid4().hex[:8]}",
+        "MEMSTREAM_PARTITIONS": "4",
+        "MEMSTREAM_REDIS_SHARDS": two[0].url,
+    }
+    settings = Settings.from_env(own)
+    tenants = [f"wm-tenant-{n}" for n in range(12)]
+    moving = [t for t in tenants if partition_of(t, 4) % 2 == 1]
+    staying = [t for t in tenants if partition_of(t, 4) % 2 == 0]
+    assert moving and staying
+    keys = Keyspace(settings.namespace)
+    late = moving[0]
+
+    with Deployment(settings) as deployment:
+        try:
+            asyncio.run(deployment.ensure_topics())
+            old = deployment.projection.shard(two[0].url).working_memory()
+            for tenant in tenants:
+                old.put(
+                    tenant,
+                    "a",
+                    f'{{"said": "{tenant} a1"}}',
+                    expected_version=0,
+                    ttl_s=3600,
+                    owner="ann",
+                )
+                old.put(
+                    tenant,
+                    "a",
+                    f'{{"said": "{tenant} a2"}}',
+                    expected_version=1,
+                    ttl_s=3600,
+                    owner="ann",
+                )
+                old.put(
+                    tenant,
+                    "b",
+                    f'{{"said": "{tenant} b1"}}',
+                    expected_version=0,
+                    ttl_s=None,
+                    owner="bob",
+                )
+
+            def during(line: str) -> None:
+                if "layout 2 stored" in line:  # a server that still routes by layout 1
+                    old.put(
+                        late, "a", '{"said": "late"}', expected_version=2, ttl_s=3600, owner="ann"
+                    )
+                    old.put(
+                        late, "c", '{"said": "new"}', expected_version=0, ttl_s=600, owner="ann"
+                    )
+
+            done = reshard(deployment, [two[0].url, two[1].url], say=during)
+            assert done.moved == (1, 3)
+
+            routed = deployment.projection.working_memory()
+            new, home = two[1].client(), two[0].client()
+            for tenant in moving:
+                versions = {"a": 3 if tenant == late else 2, "b": 1}
+                if tenant == late:
+                    versions["c"] = 1
+                for session, version in versions.items():
+                    stored = routed.get(tenant, session)
+                    assert stored is not None and stored.version == version
+                said = json.loads(routed.get(tenant, "a").document)["said"]  # type: ignore[union-attr]
+                assert said == ("late" if tenant == late else f"{tenant} a2")
+                assert 0 < new.pttl(keys.session(tenant, "a")) <= 3600 * 1000
+                assert new.pttl(keys.session(tenant, "b")) == -1  # no TTL stays none
+                assert routed.sessions(tenant, owner="ann", offset=0, limit=10) == (
+                    len(versions) - 1,
+                    sorted(s for s in versions if s != "b"),
+                )
+                assert list(home.scan_iter(match=f"*:wm:{tenant_token(tenant)}:*")) == []
+            assert 0 < new.pttl(keys.session(late, "c")) <= 600 * 1000
+            for tenant in staying:
+                assert routed.get(tenant, "a").version == 2  # type: ignore[union-attr]
+                assert routed.sessions(tenant, owner=None, offset=0, limit=10) == (2, ["a", "b"])
+                assert list(new.scan_iter(match=f"*:wm:{tenant_token(tenant)}:*")) == []
+        finally:
+            drop(deployment)

@@ -11,7 +11,7 @@ import asyncio
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,30 +27,6 @@ from .helpers import TestStack, wait_until
 from .serving import ams_client, create_key, memstream, new_tenant, serving
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def tenant() -> str:
-    return new_tenant("acme")
-
-
-@pytest.fixture
-def key(env: dict[str, str], tenant: str) -> str:
-    return create_key(env, "--tenant", tenant)
-
-
-@pytest.fixture
-async def client(server: str, key: str) -> AsyncIterator[MemoryAPIClient]:
-    async with ams_client(server, key) as opened:
-        yield opened
-
-
-@pytest.fixture
-def http(server: str, key: str) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=server, headers={"Authorization": f"Bearer {key}"}, timeout=30
-    ) as opened:
-        yield opened
 
 
 def _memories(http: httpx.Client, session: str | None = None) -> list[str]:
@@ -198,6 +174,29 @@ def test_messages_past_the_window_leave_it_counted_in_context_and_stay_recorded(
     narrow = http.get("/v1/working-memory/long?context_window_max=10").json()
     assert len(narrow["messages"]) == 1
     assert len(http.get("/v1/working-memory/long").json()["messages"]) == kept
+
+
+def test_an_unknown_model_name_is_refused_naming_the_known_ones(http: httpx.Client) -> None:
+    """AMS 0.14 types model_name as its list of models, so a name outside it is a 422; so is
+    it here, saying which names are known and that context_window_max gives the window."""
+    assert http.put("/v1/working-memory/m", json={"messages": []}).status_code == 200
+    refusals = [
+        http.get("/v1/working-memory/m?model_name=my-own-llm"),
+        http.put("/v1/working-memory/m?model_name=gpt-5", json={"messages": []}),
+        http.post(
+            "/v1/memory/prompt",
+            json={"query": "hi", "session": {"session_id": "m", "model_name": "my-own-llm"}},
+        ),
+    ]
+    for refused in refusals:
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["code"] == "invalid_input"
+        assert "gpt-4o-mini" in refused.json()["detail"]
+        assert "context_window_max" in refused.json()["detail"]
+    assert http.get("/v1/working-memory/m").json()["version"] == 1  # the refused put stored nothing
+    known = http.get("/v1/working-memory/m?model_name=gpt-3.5-turbo")
+    assert known.status_code == 200, known.text
+    assert known.json()["context_percentage_total_used"] is not None  # its window, 4,096
 
 
 async def test_the_tool_helpers_resolve_a_scripted_models_tool_calls(

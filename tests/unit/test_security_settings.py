@@ -200,7 +200,7 @@ def test_each_role_is_confined_to_its_namespace() -> None:
     worker = {g.name: g for g in kafka_grants("worker", topics)}
     assert worker["acme-projector"].resource == "group"
     assert all(
-        g.name.startswith(("acme.", "acme-")) for r in ("agent", "worker", "importer")
+        g.name.startswith(("acme.", "acme-")) for r in ("agent", "worker", "importer", "server")
         for g in kafka_grants(r, topics)
     )  # fmt: skip
     assert agent[0].command("b:9094") == (
@@ -211,6 +211,20 @@ def test_each_role_is_confined_to_its_namespace() -> None:
         rules = redis_acl(role, keys)
         assert [r for r in rules if r.startswith("~")] == ["~acme:*"]
         assert "-@all" in rules and "+@admin" not in rules and "+@all" not in rules
+    # The server reads its namespace and writes only its own state (sessions, heartbeat, keys).
+    server = redis_acl("server", keys)
+    assert [r for r in server if "~" in r] == [
+        "%R~acme:*",
+        "~acme:memories*",
+        "~acme:wm:*",
+        "~acme:process:*",
+        "~acme:apikeys",
+    ]
+    assert "-@all" in server and "-@dangerous" in server and "+watch" in server
+    assert {g.name: g.operations for g in kafka_grants("server", topics)} == {
+        **{g.name: g.operations for g in agent},
+        "acme.dead-letters": ("Describe",),
+    }
     assert "+@write" not in redis_acl("agent", keys)
     assert redis_acl_command("agent", keys).startswith("ACL SETUSER agent on >PASSWORD resetkeys")
     with pytest.raises(ValueError, match="unknown role"):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from memstream.errors import InvalidInputError
 from memstream.memory.events import TurnCompleted
 from memstream.memory.working import (
     DEFAULT_WINDOW_TOKENS,
@@ -107,7 +110,12 @@ def test_the_window_is_context_window_max_else_the_model_else_the_default() -> N
     assert token_limit("gpt-4o-mini", None) == 128_000
     assert token_limit("gpt-3.5-turbo", None) == 4_096
     assert token_limit("gpt-4o-mini", 500) == 500
-    assert token_limit("a-model-nobody-knows", None) == DEFAULT_WINDOW_TOKENS
+    assert token_limit("text-embedding-3-small", None) == 8_191
+    # AMS 0.14 refuses a name outside its list, even beside a window; so does memstream.
+    for unknown in ("a-model-nobody-knows", "gpt-5"):
+        with pytest.raises(InvalidInputError, match="context_window_max") as refused:
+            token_limit(unknown, 500)
+        assert "gpt-4o-mini" in str(refused.value)
 
 
 def test_a_message_counts_role_and_content_at_four_characters_a_token() -> None:

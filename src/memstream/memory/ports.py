@@ -391,6 +391,23 @@ class WorkingMemoryStore(Protocol):
         ...
 
 
+class SessionMove(Protocol):
+    """Sessions' working memory of the tenants a reshard moves, from their old shard to the
+    new one (working memory is not in the log: the warm-up cannot refill it)."""
+
+    def copy(
+        self, moved: Callable[[str], bool], *, copied: Mapping[str, int] | None = None
+    ) -> dict[str, int]:
+        """Copy each session of a `moved` tenant that the new shard has no newer version of
+        (TTL kept); the versions copied, by session. A session still at the version that an
+        earlier pass (`copied`) copied is left alone."""
+        ...
+
+    def drop(self, moved: Callable[[str], bool]) -> int:
+        """Delete the `moved` tenants' working memory from the old shard; keys deleted."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessReport:
     """One process's last heartbeat (`memstream status`)."""

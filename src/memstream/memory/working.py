@@ -9,12 +9,13 @@ from the two message ids, so a client that sends the whole session again (or ret
 nothing twice.
 
 Windows follow agent-memory-server: a model's window is `context_window_max`, else the
-model's known window, else 16,000 tokens; a message counts `"{role}: {content}"` at about
-four characters a token (AMS's estimate when tiktoken is unavailable). A put whose messages
-exceed 70% of the window keeps the most recent messages that fit in 40% of it (at least the
-last one); the older ones leave the window (summarised into `context` with a chat model,
-counted there without one). A read with a window only hides the oldest messages until the
-rest fit.
+model's known window, else 16,000 tokens; a model name AMS does not know is refused, as AMS
+0.14's `ModelNameLiteral` refuses it (even beside `context_window_max`); a message counts
+`"{role}: {content}"` at about four characters a token (AMS's estimate when tiktoken is
+unavailable). A put whose messages exceed 70% of the window keeps the most recent messages
+that fit in 40% of it (at least the last one); the older ones leave the window (summarised
+into `context` with a chat model, counted there without one). A read with a window only
+hides the oldest messages until the rest fit.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from memstream.errors import InvalidInputError
 from memstream.llm import Message, ModelRequest
 from memstream.memory.events import TurnCompleted
 from memstream.memory.manager import HeuristicImportance, cut
@@ -34,6 +36,7 @@ __all__ = [
     "Exchange",
     "SessionMessage",
     "Window",
+    "check_model_name",
     "dropped_count",
     "dropped_note",
     "exchanges",
@@ -50,7 +53,9 @@ DEFAULT_WINDOW_TOKENS = 16_000  # AMS's default when no model is named
 SUMMARIZATION_THRESHOLD = 0.7  # AMS's `summarization_threshold`
 _KEPT_SHARE = 0.4  # AMS keeps the recent messages that fit in 40% of the window
 
-# AMS's model table (agent_memory_server/config.py MODEL_CONFIGS), the chat models only.
+# The names AMS 0.14 accepts (agent_memory_server/models.py ModelNameLiteral) with their
+# windows from its model table (config.py MODEL_CONFIGS). Its table also has "gpt-5", which
+# its routes refuse: so do these.
 MODEL_WINDOWS: Mapping[str, int] = {
     "gpt-4.1": 128_000,
     "gpt-4.1-mini": 128_000,
@@ -60,7 +65,6 @@ MODEL_WINDOWS: Mapping[str, int] = {
     "gpt-4-32k": 32_768,
     "gpt-4o": 128_000,
     "gpt-4o-mini": 128_000,
-    "gpt-5": 128_000,
     "o1": 200_000,
     "o1-mini": 128_000,
     "o3-mini": 200_000,
@@ -68,6 +72,9 @@ MODEL_WINDOWS: Mapping[str, int] = {
     "gpt-5-nano": 400_000,
     "gpt-5.1-chat-latest": 128_000,
     "gpt-5.2-chat-latest": 128_000,
+    "text-embedding-ada-002": 8_191,
+    "text-embedding-3-small": 8_191,
+    "text-embedding-3-large": 8_191,
     "claude-3-opus-20240229": 200_000,
     "claude-3-sonnet-20240229": 200_000,
     "claude-3-haiku-20240307": 200_000,
@@ -184,12 +191,24 @@ def message_tokens(message: SessionMessage) -> int:
     return max(1, (len(f"{message.role}: {message.content}") + 3) // 4)
 
 
+def check_model_name(model_name: str | None) -> None:
+    """Refuse a model name whose window is not known (InvalidInputError, naming the known
+    ones and `context_window_max`)."""
+    if model_name is not None and model_name not in MODEL_WINDOWS:
+        raise InvalidInputError(
+            f"model_name {model_name!r} is not a model whose context window is known; use one "
+            f"of {', '.join(MODEL_WINDOWS)}, or leave model_name out and give the window in "
+            "tokens as context_window_max"
+        )
+
+
 def token_limit(model_name: str | None, context_window_max: int | None) -> int:
     """The window in tokens: `context_window_max`, else the model's, else AMS's default."""
+    check_model_name(model_name)
     if context_window_max is not None:
         return context_window_max
     if model_name is not None:
-        return MODEL_WINDOWS.get(model_name, DEFAULT_WINDOW_TOKENS)
+        return MODEL_WINDOWS[model_name]
     return DEFAULT_WINDOW_TOKENS
 
 

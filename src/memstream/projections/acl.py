@@ -14,6 +14,12 @@ no ACL category in Redis 7.4 (Redis 8 adds @search), so they are named one by on
               alias, drops the old generation's index; `forget --erase` rewrites Redis's
               files so an erased tenant's plaintext is gone from its disk (BGREWRITEAOF,
               BGSAVE, and INFO to wait for them).
+    server    `memstream serve`: the agent's reads and search, and writes of only what is
+              state rather than projection: sessions' working memory (`{ns}:wm:*`, each put a
+              WATCH/MULTI compare-and-set), its heartbeat (`{ns}:process:*`) and the API keys
+              (`{ns}:apikeys`, for `memstream keys` run as this user). Every other key of the
+              namespace is read-only to it (Redis 7's `%R~` key permission), so a memory
+              reaches the projection only through the log.
 
 Nobody gets @admin or @dangerous as a whole, nor CONFIG (which can read passwords): after a
 very large delete the append-only file is left for Redis's own rewrite policy (`compact`
@@ -27,7 +33,7 @@ from memstream.projections.schema import Keyspace
 
 __all__ = ["REDIS_ROLES", "redis_acl", "redis_acl_command"]
 
-REDIS_ROLES = ("agent", "worker", "importer")
+REDIS_ROLES = ("agent", "worker", "importer", "server")
 
 # redis-py's connection handshake (HELLO, AUTH, CLIENT SETINFO) and PING.
 _CONNECT = ("+@connection",)
@@ -58,6 +64,9 @@ _RIGHTS = {
         "+FT.CREATE",
         "+FT.ALIASADD",
     ),
+    # working memory's compare-and-set (WATCH, then MULTI/EXEC); writes reach only the keys of
+    # `_keys`' read-write patterns.
+    "server": (*_WRITE, *_NO_LISTING, *_SEARCH, "+watch", "+unwatch"),
     # replay, verify, stats: a new generation's index, FT.ALIASUPDATE (inside the swap
     # script), FT.DROPINDEX and SCAN of the retired generation, FT.AGGREGATE for per-tenant
     # counts.
@@ -71,6 +80,9 @@ _RIGHTS = {
         "+FT.ALIASADD",
         "+FT.ALIASUPDATE",
         "+FT.DROPINDEX",
+        # `reshard` copies sessions' working memory with a compare-and-set on the new shard.
+        "+watch",
+        "+unwatch",
         # `forget --erase`: rewrite the files, wait for it.
         "+bgrewriteaof",
         "+bgsave",
@@ -86,7 +98,7 @@ def redis_acl(role: str, keys: Keyspace) -> tuple[str, ...]:
         raise ValueError(f"unknown role {role!r}; the roles are {', '.join(REDIS_ROLES)}")
     return (
         "resetkeys",
-        f"~{keys.namespace}:*",
+        *_keys(role, keys.namespace),
         "resetchannels",
         "-@all",
         *_CONNECT,
@@ -97,3 +109,20 @@ def redis_acl(role: str, keys: Keyspace) -> tuple[str, ...]:
 def redis_acl_command(role: str, keys: Keyspace, user: str | None = None) -> str:
     """The `ACL SETUSER` line an operator runs (PASSWORD is theirs to fill in)."""
     return f"ACL SETUSER {user or role} on >PASSWORD {' '.join(redis_acl(role, keys))}"
+
+
+def _keys(role: str, namespace: str) -> tuple[str, ...]:
+    """The key patterns `role` may touch: its whole namespace, or, for the server, the
+    namespace to read and its own state to write."""
+    if role == "server":
+        return (
+            f"%R~{namespace}:*",
+            # The search module declares FT.SEARCH's index argument a key it may write, so a
+            # read-only pattern refuses the search: the index names and alias are given whole
+            # (they are not keys; only FT commands, of which it has FT.SEARCH, use them).
+            f"~{namespace}:memories*",
+            f"~{namespace}:wm:*",
+            f"~{namespace}:process:*",
+            f"~{namespace}:apikeys",
+        )
+    return (f"~{namespace}:*",)

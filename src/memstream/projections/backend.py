@@ -43,6 +43,7 @@ from memstream.memory.ports import (
     ProjectionSession,
     ProjectionWriter,
     Recaller,
+    SessionMove,
     ShardLayout,
     ShardReport,
     WorkingMemoryStore,
@@ -54,6 +55,7 @@ from memstream.projections.connection import RedisConnection
 from memstream.projections.journal import RedisJournal
 from memstream.projections.layout_store import RedisLayoutStore
 from memstream.projections.schema import Keyspace
+from memstream.projections.session_moves import RedisSessionMove
 from memstream.projections.shard import RedisShard
 from memstream.projections.shards import (
     ShardedItems,
@@ -216,6 +218,17 @@ class RedisProjection:
         """Delete from shard `url` the tenants that `moved` to another shard and the positions
         `fields` of their partitions; the number of tenants deleted."""
         return self.shard(url).drop_moved(moved, fields)
+
+    def session_move(self, source_url: str, target_url: str) -> SessionMove:
+        """Carrying moved tenants' working memory from shard `source_url` to `target_url`."""
+        source, target = self.shard(source_url), self.shard(target_url)
+        return RedisSessionMove(
+            source.client,
+            target.client,
+            self.keys,
+            source_url=source.connection.url,
+            target_url=target.connection.url,
+        )
 
     def reader(self) -> MemoryLookup:
         return ShardedLookup(_PerShard(self, RedisShard.reader))

@@ -44,6 +44,7 @@ from memstream.memory.ports import MemoryLookup, WorkingMemoryStore
 from memstream.memory.working import (
     SUMMARIZATION_THRESHOLD,
     SessionMessage,
+    check_model_name,
     dropped_count,
     dropped_note,
     exchanges,
@@ -91,6 +92,9 @@ class Window:
 
     model_name: str | None = None
     context_window_max: int | None = None
+
+    def __post_init__(self) -> None:
+        check_model_name(self.model_name)  # refused at once, as AMS's routes refuse it
 
     @property
     def named(self) -> bool:

@@ -1,6 +1,6 @@
 """The Kafka rights each component needs, and nothing more (docs/operations.md, "Security").
 
-Three components talk to Kafka, each as its own user:
+Four components talk to Kafka, each as its own user:
 
     agent     the agent side: the hook's producer (librdkafka) writes turns and forgets to
               the memory topic and Skipped notices to the monitoring topic, and seals turns
@@ -14,6 +14,9 @@ Three components talk to Kafka, each as its own user:
     importer  `memstream import | forget | replay | verify`: writes the memory topic and
               reads it back from the start without a group (replay), reads the keys topic
               and writes its tombstones (`forget --erase`).
+    server    `memstream serve`: the agent's rights (it records what callers write, seals
+              under tenants' keys, announces summaries' usage on the monitoring topic), and
+              Describe on the dead-letter topic: at start it checks that all four exist.
 
 No component uses transactions (the worker is at-least-once; apply-once in Redis makes
 redelivery harmless), so no transactional-id rights; and since Kafka 3.0 the right to write
@@ -31,7 +34,7 @@ from memstream.streams.topics import Topics
 
 __all__ = ["KAFKA_ROLES", "KafkaGrant", "kafka_grants"]
 
-KAFKA_ROLES = ("agent", "worker", "importer")
+KAFKA_ROLES = ("agent", "worker", "importer", "server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +62,16 @@ def kafka_grants(role: str, topics: Topics, user: str | None = None) -> tuple[Ka
     """What `role` needs on the namespace of `topics`, granted to `user` (default: the role's
     name)."""
     user = user or role
-    if role == "agent":
-        return (
+    if role in ("agent", "server"):
+        agent = (
             KafkaGrant(user, "topic", topics.memory, ("Write", "Describe")),
             KafkaGrant(user, "topic", topics.monitoring, ("Write", "Describe")),
             KafkaGrant(user, "topic", topics.keys, ("Read", "Write", "Describe")),
             KafkaGrant(user, "group", topics.keys_group, ("Describe",)),
         )
+        if role == "server":
+            return (*agent, KafkaGrant(user, "topic", topics.dead_letters, ("Describe",)))
+        return agent
     if role == "worker":
         return (
             KafkaGrant(user, "topic", topics.memory, ("Read", "Write", "Describe", "Create")),
