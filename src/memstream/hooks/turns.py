@@ -6,8 +6,8 @@ the framework adapters (`integrations.langchain`):
 - recall: the manager's relevant context for the turn's input, cut to
   `max_recall_tokens * 4` characters;
 - record: the turn's query and answer as one event (each cut to `max_record_chars`, importance
-  decided now), written by the manager's `record_turn` to the tenant's store without waiting
-  for the log;
+  decided now, with the ids of the memories recall showed the turn), written by the
+  manager's `record_turn` to the tenant's store without waiting for the log;
 - a step that failed after the answer is skipped and announced by a `Skipped` event.
 """
 
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Literal
 
 from memstream.errors import MemstreamError
-from memstream.memory.manager import LLMMemoryManager
+from memstream.memory.manager import LLMMemoryManager, PromptContext
 from memstream.memory.model import DEFAULT_MAX_RECORD_CHARS
 from memstream.memory.monitoring import Skipped
 
@@ -41,10 +41,11 @@ class RecordConfig:
     max_record_chars: int = DEFAULT_MAX_RECORD_CHARS
 
 
-def recall_context(manager: LLMMemoryManager, input: str, config: RecallConfig) -> str:
+def recall_context(manager: LLMMemoryManager, input: str, config: RecallConfig) -> PromptContext:
     """The memories relevant to `input`, in sections, within the recall budget (the manager
-    cuts to it: the one cut the recalled text gets)."""
-    return manager.get_relevant_context(input, config.max_chars)
+    cuts to it: the one cut the recalled text gets), with the ids of those shown, in order:
+    what the turn records as shown (docs/lineage.md), known here at no extra cost."""
+    return manager.prompt_context(input, config.max_chars)
 
 
 def skipped(

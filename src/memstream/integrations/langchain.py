@@ -138,7 +138,7 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
         if tenant is None or not query:
             return {_RECALLED: ""}
         try:
-            recalled = recall_context(self._manager(tenant), query, self._recall)
+            recalled = recall_context(self._manager(tenant), query, self._recall).text
         except InfrastructureError as exc:
             self._skipped(tenant, runtime, "recall", exc)
             recalled = ""

@@ -235,12 +235,14 @@ class TurnCompleted:
     """One agent turn completed: the user's query and the assistant's answer.
 
     Becomes two conversation memories of the thread. The id is the effect key
-    (tenant, thread, run, turn). Version 1 went on the wire as `TurnRecorded`, with the same
-    fields and the same id.
+    (tenant, thread, run, turn). `shown` are the ids of the memories the turn's prompt showed
+    the model, in prompt order (docs/lineage.md). Version 1 went on the wire as
+    `TurnRecorded`, with the same fields and the same id; version 2 had no `shown` (it reads
+    as none shown).
     """
 
     type: ClassVar[str] = "TurnCompleted"
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3
 
     tenant: str
     thread: str
@@ -252,14 +254,18 @@ class TurnCompleted:
     importance: float
     embedding_model: str
     metadata: Mapping[str, str] = field(default_factory=dict)
+    shown: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_metadata(self.metadata)
         _check_time(self.recorded_at)
+        object.__setattr__(self, "shown", tuple(self.shown))
 
     @property
     def id(self) -> str:
+        # Not `shown`: what recall showed is not part of which turn this is, so a retried
+        # turn is the same event whatever it was shown.
         return derive_id(record_effect_key(self.tenant, self.thread, self.run, self.turn))
 
 
@@ -275,6 +281,11 @@ def _upcast_turn_v1_v2(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def _upcast_turn_v2_v3(body: dict[str, Any]) -> dict[str, Any]:
+    # A v2 turn did not record what it was shown: it reads as shown nothing.
+    return {**body, "shown": []}
+
+
 TURN_COMPLETED = EventType(
     TurnCompleted,
     effect="memory.record",
@@ -282,7 +293,7 @@ TURN_COMPLETED = EventType(
     memories=_turn_memories,
     memory_ids=lambda e: (derive_id(e.id, "user"), derive_id(e.id, "assistant")),
     aliases={"TurnRecorded": 1},
-    upcasters=(_upcast_turn_v1_v2,),
+    upcasters=(_upcast_turn_v1_v2, _upcast_turn_v2_v3),
     sealed=("query", "answer", "metadata"),
 )
 

@@ -12,7 +12,8 @@ replay can build generation g+1 beside the live generation g and swap it in at o
     {ns}:generations                   STRING the last generation number handed out
     {ns}:memories                      FT alias of the live generation's index (recall uses it)
     {ns}:memories:v{V}:g{g}            FT index over {ns}:g{g}:mem:
-    {ns}:g{g}:mem:{token}:{memory_id}  HASH   one memory (fields below)
+    {ns}:g{g}:mem:{token}:{memory_id}  HASH   one memory (fields below; `lineage`: where it
+                                              came from, docs/lineage.md)
     {ns}:g{g}:order:{token}            ZSET   the tenant's memories in eviction order
     {ns}:g{g}:applied:{token}          HASH   event id -> recorded outcome: apply-once markers
     {ns}:g{g}:forgotten:{token}        SET    tombstones: memory ids no event may write again
@@ -44,6 +45,7 @@ from redisvl.schema import IndexSchema
 from memstream.memory.bounds import eviction_key
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, MemoryType
+from memstream.memory.provenance import Provenance
 from memstream.memory.ranking.tokens import when_text
 from memstream.memory.tenancy import tenant_token
 
@@ -52,6 +54,7 @@ __all__ = [
     "Fields",
     "Keyspace",
     "from_hash",
+    "lineage_field",
     "memory_id_of",
     "memory_index_schema",
     "order_member",
@@ -85,6 +88,9 @@ class Fields:
     FACETS = "facets"
     FACET_VECTORS = "facet_vectors"
     EXPIRES_AT = "expires_at"
+    # The memory's provenance beyond its event id and thread (`lineage_field`): absent on
+    # memories written before lineage was kept, until a replay writes them again.
+    LINEAGE = "lineage"
     # Not part of the memory: its member in the order set, so a removal by id is O(1).
     ORDER_MEMBER = "order_member"
 
@@ -102,6 +108,7 @@ class Fields:
         EMBEDDING_MODEL,
         FACETS,
         EXPIRES_AT,
+        LINEAGE,
     )
 
 
@@ -270,7 +277,37 @@ def to_hash(
             fields[Fields.FACET_VECTORS] = np.asarray(facet_vectors, dtype=np.float32).tobytes()
     if memory.expires_at is not None:
         fields[Fields.EXPIRES_AT] = repr(memory.expires_at.timestamp())
+    if memory.provenance is not None:
+        fields[Fields.LINEAGE] = lineage_field(memory.provenance)
     return fields
+
+
+def lineage_field(provenance: Provenance) -> str:
+    """A provenance as its hash field: a JSON array, without the event id and thread the
+    hash holds already (Redis bytes per memory stay within a tenth of what they were)."""
+    p = provenance
+    row: list[object] = [p.event_type, p.event_version, p.topic, p.partition, p.offset, p.run]
+    row += [p.turn, repr(p.recorded_at.timestamp()), *p.replaced]
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+def _provenance(raw: str | None, event_id: str, thread: str) -> Provenance | None:
+    if not raw:
+        return None
+    kind, version, topic, partition, offset, run, turn, at, *replaced = json.loads(raw)
+    return Provenance(
+        event_id=event_id,
+        event_type=kind,
+        event_version=version,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        thread=thread,
+        run=run,
+        turn=turn,
+        recorded_at=datetime.fromtimestamp(float(at), UTC),
+        replaced=tuple(replaced),
+    )
 
 
 def from_hash(fields: Mapping[str, str]) -> Memory:
@@ -289,6 +326,9 @@ def from_hash(fields: Mapping[str, str]) -> Memory:
         embedding_model=fields.get(Fields.EMBEDDING_MODEL, ""),
         facets=tuple(json.loads(fields.get(Fields.FACETS) or "[]")),
         expires_at=_epoch(fields.get(Fields.EXPIRES_AT)),
+        provenance=_provenance(
+            fields.get(Fields.LINEAGE), fields[Fields.EVENT_ID], fields[Fields.THREAD]
+        ),
     )
 
 
