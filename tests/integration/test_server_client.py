@@ -91,6 +91,14 @@ async def test_create_search_across_sessions_get_prompt_delete(
 
     fetched = await client.get_long_term_memory(records[1].id)
     assert fetched.text == records[1].text
+    # memstream's provenance rides as an extra field: the client reads past it, plain HTTP
+    # shows which event made the memory and where it sits in the log.
+    raw = http.get(f"/v1/long-term-memory/{records[1].id}").json()["provenance"]
+    assert raw["event_type"] == "MemorySaved" and raw["thread"] == "tuesday"
+    assert raw["topic"] and raw["partition"] >= 0 and raw["offset"] >= 0
+    assert raw["run"] is None and raw["turn"] is None
+    hits = http.post("/v1/long-term-memory/search", json={"text": "database"}).json()
+    assert hits["memories"][0]["provenance"] == raw
     assert fetched.memory_type == MemoryTypeEnum.EPISODIC and fetched.topics == ["infra"]
     assert fetched.session_id == "tuesday"
 

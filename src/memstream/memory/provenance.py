@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["NO_LOG", "Provenance"]
+__all__ = ["NO_LOG", "Provenance", "provenance_json"]
 
 NO_LOG = ("", -1, -1)  # the log position of an event that never went through a log
 
@@ -40,3 +40,26 @@ class Provenance:
     def in_log(self) -> bool:
         """Whether the position is a real log position (False in the in-process store)."""
         return self.offset >= 0
+
+
+def provenance_json(provenance: Provenance | None) -> dict[str, object] | None:
+    """`provenance` as JSON values: what `recall --json`, `explain`, the HTTP API and MCP show
+    (the position only where the memory came from a log)."""
+    if provenance is None:
+        return None
+    p = provenance
+    shown: dict[str, object] = {
+        "event_id": p.event_id,
+        "event_type": p.event_type,
+        "event_version": p.event_version,
+        "topic": p.topic if p.in_log else None,
+        "partition": p.partition if p.in_log else None,
+        "offset": p.offset if p.in_log else None,
+        "thread": p.thread,
+        "run": p.run or None,
+        "turn": p.turn,
+        "recorded_at": p.recorded_at.isoformat(),
+    }
+    if p.replaced:
+        shown["replaced"] = list(p.replaced)
+    return shown
