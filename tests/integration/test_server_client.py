@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -61,6 +62,15 @@ def _sentinel(http: httpx.Client) -> None:
     assert response.status_code == 200, response.text
 
 
+def _provenance(http: httpx.Client, memory_id: str, text: str) -> tuple[Any, Any]:
+    """A memory's provenance as GET returns it, and the best search hit's for `text`."""
+    got = http.get(f"/v1/long-term-memory/{memory_id}")
+    assert got.status_code == 200, got.text
+    hits = http.post("/v1/long-term-memory/search", json={"text": text})
+    assert hits.status_code == 200, hits.text
+    return got.json()["provenance"], hits.json()["memories"][0]["provenance"]
+
+
 async def test_create_search_across_sessions_get_prompt_delete(
     client: MemoryAPIClient, http: httpx.Client, tenant: str
 ) -> None:
@@ -93,12 +103,11 @@ async def test_create_search_across_sessions_get_prompt_delete(
     assert fetched.text == records[1].text
     # memstream's provenance rides as an extra field: the client reads past it, plain HTTP
     # shows which event made the memory and where it sits in the log.
-    raw = http.get(f"/v1/long-term-memory/{records[1].id}").json()["provenance"]
+    raw, searched = _provenance(http, records[1].id, "database")
     assert raw["event_type"] == "MemorySaved" and raw["thread"] == "tuesday"
     assert raw["topic"] and raw["partition"] >= 0 and raw["offset"] >= 0
     assert raw["run"] is None and raw["turn"] is None
-    hits = http.post("/v1/long-term-memory/search", json={"text": "database"}).json()
-    assert hits["memories"][0]["provenance"] == raw
+    assert searched == raw
     assert fetched.memory_type == MemoryTypeEnum.EPISODIC and fetched.topics == ["infra"]
     assert fetched.session_id == "tuesday"
 
