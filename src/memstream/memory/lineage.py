@@ -1,14 +1,17 @@
-"""Lineage of memories: the provenance an event gives the memories it writes.
+"""Lineage of memories: the provenance an event gives the memories it writes, and what a
+turn was shown traced back to the events that wrote it.
 
 `provenance_of` is pure — the event and the position of the log record it came from — so
 the projection, a replay into a new generation and the in-process store all give a memory the
-same provenance for the same record.
+same provenance for the same record. `turns_shown` reads a tenant's events in log order
+(`memstream explain`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from memstream.memory.events import (
     REGISTRY,
@@ -18,11 +21,12 @@ from memstream.memory.events import (
     MemorySaved,
     MessageRecorded,
     TurnCompleted,
+    memory_ids_of,
 )
 from memstream.memory.model import Memory
 from memstream.memory.provenance import NO_LOG, Provenance
 
-__all__ = ["provenance_of", "with_provenance"]
+__all__ = ["ShownMemory", "ShownTurn", "provenance_of", "turns_shown", "with_provenance"]
 
 
 def provenance_of(
@@ -65,3 +69,49 @@ def with_provenance(
 ) -> tuple[Memory, ...]:
     """`memories`, each carrying `provenance`."""
     return tuple(dataclasses.replace(m, provenance=provenance) for m in memories)
+
+
+@dataclass(frozen=True, slots=True)
+class ShownMemory:
+    """A memory a turn was shown: the `provenance` of the write it saw (None: no readable
+    event of the log wrote it), and for a summary the provenance of what it `replaced`, as
+    they were when the summary was written."""
+
+    memory_id: str
+    provenance: Provenance | None
+    sources: tuple[Provenance, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShownTurn:
+    """One recorded turn (`provenance` of its TurnCompleted) and what its prompt showed."""
+
+    provenance: Provenance
+    shown: tuple[ShownMemory, ...]
+
+
+def turns_shown(
+    logged: Iterable[tuple[MemoryEvent, str, int, int]], run: str, turn: int | None = None
+) -> list[ShownTurn]:
+    """The turns of `run` (only turn `turn`, if given) in `logged` — a tenant's events in log
+    order, each with its topic, partition and offset — each with what it was shown, traced
+    to the events that wrote it as the log stood at that turn."""
+    writers: dict[str, Provenance] = {}
+    found: list[ShownTurn] = []
+    for event, topic, partition, offset in logged:
+        provenance = provenance_of(event, topic, partition, offset)
+        if provenance is None:
+            continue  # writes no memory
+        if isinstance(event, TurnCompleted) and event.run == run and turn in (None, event.turn):
+            shown = tuple(_traced(memory_id, writers) for memory_id in event.shown)
+            found.append(ShownTurn(provenance, shown))
+        for memory_id in memory_ids_of(event):
+            writers[memory_id] = provenance
+    return found
+
+
+def _traced(memory_id: str, writers: Mapping[str, Provenance]) -> ShownMemory:
+    provenance = writers.get(memory_id)
+    replaced = provenance.replaced if provenance is not None else ()
+    sources = tuple(writers[r] for r in replaced if r in writers)
+    return ShownMemory(memory_id, provenance, sources)

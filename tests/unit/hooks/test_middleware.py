@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,7 @@ from memstream.errors import (
     RedisUnavailableError,
 )
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
+from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of
 from memstream.memory.inprocess import InProcessMemoryStore
 
 from ...doubles import CollectingMonitor, Crash, CrashAfterMemory, FixedClock
@@ -289,3 +292,50 @@ def test_the_recalled_key_belongs_only_to_agents_with_the_middleware() -> None:
 def test_a_middleware_with_neither_recall_nor_record_is_refused_saying_what_to_give() -> None:
     with pytest.raises(ConfigurationError, match=r"recall=RecallConfig\(\).*record=RecordConfig"):
         SemanticMemoryMiddleware(stores=Stores(), client=ScriptedModel([]))
+
+
+class RecordingStore(InProcessMemoryStore):
+    """An in-process store that keeps the events written to it."""
+
+    def __init__(self, tenant: str) -> None:
+        super().__init__(tenant, WordEmbedder())
+        self.events: list[MemoryEvent] = []
+
+    def write(self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None) -> Any:
+        self.events.append(event)
+        return super().write(event, on_durable=on_durable)
+
+
+def test_a_recorded_turn_names_the_memories_its_prompt_showed_in_prompt_order() -> None:
+    store = RecordingStore("acme")
+    model = ScriptedModel(["Noted.", "Noted too.", "Your dog is Rex."])
+    agent = Agent(model, middleware=[memory(lambda _: store, tokens=1000)])  # type: ignore[arg-type]
+    agent.run("My dog is called Rex", cfg("t1"))
+    agent.run("My cat is called Tom", cfg("t2"))
+    agent.run("What is my dog called?", cfg("t3"))
+
+    first, second, third = [e for e in store.events if isinstance(e, TurnCompleted)]
+    assert first.shown == ()  # nothing to recall yet
+    assert set(second.shown) == {m.id for m in memories_of(first)}
+    prompt = model.requests[2].sections[0].content
+    content = {m.id: m.content for m in store.memories()}
+    assert len(third.shown) == 4
+    assert [content[i] for i in third.shown] == sorted(
+        (content[i] for i in third.shown), key=prompt.index
+    )
+    assert agent.thread("t3").state[SemanticMemoryMiddleware.ShownKey] == list(third.shown)
+
+
+def test_a_turn_whose_recall_is_off_or_failed_records_that_it_was_shown_nothing() -> None:
+    store = RecordingStore("acme")
+    agent = Agent(
+        ScriptedModel(["Noted.", "ok"]),
+        middleware=[
+            SemanticMemoryMiddleware(
+                stores=lambda _: store, client=ScriptedModel([]), record=RecordConfig()
+            )
+        ],
+    )
+    agent.run("My dog is called Rex", cfg("t1"))
+    agent.run("What is my dog called?", cfg("t1"))
+    assert [e.shown for e in store.events if isinstance(e, TurnCompleted)] == [(), ()]
