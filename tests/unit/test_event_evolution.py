@@ -125,6 +125,7 @@ def test_a_v1_turn_recorded_reads_as_a_turn_completed_with_the_same_id() -> None
     assert {k: v for k, v in new.items() if k not in ("type", "version")} == {
         **{k: v for k, v in old.items() if k not in ("type", "version")},
         "shown": [],
+        "echo": False,
     }
 
 
@@ -141,6 +142,15 @@ def test_a_v2_turn_reads_as_shown_nothing_and_a_v3_turn_keeps_what_it_was_shown_
     # What a turn was shown is not part of which turn it is: same id, same memories.
     assert v3.id == v2.id and memories_of(v3) == memories_of(v2)
     assert json.loads(encode_event(v3))["shown"] == list(v3.shown)
+    assert not v2.echo and not v3.echo
+
+
+def test_an_echoed_answer_writes_no_memory_and_the_users_words_still_do() -> None:
+    echo = decode_event((GOLDEN / "v3" / "TurnCompleted-echo.json").read_bytes())
+    assert isinstance(echo, TurnCompleted) and echo.echo
+    assert [m.role for m in memories_of(echo)] == ["user"]
+    assert memory_ids_of(echo) == (memories_of(echo)[0].id,)
+    assert echo.id == dataclasses.replace(echo, echo=False).id
 
 
 def test_a_payload_without_a_version_is_the_version_its_name_was_last_written_in() -> None:

@@ -41,6 +41,7 @@ from memstream.hooks.turns import (
 )
 from memstream.hooks.view import EffectView
 from memstream.llm import ModelClient, PromptSection
+from memstream.memory.echo import restates
 from memstream.memory.events import ConsolidationRequested
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.monitoring import LoggingMonitor, Monitor
@@ -180,6 +181,8 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             if cell.store is None:
                 return Proceed()
             manager = self._manager_for(cell, context)
+            shown = self._shown(context)
+            recalled = context.state.get(self.RecalledKey) or ""
             manager.record_turn(
                 thread=context.config.thread_id,
                 run=context.run_id,
@@ -188,7 +191,8 @@ class SemanticMemoryMiddleware(AgentMiddleware):
                 answer=turn.answer,
                 at=self._clock.now(),
                 max_chars=self._record.max_record_chars,
-                shown=self._shown(context),
+                shown=shown,
+                echo=self._record.echo_control and bool(shown) and restates(turn.answer, recalled),
             )
         except MemstreamError as exc:
             self._skipped(context, "record", exc)

@@ -38,7 +38,11 @@ class RecallConfig:
 
 @dataclass(frozen=True, slots=True)
 class RecordConfig:
+    """`echo_control`: an answer that only restates what the turn was shown writes no memory
+    of its own (memory.echo, docs/lineage.md); the user's words are recorded either way."""
+
     max_record_chars: int = DEFAULT_MAX_RECORD_CHARS
+    echo_control: bool = True
 
 
 def recall_context(manager: LLMMemoryManager, input: str, config: RecallConfig) -> PromptContext:

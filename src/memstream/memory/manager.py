@@ -153,10 +153,12 @@ class LLMMemoryManager:
         at: datetime,
         max_chars: int,
         shown: Sequence[str] = (),
+        echo: bool = False,
     ) -> TurnCompleted:
         """Record one turn through the store (its write never waits for the log): the event
-        holds each side cut to `max_chars`, importance decided now, and the ids of the
-        memories the turn's prompt `shown` (docs/lineage.md). Returns the event."""
+        holds each side cut to `max_chars`, importance decided now, the ids of the memories
+        the turn's prompt `shown`, and whether the answer was an `echo` of them, which then
+        writes no memory (docs/lineage.md). Returns the event."""
         query, answer = cut(query, max_chars), cut(answer, max_chars)
         event = TurnCompleted(
             tenant=self.store.tenant,
@@ -169,6 +171,7 @@ class LLMMemoryManager:
             importance=self._scorer.score(query, answer),
             embedding_model=self.store.embedding_model,
             shown=tuple(shown),
+            echo=echo,
         )
         self.store.write(event)
         return event

@@ -339,3 +339,25 @@ def test_a_turn_whose_recall_is_off_or_failed_records_that_it_was_shown_nothing(
     agent.run("My dog is called Rex", cfg("t1"))
     agent.run("What is my dog called?", cfg("t1"))
     assert [e.shown for e in store.events if isinstance(e, TurnCompleted)] == [(), ()]
+
+
+@pytest.mark.parametrize("control", [True, False])
+def test_an_answer_that_restates_what_the_turn_was_shown_writes_no_memory_of_its_own(
+    control: bool,
+) -> None:
+    store = RecordingStore("acme")
+    memory = SemanticMemoryMiddleware(
+        stores=lambda _: store,
+        client=ScriptedModel([]),
+        recall=RecallConfig(),
+        record=RecordConfig(echo_control=control),
+    )
+    agent = Agent(ScriptedModel(["Noted.", "Your dog is called Rex."]), middleware=[memory])
+    agent.run("My dog is called Rex", cfg("t1"))
+    agent.run("What is my dog called?", cfg("t2"))
+
+    told, asked = [e for e in store.events if isinstance(e, TurnCompleted)]
+    assert not told.echo and asked.echo is control
+    contents = [m.content for m in store.memories()]
+    assert "What is my dog called?" in contents  # the user's words, always
+    assert ("Your dog is called Rex." in contents) is not control
