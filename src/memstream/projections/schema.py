@@ -47,7 +47,7 @@ from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, MemoryType
 from memstream.memory.provenance import Provenance
 from memstream.memory.ranking.tokens import when_text
-from memstream.memory.tenancy import tenant_token
+from memstream.memory.tenancy import tenant_from_token, tenant_token
 
 __all__ = [
     "INDEX_VERSION",
@@ -96,7 +96,8 @@ class Fields:
 
     RETURNED = (
         ID,
-        TENANT,
+        TENANT,  # held only by memories written before lineage: the tag says the same
+        TENANT_TAG,
         THREAD,
         CONTENT,
         MEMORY_TYPE,
@@ -255,7 +256,8 @@ def to_hash(
     """A memory as the fields of its Redis hash (`facet_vectors`: one row per facet)."""
     fields: dict[str, str | bytes] = {
         Fields.ID: memory.id,
-        Fields.TENANT: memory.tenant,
+        # Not Fields.TENANT: the tag is its hex, and a 17th field would double the hash's
+        # bucket table (about 130 bytes a memory), which lineage's field could not afford.
         Fields.TENANT_TAG: tenant_token(memory.tenant),
         Fields.THREAD: memory.thread,
         Fields.THREAD_TAG: memory.thread.encode("utf-8").hex(),
@@ -314,7 +316,7 @@ def from_hash(fields: Mapping[str, str]) -> Memory:
     """The memory a hash (or a search result's returned fields) holds."""
     return Memory(
         id=fields[Fields.ID],
-        tenant=fields[Fields.TENANT],
+        tenant=fields.get(Fields.TENANT) or tenant_from_token(fields[Fields.TENANT_TAG]),
         content=fields[Fields.CONTENT],
         memory_type=MemoryType(fields[Fields.MEMORY_TYPE]),
         thread=fields[Fields.THREAD],
