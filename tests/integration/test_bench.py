@@ -196,3 +196,15 @@ def test_bench_lineage_measures_with_against_without_in_one_run(
     assert result["bytes_ratio"] == pytest.approx(
         result["bytes_per_memory_with"] / result["bytes_per_memory_without"], 0.01
     )
+
+
+def test_bench_echo_keeps_restatements_out_with_echo_control_and_not_without(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--echo-tenants", "1", "--echo-turns", "40", "--echo-bound", "30"]
+    done = memstream(env, "bench", "echo", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)["results"]["echo"]
+    assert result["stored_on"] == result["stored_off"] == 30  # the bound is reached both ways
+    assert result["restated_share_on"] <= 0.05 and result["facts_lost_to_echoes_on"] == 0
+    assert result["restated_share_off"] > 0.1  # the same script stores its echoes without

@@ -40,7 +40,10 @@ def test_explain_shows_what_the_turn_was_shown_in_prompt_order_and_where_each_ca
     wait_until(lambda: stack.stored_memories(tenant) == 2, "the first turn projected")
     agent.run("What is my dog called?", RunConfig("tuesday", tenant), run_id=f"asked-{tenant}")
     assert stores.publisher.flush(30)
-    wait_until(lambda: stack.stored_memories(tenant) == 4, "the second turn projected")
+    # The answer restated what the turn was shown: an echo, so the question alone is kept.
+    wait_until(lambda: stack.stored_memories(tenant) == 3, "the second turn projected")
+    contents = {h.memory.content for h in stack.recaller().recall(tenant, "dog", k=10)}
+    assert "What is my dog called?" in contents and "Your dog is Rex." not in contents
     prompt = model.requests[1].sections[0].content
 
     explained = memstream(env, "explain", "--tenant", tenant, "--run", f"asked-{tenant}", "--json")
