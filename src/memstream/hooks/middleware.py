@@ -36,12 +36,12 @@ from memstream.hooks.turns import (
     RecallConfig,
     RecordConfig,
     Stage,
+    is_echo,
     recall_context,
     skipped,
 )
 from memstream.hooks.view import EffectView
 from memstream.llm import ModelClient, PromptSection
-from memstream.memory.echo import restates
 from memstream.memory.events import ConsolidationRequested
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.monitoring import LoggingMonitor, Monitor
@@ -192,7 +192,7 @@ class SemanticMemoryMiddleware(AgentMiddleware):
                 at=self._clock.now(),
                 max_chars=self._record.max_record_chars,
                 shown=shown,
-                echo=self._record.echo_control and bool(shown) and restates(turn.answer, recalled),
+                echo=is_echo(self._record, shown, recalled, turn.answer),
             )
         except MemstreamError as exc:
             self._skipped(context, "record", exc)

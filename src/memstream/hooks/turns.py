@@ -13,16 +13,18 @@ the framework adapters (`integrations.langchain`):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from memstream.errors import MemstreamError
+from memstream.memory.echo import restates
 from memstream.memory.manager import LLMMemoryManager, PromptContext
 from memstream.memory.model import DEFAULT_MAX_RECORD_CHARS
 from memstream.memory.monitoring import Skipped
 
-__all__ = ["RecallConfig", "RecordConfig", "recall_context", "skipped"]
+__all__ = ["RecallConfig", "RecordConfig", "is_echo", "recall_context", "skipped"]
 
 Stage = Literal["recall", "record", "consolidate"]
 
@@ -50,6 +52,13 @@ def recall_context(manager: LLMMemoryManager, input: str, config: RecallConfig) 
     cuts to it: the one cut the recalled text gets), with the ids of those shown, in order:
     what the turn records as shown (docs/lineage.md), known here at no extra cost."""
     return manager.prompt_context(input, config.max_chars)
+
+
+def is_echo(config: RecordConfig, shown: Sequence[str], recalled: str, answer: str) -> bool:
+    """Whether the turn's answer is an echo, to be recorded as such (it then writes no
+    memory): echo control is on, the turn was shown memories, and the answer only restates
+    the `recalled` text (memory.echo)."""
+    return config.echo_control and bool(shown) and restates(answer, recalled)
 
 
 def skipped(
