@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -19,10 +20,11 @@ from memstream.errors import (
     ConfigurationError,
     EffectRefusedError,
     InfrastructureError,
+    KafkaUnavailableError,
     RedisUnavailableError,
 )
-from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
-from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of
+from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware, TurnRecorder
+from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of, memory_ids_of
 from memstream.memory.inprocess import InProcessMemoryStore
 
 from ...doubles import CollectingMonitor, Crash, CrashAfterMemory, FixedClock
@@ -361,3 +363,70 @@ def test_an_answer_that_restates_what_the_turn_was_shown_writes_no_memory_of_its
     contents = [m.content for m in store.memories()]
     assert "What is my dog called?" in contents  # the user's words, always
     assert ("Your dog is called Rex." in contents) is not control
+
+
+def test_with_a_recorder_the_turn_only_queues_its_record_and_with_store_waits_for_it() -> None:
+    stores = Stores()
+    recorder = TurnRecorder()
+    held, release = threading.Event(), threading.Event()
+    recorder.submit(lambda: (held.set(), release.wait(10)))  # the recorder is busy
+    assert held.wait(10)
+    agent = Agent(ScriptedModel(["Noted."]), middleware=[memory(stores, recorder=recorder)])
+
+    result = agent.run("My dog is called Rex", cfg("thread-1"))
+
+    assert (result.status, result.answer) == ("completed", "Noted.")
+    assert stores.stores["acme"].memories() == []  # the turn ended before its record was written
+    release.set()
+    count = memory(stores, recorder=recorder).with_store(
+        "acme",
+        lambda store: len(store.memories()),  # type: ignore[union-attr]
+    )
+    assert count == 2
+    recorder.close()
+
+
+def test_a_recorder_that_cannot_keep_up_skips_the_turn_and_says_so() -> None:
+    stores, monitor = Stores(), CollectingMonitor()
+    recorder = TurnRecorder(capacity=1)
+    held, release = threading.Event(), threading.Event()
+    recorder.submit(lambda: (held.set(), release.wait(10)))
+    assert held.wait(10)
+    recorder.submit(lambda: None)  # full
+    agent = Agent(
+        ScriptedModel(["Noted."]), middleware=[memory(stores, monitor, recorder=recorder)]
+    )
+
+    result = agent.run("My dog is called Rex", cfg("thread-1"))
+
+    assert (result.status, result.answer) == ("completed", "Noted.")  # the answer stands
+    (skipped,) = monitor.events
+    assert skipped.stage == "record" and skipped.code == KafkaUnavailableError.code
+    assert "not keeping up" in skipped.reason
+    release.set()
+    assert recorder.close(timeout=10)
+    assert stores.stores["acme"].memories() == []  # skipped, not written later
+
+
+def test_with_a_recorder_each_turn_records_what_it_was_shown_not_what_the_next_turn_was() -> None:
+    store = RecordingStore("acme")
+    recorder = TurnRecorder()
+    held, release = threading.Event(), threading.Event()
+    model = ScriptedModel(["Noted.", "Noted too.", "It is Rex.", "I do not know."])
+    agent = Agent(
+        model,
+        middleware=[memory(lambda _: store, recorder=recorder, tokens=10)],  # type: ignore[arg-type]
+    )
+    agent.run("My dog is called Rex", cfg("t1"))
+    assert recorder.flush(10)
+    recorder.submit(lambda: (held.set(), release.wait(10)))  # the recorder is busy
+    assert held.wait(10)
+    agent.run("What is my dog called?", cfg("t1"))  # shown the first turn's memories
+    agent.run("Noted.", cfg("t1"))  # the same thread, before the second turn's record ran
+    release.set()
+    assert recorder.flush(10)
+    first, second, third = [e for e in store.events if isinstance(e, TurnCompleted)]
+    # A budget of one memory: the second turn was shown the user's words, the third the
+    # answer; each records its own, though both were recorded after the third turn ran.
+    user, answer = memory_ids_of(first)
+    assert (second.shown, third.shown) == ((user,), (answer,))
