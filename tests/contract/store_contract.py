@@ -27,6 +27,8 @@ class StoreContract:
 
     # Each tenant's bound in the stores `create_store` makes.
     bound = 40
+    # Whether the store's memories come from a log (and so know their log position).
+    logged = False
 
     def create_store(self, tenant: str) -> MemoryStore:
         raise NotImplementedError
@@ -250,6 +252,30 @@ class StoreContract:
         self.settle(store, 3)
         assert "never written" not in self.contents(store)
         assert len(self.contents(store) & {"The vault opens at nine.", "Right."}) == 1
+
+    def test_every_memory_says_which_event_made_it_and_a_summary_what_it_replaced(self) -> None:
+        store = self.create_store(self.tenant())
+        first = self.turn(store, 1, "We deploy on Tuesdays.", "Got it.")
+        store.write(first)
+        self.settle(store, 2)
+        for memory in store.memories():
+            p = memory.provenance
+            assert p is not None
+            assert (p.event_id, p.event_type, p.event_version) == (first.id, "TurnCompleted", 3)
+            assert (p.thread, p.run, p.turn, p.recorded_at) == ("t1", "run-1", 1, first.recorded_at)
+            assert p.replaced == ()
+            # Only a store fed by a log knows a log position.
+            assert p.in_log is self.logged and (p.topic != "") is self.logged
+        group = tuple(m.id for m in store.memories())
+        summary = self.summary(store, group, "Deploys happen on Tuesdays.")
+        store.write(summary)
+        self.settle(store, 1)
+        (kept,) = store.memories()
+        assert kept.provenance is not None
+        assert kept.provenance.event_id == summary.id
+        assert kept.provenance.event_type == "MemoriesConsolidated"
+        assert kept.provenance.replaced == tuple(sorted(group))
+        assert (kept.provenance.run, kept.provenance.turn) == ("", None)
 
     def summary(
         self, store: MemoryStore, group: tuple[str, ...], text: str

@@ -178,3 +178,33 @@ def test_bench_encryption_measures_sealed_against_plaintext_in_one_run(
     assert result["replay_ratio"] == pytest.approx(
         result["replay_events_per_s_on"] / result["replay_events_per_s_off"], 0.01
     )
+
+
+def test_bench_lineage_measures_with_against_without_in_one_run(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--lineage-turns", "60", "--lineage-events", "300"]
+    done = memstream(env, "bench", "lineage", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)["results"]["lineage"]
+    for side in ("with", "without"):
+        assert result[f"hook_p99_ms_{side}"] > 0
+        assert result[f"projection_memories_per_s_{side}"] > 0
+    # Each memory's hash holds its provenance on one side only: more bytes, by a field's worth.
+    extra = result["bytes_per_memory_with"] - result["bytes_per_memory_without"]
+    assert 20 < extra < 200, result
+    assert result["bytes_ratio"] == pytest.approx(
+        result["bytes_per_memory_with"] / result["bytes_per_memory_without"], 0.01
+    )
+
+
+def test_bench_echo_keeps_restatements_out_with_echo_control_and_not_without(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--echo-tenants", "1", "--echo-turns", "40", "--echo-bound", "30"]
+    done = memstream(env, "bench", "echo", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)["results"]["echo"]
+    assert result["stored_on"] == result["stored_off"] == 30  # the bound is reached both ways
+    assert result["restated_share_on"] <= 0.05 and result["facts_lost_to_echoes_on"] == 0
+    assert result["restated_share_off"] > 0.1  # the same script stores its echoes without

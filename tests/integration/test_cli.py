@@ -78,6 +78,11 @@ def test_import_wait_then_recall_json(
     assert best["timestamp"] == "2023-05-08T13:56:00+00:00"
     assert best["importance"] == 0.5 and best["role"] == "Caroline"
     assert {"id", "score"} <= best.keys()
+    lineage = best["provenance"]
+    assert (lineage["event_type"], lineage["thread"]) == ("MessageRecorded", "s1")
+    assert lineage["recorded_at"] == "2023-05-08T13:56:00+00:00" and lineage["offset"] >= 0
+    turns = [h["provenance"] for h in hits if h["content"] == "Mostly sunsets over the lake."]
+    assert [t["event_type"] for t in turns] == ["TurnCompleted"]
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
 
     again = memstream(env, "import", str(tmp_path / "in.jsonl"), "--wait")

@@ -26,6 +26,7 @@ class TestEventSourcedStore(StoreContract):
         return self.stores(tenant)
 
     bound = MAX_MEMORIES  # the session worker's
+    logged = True
 
     def settle_until(self, store: MemoryStore, condition: Callable[[], bool], what: str) -> None:
         assert self.stores.publisher.flush(30)

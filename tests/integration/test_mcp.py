@@ -75,6 +75,8 @@ async def _every_tool(session: ClientSession, tenant: str) -> None:
 
     got = await call_tool(session, "get_long_term_memory", memory_id=memory_id)
     assert got["text"] == "The user's dog is called Pixel" and got["session_id"] == "walks"
+    assert got["provenance"]["event_type"] == "MemorySaved" and got["provenance"]["offset"] >= 0
+    assert found["memories"][0]["provenance"] == got["provenance"]
 
     edited = await call_tool(
         session, "edit_long_term_memory", memory_id=memory_id, text="The user's dog is Pixel II"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -36,6 +37,15 @@ def _sentinel(http: httpx.Client) -> None:
     body = {"memories": [{"id": uuid.uuid4().hex, "text": "sentinel"}]}
     response = http.post("/v1/long-term-memory/?wait=true", json=body)
     assert response.status_code == 200, response.text
+
+
+def _provenance(http: httpx.Client, memory_id: str, text: str) -> tuple[Any, Any]:
+    """A memory's provenance as GET returns it, and the best search hit's for `text`."""
+    got = http.get(f"/v1/long-term-memory/{memory_id}")
+    assert got.status_code == 200, got.text
+    hits = http.post("/v1/long-term-memory/search", json={"text": text})
+    assert hits.status_code == 200, hits.text
+    return got.json()["provenance"], hits.json()["memories"][0]["provenance"]
 
 
 async def test_create_search_across_sessions_get_prompt_delete(
@@ -68,6 +78,13 @@ async def test_create_search_across_sessions_get_prompt_delete(
 
     fetched = await client.get_long_term_memory(records[1].id)
     assert fetched.text == records[1].text
+    # memstream's provenance rides as an extra field: the client reads past it, plain HTTP
+    # shows which event made the memory and where it sits in the log.
+    raw, searched = _provenance(http, records[1].id, "database")
+    assert raw["event_type"] == "MemorySaved" and raw["thread"] == "tuesday"
+    assert raw["topic"] and raw["partition"] >= 0 and raw["offset"] >= 0
+    assert raw["run"] is None and raw["turn"] is None
+    assert searched == raw
     assert fetched.memory_type == MemoryTypeEnum.EPISODIC and fetched.topics == ["infra"]
     assert fetched.session_id == "tuesday"
 

@@ -121,10 +121,36 @@ def test_a_v1_turn_recorded_reads_as_a_turn_completed_with_the_same_id() -> None
     assert isinstance(event, TurnCompleted)
     assert event.id == old["id"]
     new = json.loads(encode_event(event))
-    assert (new["type"], new["version"], new["id"]) == ("TurnCompleted", 2, old["id"])
+    assert (new["type"], new["version"], new["id"]) == ("TurnCompleted", 3, old["id"])
     assert {k: v for k, v in new.items() if k not in ("type", "version")} == {
-        k: v for k, v in old.items() if k not in ("type", "version")
+        **{k: v for k, v in old.items() if k not in ("type", "version")},
+        "shown": [],
+        "echo": False,
     }
+
+
+def test_a_v2_turn_reads_as_shown_nothing_and_a_v3_turn_keeps_what_it_was_shown_in_order() -> None:
+    v2 = decode_event((GOLDEN / "v2" / "TurnCompleted.json").read_bytes())
+    raw = (GOLDEN / "v3" / "TurnCompleted.json").read_bytes()
+    v3 = decode_event(raw)
+    assert isinstance(v2, TurnCompleted) and isinstance(v3, TurnCompleted)
+    assert v2.shown == () and v3.shown == tuple(json.loads(raw)["shown"])
+    assert v3.shown == (
+        "f772f4ad-bef1-5a37-8df6-febb71761d6f",
+        "0b0e2a44-5c1d-5f0e-9a8e-2f4c1b7d9e31",
+    )
+    # What a turn was shown is not part of which turn it is: same id, same memories.
+    assert v3.id == v2.id and memories_of(v3) == memories_of(v2)
+    assert json.loads(encode_event(v3))["shown"] == list(v3.shown)
+    assert not v2.echo and not v3.echo
+
+
+def test_an_echoed_answer_writes_no_memory_and_the_users_words_still_do() -> None:
+    echo = decode_event((GOLDEN / "v3" / "TurnCompleted-echo.json").read_bytes())
+    assert isinstance(echo, TurnCompleted) and echo.echo
+    assert [m.role for m in memories_of(echo)] == ["user"]
+    assert memory_ids_of(echo) == (memories_of(echo)[0].id,)
+    assert echo.id == dataclasses.replace(echo, echo=False).id
 
 
 def test_a_payload_without_a_version_is_the_version_its_name_was_last_written_in() -> None:
@@ -270,7 +296,7 @@ def test_every_field_of_every_event_type_has_a_transcoding() -> None:
 
 
 def test_a_row_needs_one_upcaster_per_older_version_and_names_are_unique() -> None:
-    with pytest.raises(TypeError, match="needs 1 upcasters"):
+    with pytest.raises(TypeError, match="needs 2 upcasters"):
         EventType(
             TurnCompleted, effect="memory.record", applies=Applies.RECORD, memories=memories_of
         )
@@ -286,7 +312,7 @@ def test_the_checked_in_schemas_are_the_codes() -> None:
 
 
 def test_the_schemas_accept_the_minimal_turn_and_refuse_a_stranger_field() -> None:
-    schema = json.loads(schema_files()["TurnCompleted.v2.schema.json"])
+    schema = json.loads(schema_files()["TurnCompleted.v3.schema.json"])
     body = json.loads(minimal_turn())
     assert set(schema["required"]) <= set(body)
     assert schema["additionalProperties"] is False and "importanse" not in schema["properties"]

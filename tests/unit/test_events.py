@@ -51,13 +51,14 @@ def test_message_round_trips_through_the_wire_format() -> None:
 def test_the_wire_format_is_explicit_json_with_type_version_and_id() -> None:
     body = json.loads(encode_event(turn()))
     assert body["type"] == "TurnCompleted"
-    assert body["version"] == 2
+    assert body["version"] == 3
     assert body["id"] == turn().id
     assert body["recorded_at"] == "2026-11-02T09:30:00+00:00"
 
 
 def test_turn_id_is_its_effect_key_and_nothing_else() -> None:
     assert turn().id == turn(query="other", answer="other", recorded_at=AT + timedelta(1)).id
+    assert turn().id == turn(shown=("m1", "m2")).id
     assert turn().id != turn(turn=4).id
     assert turn().id != turn(run="r2").id
     assert turn().id != turn(thread="t2").id
@@ -126,9 +127,9 @@ def _tampered(**changes: object) -> bytes:
 
 def test_a_newer_version_names_both_versions() -> None:
     with pytest.raises(EventVersionError) as caught:
-        decode_event(_tampered(version=3))
-    assert (caught.value.expected, caught.value.actual) == (2, 3)
-    assert "version 3" in str(caught.value) and "versions 1 to 2" in str(caught.value)
+        decode_event(_tampered(version=4))
+    assert (caught.value.expected, caught.value.actual) == (3, 4)
+    assert "version 4" in str(caught.value) and "versions 1 to 3" in str(caught.value)
 
 
 @pytest.mark.parametrize(

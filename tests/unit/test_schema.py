@@ -1,11 +1,13 @@
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from memstream import Memory, MemoryType
-from memstream.projections.schema import Keyspace, from_hash, order_member, to_hash
+from memstream.memory.provenance import Provenance
+from memstream.projections.schema import Fields, Keyspace, from_hash, order_member, to_hash
 
 ids = st.uuids().map(str)
 
@@ -51,6 +53,31 @@ def test_a_memory_survives_its_hash() -> None:
     text = {k: v for k, v in fields.items() if isinstance(v, str)}
     assert from_hash(text) == memory
     assert fields["embedding"] == np.zeros(3, dtype=np.float32).tobytes()
+
+
+@pytest.mark.parametrize(
+    ("run", "turn", "replaced"), [("r|1", 7, ()), ("", None, ("m2", "m3")), ("", 0, ())]
+)
+def test_a_memory_keeps_its_provenance_in_its_hash_and_only_what_the_hash_lacks(
+    run: str, turn: int | None, replaced: tuple[str, ...]
+) -> None:
+    at = datetime(2026, 11, 2, 9, 30, 0, 123456, tzinfo=UTC)
+    provenance = Provenance(
+        event_id="e1", event_type="TurnCompleted", event_version=3, topic="memstream.memory",
+        partition=5, offset=123456789, thread="t 1", run=run, turn=turn, recorded_at=at,
+        replaced=replaced,
+    )  # fmt: skip
+    memory = Memory(
+        id="m1", tenant="acme", content="hello", memory_type=MemoryType.CONVERSATION,
+        thread="t 1", timestamp=at, importance=0.5, event_id="e1", provenance=provenance,
+    )  # fmt: skip
+    fields = to_hash(memory, np.zeros(3, dtype=np.float32))
+    text = {k: v for k, v in fields.items() if isinstance(v, str)}
+    assert from_hash(text) == memory
+    assert "e1" not in str(fields[Fields.LINEAGE]) and "t 1" not in str(fields[Fields.LINEAGE])
+    # A memory written before lineage was kept reads as of unknown provenance.
+    del text[Fields.LINEAGE]
+    assert from_hash(text).provenance is None
 
 
 def test_keys_carry_the_tenant_token_never_the_raw_id() -> None:

@@ -138,6 +138,33 @@ def _store(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
     return run_store(settings, embedder, items=args.store_items)
 
 
+def _echo(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.echo import run_echo
+
+    return run_echo(
+        settings, embedder, tenants=args.echo_tenants, turns=args.echo_turns,
+        share=args.echo_share, bound=args.echo_bound,
+    )  # fmt: skip
+
+
+def _echo_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--echo-tenants", type=int, default=3)
+    parser.add_argument("--echo-turns", type=int, default=300, help="questions per tenant")
+    parser.add_argument("--echo-share", type=float, default=0.6, help="answers that restate")
+    parser.add_argument("--echo-bound", type=int, default=36, help="memories per tenant")
+
+
+def _lineage(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.lineage import run_lineage
+
+    return run_lineage(settings, embedder, turns=args.lineage_turns, events=args.lineage_events)
+
+
+def _lineage_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lineage-turns", type=int, default=2000, help="hook turns per side")
+    parser.add_argument("--lineage-events", type=int, default=2000, help="turns applied per side")
+
+
 def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store-items", type=int, default=300)
 
@@ -221,6 +248,16 @@ _BENCHES.update(
             _encryption_options,
         ),
         "locomo": (_locomo, "LoCoMo evidence recall@k vs BM25 and vector", _locomo_options),
+        "echo": (
+            _echo,
+            "restatements stored and facts kept, echo control on vs off",
+            _echo_options,
+        ),
+        "lineage": (
+            _lineage,
+            "hook p99, projection and Redis bytes per memory with lineage vs without",
+            _lineage_options,
+        ),
         "store": (_store, "LangGraph store put/get/search vs raw Kafka and Redis", _store_options),
         "serve": (
             _serve,

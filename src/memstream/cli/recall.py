@@ -8,6 +8,7 @@ from typing import Any
 
 from memstream.deployment import Deployment
 from memstream.memory.model import RecalledMemory
+from memstream.memory.provenance import provenance_json
 
 __all__ = ["hit_as_json", "register"]
 
@@ -34,6 +35,7 @@ def hit_as_json(hit: RecalledMemory) -> dict[str, Any]:
         "timestamp": memory.timestamp.isoformat(),
         "importance": memory.importance,
         "metadata": dict(memory.metadata),
+        "provenance": provenance_json(memory.provenance),
     }
 
 

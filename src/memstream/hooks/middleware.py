@@ -2,14 +2,15 @@
 
     before_agent   resolve the tenant's store (refuse the input if that fails), recall what
                    is relevant to the input within max_recall_tokens * 4 characters, and
-                   keep it under RecalledKey
+                   keep it under RecalledKey, the ids of the memories it shows under ShownKey
     prompt_section show the recalled text to every model step of the turn as `semantic-memory`
-    after_agent    record the turn (query and answer, each cut to max_record_chars) as one
-                   journaled effect, `memory.record`; then, when `consolidate` is set, ask for
-                   the memories older than `older_than` to be consolidated (a
-                   ConsolidationRequested event, answered by the consolidation job, whose
-                   summaries are one `memory.consolidate` effect per replaced group). With a
-                   `recorder` (hooks.recorder) the turn only queues this for its thread.
+    after_agent    record the turn (query and answer, each cut to max_record_chars, and what
+                   it was shown) as one journaled effect, `memory.record`; then, when
+                   `consolidate` is set, ask for the memories older than `older_than` to be
+                   consolidated (a ConsolidationRequested event, answered by the consolidation
+                   job, whose summaries are one `memory.consolidate` effect per replaced
+                   group). With a `recorder` (hooks.recorder) the turn only queues this for
+                   its thread.
 
 A failed recall is skipped and announced (a Skipped event), and the turn goes on without
 memory. Anything that fails after the answer is skipped and announced too: the answer is never
@@ -43,6 +44,7 @@ from memstream.hooks.turns import (
     RecallConfig,
     RecordConfig,
     Stage,
+    is_echo,
     recall_context,
     skipped,
 )
@@ -82,6 +84,7 @@ def default_manager(store: MemoryStore, client: ModelClient) -> LLMMemoryManager
 
 class SemanticMemoryMiddleware(AgentMiddleware):
     RecalledKey: ClassVar[str] = "semantic_memory.recalled"
+    ShownKey: ClassVar[str] = "semantic_memory.shown"
     SECTION: ClassVar[str] = "semantic-memory"
 
     def __init__(
@@ -108,7 +111,7 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             )
         self.id = id
         self.runs_before = runs_before
-        self.writes = frozenset({self.RecalledKey})
+        self.writes = frozenset({self.RecalledKey, self.ShownKey})
         self._cells = TenantCells(stores)
         self._client = client
         self._manager = manager
@@ -167,8 +170,10 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             recalled = recall_context(self._manager_for(cell, context), input, self._recall)
         except InfrastructureError as exc:
             self._skipped(context, "recall", exc)
-            return Proceed(update={self.RecalledKey: ""})
-        return Proceed(update={self.RecalledKey: recalled})
+            return Proceed(update={self.RecalledKey: "", self.ShownKey: []})
+        return Proceed(
+            update={self.RecalledKey: recalled.text, self.ShownKey: list(recalled.shown)}
+        )
 
     def prompt_section(self, context: RunContext) -> PromptSection | None:
         recalled = context.state.get(self.RecalledKey)
@@ -189,17 +194,29 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         if context.config.tenant_id is None or self._record is None:
             return Proceed()
         at = self._clock.now()
+        # Read now, on the turn's thread: the next turn of the thread may change its state
+        # before the recorder gets to this one.
+        shown = self._shown(context)
+        recalled = (context.state.get(self.RecalledKey) or "") if shown else ""
         if self._recorder is None:
-            self._record_turn(turn, context, at)
+            self._record_turn(turn, context, at, shown, recalled)
             return Proceed()
         try:
-            self._recorder.submit(partial(self._record_turn, turn, context, at))
+            self._recorder.submit(partial(self._record_turn, turn, context, at, shown, recalled))
         except MemstreamError as exc:
             self._skipped(context, "record", exc)
         return Proceed()
 
-    def _record_turn(self, turn: Turn, context: RunContext, at: datetime) -> None:
-        """Record the turn that ended `at` (on the recorder's thread when there is one)."""
+    def _record_turn(
+        self,
+        turn: Turn,
+        context: RunContext,
+        at: datetime,
+        shown: tuple[str, ...],
+        recalled: str,
+    ) -> None:
+        """Record the turn that ended `at`, which was `shown` those memories, as `recalled`
+        (on the recorder's thread when there is one: deciding the echo there too)."""
         assert context.config.tenant_id is not None and self._record is not None
         try:
             cell = self._cells.cell(context.config.tenant_id)
@@ -214,6 +231,8 @@ class SemanticMemoryMiddleware(AgentMiddleware):
                 answer=turn.answer,
                 at=at,
                 max_chars=self._record.max_record_chars,
+                shown=shown,
+                echo=is_echo(self._record, shown, recalled, turn.answer),
             )
         except MemstreamError as exc:
             self._skipped(context, "record", exc)
@@ -242,6 +261,12 @@ class SemanticMemoryMiddleware(AgentMiddleware):
             self._skipped(context, "consolidate", exc)
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _shown(self, context: RunContext) -> tuple[str, ...]:
+        """What this turn's prompt showed: nothing when recall is off or showed nothing."""
+        if self._recall is None or not context.state.get(self.RecalledKey):
+            return ()
+        return tuple(context.state.get(self.ShownKey) or ())
 
     def _manager_for(self, cell: TenantCell, context: RunContext) -> LLMMemoryManager:
         assert cell.store is not None

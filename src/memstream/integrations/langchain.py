@@ -50,7 +50,7 @@ from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError, InfrastructureError, MemstreamError
 from memstream.hooks.middleware import SemanticMemoryMiddleware
 from memstream.hooks.tenants import TenantCells
-from memstream.hooks.turns import RecallConfig, RecordConfig, Stage, recall_context
+from memstream.hooks.turns import RecallConfig, RecordConfig, Stage, is_echo, recall_context
 from memstream.hooks.turns import skipped as skipped_event
 from memstream.llm import ModelRequest as MemstreamModelRequest
 from memstream.llm import ModelResponse as MemstreamModelResponse
@@ -64,12 +64,15 @@ from memstream.memory.tenancy import validate_tenant
 __all__ = ["MemstreamMiddleware", "MemstreamState", "with_memory"]
 
 _RECALLED = "semantic_memory"
+_SHOWN = "semantic_memory_shown"
 
 
 class MemstreamState(AgentState[Any]):
     """The agent state the middleware adds: this turn's recalled text, private to it."""
 
     semantic_memory: NotRequired[Annotated[str, PrivateStateAttr]]
+    # The ids of the memories in that text, in order: what the turn records as shown.
+    semantic_memory_shown: NotRequired[Annotated[list[str], PrivateStateAttr]]
 
 
 class _NoModel:
@@ -136,13 +139,13 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
         tenant = self._tenant(runtime.context)
         query = _last_text(state["messages"], HumanMessage)
         if tenant is None or not query:
-            return {_RECALLED: ""}
+            return {_RECALLED: "", _SHOWN: []}
         try:
             recalled = recall_context(self._manager(tenant), query, self._recall)
         except InfrastructureError as exc:
             self._skipped(tenant, runtime, "recall", exc)
-            recalled = ""
-        return {_RECALLED: recalled}
+            return {_RECALLED: "", _SHOWN: []}
+        return {_RECALLED: recalled.text, _SHOWN: list(recalled.shown)}
 
     async def abefore_agent(self, state: MemstreamState, runtime: Runtime[Any]) -> dict[str, Any]:
         # Recall is a synchronous round trip to Redis; a thread keeps the event loop free.
@@ -171,6 +174,8 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
         answer = _last_text(state["messages"], AIMessage)
         if tenant is None or not query or not answer:
             return None
+        recalled = state.get("semantic_memory", "")
+        shown = tuple(state.get("semantic_memory_shown", ())) if recalled else ()
         try:
             self._manager(tenant).record_turn(
                 thread=_thread(runtime),
@@ -180,6 +185,8 @@ class MemstreamMiddleware(AgentMiddleware[MemstreamState, Any]):
                 answer=answer,
                 at=datetime.now(UTC),
                 max_chars=self._record.max_record_chars,
+                shown=shown,
+                echo=is_echo(self._record, shown, recalled, answer),
             )
         except MemstreamError as exc:
             self._skipped(tenant, runtime, "record", exc)

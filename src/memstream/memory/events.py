@@ -235,12 +235,15 @@ class TurnCompleted:
     """One agent turn completed: the user's query and the assistant's answer.
 
     Becomes two conversation memories of the thread. The id is the effect key
-    (tenant, thread, run, turn). Version 1 went on the wire as `TurnRecorded`, with the same
-    fields and the same id.
+    (tenant, thread, run, turn). `shown` are the ids of the memories the turn's prompt showed
+    the model, in prompt order; `echo` says the answer only restated them (memory.echo): then
+    the answer writes no memory, the query alone does (docs/lineage.md). Version 1 went on
+    the wire as `TurnRecorded`, with the same fields and the same id; version 2 had no `shown`
+    and no `echo` (it reads as shown nothing, no echo).
     """
 
     type: ClassVar[str] = "TurnCompleted"
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3
 
     tenant: str
     thread: str
@@ -252,22 +255,32 @@ class TurnCompleted:
     importance: float
     embedding_model: str
     metadata: Mapping[str, str] = field(default_factory=dict)
+    shown: tuple[str, ...] = ()
+    echo: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
         _check_metadata(self.metadata)
         _check_time(self.recorded_at)
+        object.__setattr__(self, "shown", tuple(self.shown))
 
     @property
     def id(self) -> str:
+        # Not `shown` nor `echo`: what recall showed is not part of which turn this is, so
+        # a retried turn is the same event whatever it was shown.
         return derive_id(record_effect_key(self.tenant, self.thread, self.run, self.turn))
 
 
 def _turn_memories(event: TurnCompleted) -> tuple[Memory, ...]:
-    return (
-        _written(event, "user", event.query, "user", event.recorded_at),
-        _written(event, "assistant", event.answer, "assistant", event.recorded_at),
-    )
+    query = _written(event, "user", event.query, "user", event.recorded_at)
+    if event.echo:  # the answer restated what the turn was shown: the user's words only
+        return (query,)
+    return (query, _written(event, "assistant", event.answer, "assistant", event.recorded_at))
+
+
+def _turn_memory_ids(event: TurnCompleted) -> tuple[str, ...]:
+    query = derive_id(event.id, "user")
+    return (query,) if event.echo else (query, derive_id(event.id, "assistant"))
 
 
 def _upcast_turn_v1_v2(body: dict[str, Any]) -> dict[str, Any]:
@@ -275,14 +288,19 @@ def _upcast_turn_v1_v2(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def _upcast_turn_v2_v3(body: dict[str, Any]) -> dict[str, Any]:
+    # A v2 turn did not record what it was shown: it reads as shown nothing, no echo.
+    return {**body, "shown": [], "echo": False}
+
+
 TURN_COMPLETED = EventType(
     TurnCompleted,
     effect="memory.record",
     applies=Applies.RECORD,
     memories=_turn_memories,
-    memory_ids=lambda e: (derive_id(e.id, "user"), derive_id(e.id, "assistant")),
+    memory_ids=_turn_memory_ids,
     aliases={"TurnRecorded": 1},
-    upcasters=(_upcast_turn_v1_v2,),
+    upcasters=(_upcast_turn_v1_v2, _upcast_turn_v2_v3),
     sealed=("query", "answer", "metadata"),
 )
 

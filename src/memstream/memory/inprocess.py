@@ -24,6 +24,7 @@ from memstream.memory.events import (
     TenantErased,
     memories_of,
 )
+from memstream.memory.lineage import provenance_of, with_provenance
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
 from memstream.memory.tenancy import validate_tenant
@@ -70,7 +71,7 @@ class InProcessMemoryStore:
         self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None
     ) -> WriteOutcome:
         check_tenant(event, self._tenant)
-        written = memories_of(event)
+        written = with_provenance(memories_of(event), provenance_of(event))
         vectors = self._embedder.embed_documents([m.content for m in written])
         with self._lock:
             if isinstance(event, TenantErased):  # the whole tenant, tombstones included

@@ -33,7 +33,9 @@ __all__ = [
     "LLMMemoryManager",
     "MemoryManagerConfig",
     "ModelImportance",
+    "PromptContext",
     "cut",
+    "prompt_context",
     "relevant_context",
 ]
 
@@ -134,7 +136,11 @@ class LLMMemoryManager:
         within a section the most relevant come first. Only whole memories are shown, except
         when not even the first one fits: then it is cut, so the budget is never wasted.
         """
-        return relevant_context(self.store.search(query, k=self.config.recall_k), max_chars)
+        return self.prompt_context(query, max_chars).text
+
+    def prompt_context(self, query: str, max_chars: int) -> PromptContext:
+        """`get_relevant_context`'s text with the ids of the memories it shows, in order."""
+        return prompt_context(self.store.search(query, k=self.config.recall_k), max_chars)
 
     def record_turn(
         self,
@@ -146,9 +152,13 @@ class LLMMemoryManager:
         answer: str,
         at: datetime,
         max_chars: int,
+        shown: Sequence[str] = (),
+        echo: bool = False,
     ) -> TurnCompleted:
         """Record one turn through the store (its write never waits for the log): the event
-        holds each side cut to `max_chars`, importance decided now. Returns the event."""
+        holds each side cut to `max_chars`, importance decided now, the ids of the memories
+        the turn's prompt `shown`, and whether the answer was an `echo` of them, which then
+        writes no memory (docs/lineage.md). Returns the event."""
         query, answer = cut(query, max_chars), cut(answer, max_chars)
         event = TurnCompleted(
             tenant=self.store.tenant,
@@ -160,6 +170,8 @@ class LLMMemoryManager:
             recorded_at=at,
             importance=self._scorer.score(query, answer),
             embedding_model=self.store.embedding_model,
+            shown=tuple(shown),
+            echo=echo,
         )
         self.store.write(event)
         return event
@@ -180,23 +192,41 @@ class LLMMemoryManager:
         return planned
 
 
+@dataclass(frozen=True, slots=True)
+class PromptContext:
+    """What recall put in a turn's prompt: the section's `text` and the ids of the memories
+    it shows (`shown`), in the order the text shows them."""
+
+    text: str
+    shown: tuple[str, ...]
+
+
 def relevant_context(hits: Sequence[RecalledMemory], max_chars: int) -> str:
     """Recalled memories as the `semantic-memory` section's text, within `max_chars`: sections
     by memory type in a fixed order, most relevant first within each, whole memories only
     unless not even the first fits (then it is cut)."""
+    return prompt_context(hits, max_chars).text
+
+
+def prompt_context(hits: Sequence[RecalledMemory], max_chars: int) -> PromptContext:
+    """`relevant_context`'s text and the memories it shows, in order (a cut memory counts:
+    part of it was shown)."""
     by_type: dict[MemoryType, list[RecalledMemory]] = defaultdict(list)
     for hit in hits:
         by_type[hit.memory.memory_type].append(hit)
-    text = ""
+    text, shown = "", list[str]()
     for memory_type, title in _SECTION_TITLES.items():
         # A section's title goes in with its first memory, or not at all.
         header = ("\n\n" if text else "") + f"### {title}\n"
         for index, hit in enumerate(by_type.get(memory_type, ())):
             line = ("\n" if index else header) + _line(hit)
             if len(text) + len(line) > max_chars:
-                return text or cut(line, max_chars)
+                if text:
+                    return PromptContext(text, tuple(shown))
+                return PromptContext(cut(line, max_chars), (hit.memory.id,))
             text += line
-    return text
+            shown.append(hit.memory.id)
+    return PromptContext(text, tuple(shown))
 
 
 def _line(hit: RecalledMemory) -> str:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memstream.memory.provenance import Provenance
+
 __all__ = [
     "DEFAULT_IMPORTANCE",
     "DEFAULT_MAX_RECORD_CHARS",
@@ -37,7 +39,9 @@ class Memory:
     `role` says who said it in a conversation ("user", "assistant", or an imported speaker).
     `facets` are texts searched apart, each by a vector of its own, the memory scoring by its
     best (a store item's indexed fields; empty: the content alone). `expires_at` is when the
-    memory lapses unless a read refreshes it (a store item's TTL; None: never).
+    memory lapses unless a read refreshes it (a store item's TTL; None: never). `provenance`
+    says which event, at which log position, made it (None: not known, as for a memory built
+    from an event before it was applied).
     """
 
     id: str
@@ -53,6 +57,7 @@ class Memory:
     embedding_model: str = ""
     facets: tuple[str, ...] = ()
     expires_at: datetime | None = None
+    provenance: Provenance | None = None
 
 
 @dataclass(frozen=True, slots=True)

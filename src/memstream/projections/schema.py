@@ -12,7 +12,8 @@ replay can build generation g+1 beside the live generation g and swap it in at o
     {ns}:generations                   STRING the last generation number handed out
     {ns}:memories                      FT alias of the live generation's index (recall uses it)
     {ns}:memories:v{V}:g{g}            FT index over {ns}:g{g}:mem:
-    {ns}:g{g}:mem:{token}:{memory_id}  HASH   one memory (fields below)
+    {ns}:g{g}:mem:{token}:{memory_id}  HASH   one memory (fields below; `lineage`: where it
+                                              came from, docs/lineage.md)
     {ns}:g{g}:order:{token}            ZSET   the tenant's memories in eviction order
     {ns}:g{g}:applied:{token}          HASH   event id -> recorded outcome: apply-once markers
     {ns}:g{g}:forgotten:{token}        SET    tombstones: memory ids no event may write again
@@ -44,14 +45,16 @@ from redisvl.schema import IndexSchema
 from memstream.memory.bounds import eviction_key
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, MemoryType
+from memstream.memory.provenance import Provenance
 from memstream.memory.ranking.tokens import when_text
-from memstream.memory.tenancy import tenant_token
+from memstream.memory.tenancy import tenant_from_token, tenant_token
 
 __all__ = [
     "INDEX_VERSION",
     "Fields",
     "Keyspace",
     "from_hash",
+    "lineage_field",
     "memory_id_of",
     "memory_index_schema",
     "order_member",
@@ -85,12 +88,16 @@ class Fields:
     FACETS = "facets"
     FACET_VECTORS = "facet_vectors"
     EXPIRES_AT = "expires_at"
+    # The memory's provenance beyond its event id and thread (`lineage_field`): absent on
+    # memories written before lineage was kept, until a replay writes them again.
+    LINEAGE = "lineage"
     # Not part of the memory: its member in the order set, so a removal by id is O(1).
     ORDER_MEMBER = "order_member"
 
     RETURNED = (
         ID,
-        TENANT,
+        TENANT,  # held only by memories written before lineage: the tag says the same
+        TENANT_TAG,
         THREAD,
         CONTENT,
         MEMORY_TYPE,
@@ -102,6 +109,7 @@ class Fields:
         EMBEDDING_MODEL,
         FACETS,
         EXPIRES_AT,
+        LINEAGE,
     )
 
 
@@ -248,7 +256,8 @@ def to_hash(
     """A memory as the fields of its Redis hash (`facet_vectors`: one row per facet)."""
     fields: dict[str, str | bytes] = {
         Fields.ID: memory.id,
-        Fields.TENANT: memory.tenant,
+        # Not Fields.TENANT: the tag is its hex, and a 17th field would double the hash's
+        # bucket table (about 130 bytes a memory), which lineage's field could not afford.
         Fields.TENANT_TAG: tenant_token(memory.tenant),
         Fields.THREAD: memory.thread,
         Fields.THREAD_TAG: memory.thread.encode("utf-8").hex(),
@@ -270,14 +279,44 @@ def to_hash(
             fields[Fields.FACET_VECTORS] = np.asarray(facet_vectors, dtype=np.float32).tobytes()
     if memory.expires_at is not None:
         fields[Fields.EXPIRES_AT] = repr(memory.expires_at.timestamp())
+    if memory.provenance is not None:
+        fields[Fields.LINEAGE] = lineage_field(memory.provenance)
     return fields
+
+
+def lineage_field(provenance: Provenance) -> str:
+    """A provenance as its hash field: a JSON array, without the event id and thread the
+    hash holds already (Redis bytes per memory stay within a tenth of what they were)."""
+    p = provenance
+    row: list[object] = [p.event_type, p.event_version, p.topic, p.partition, p.offset, p.run]
+    row += [p.turn, repr(p.recorded_at.timestamp()), *p.replaced]
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+def _provenance(raw: str | None, event_id: str, thread: str) -> Provenance | None:
+    if not raw:
+        return None
+    kind, version, topic, partition, offset, run, turn, at, *replaced = json.loads(raw)
+    return Provenance(
+        event_id=event_id,
+        event_type=kind,
+        event_version=version,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        thread=thread,
+        run=run,
+        turn=turn,
+        recorded_at=datetime.fromtimestamp(float(at), UTC),
+        replaced=tuple(replaced),
+    )
 
 
 def from_hash(fields: Mapping[str, str]) -> Memory:
     """The memory a hash (or a search result's returned fields) holds."""
     return Memory(
         id=fields[Fields.ID],
-        tenant=fields[Fields.TENANT],
+        tenant=fields.get(Fields.TENANT) or tenant_from_token(fields[Fields.TENANT_TAG]),
         content=fields[Fields.CONTENT],
         memory_type=MemoryType(fields[Fields.MEMORY_TYPE]),
         thread=fields[Fields.THREAD],
@@ -289,6 +328,9 @@ def from_hash(fields: Mapping[str, str]) -> Memory:
         embedding_model=fields.get(Fields.EMBEDDING_MODEL, ""),
         facets=tuple(json.loads(fields.get(Fields.FACETS) or "[]")),
         expires_at=_epoch(fields.get(Fields.EXPIRES_AT)),
+        provenance=_provenance(
+            fields.get(Fields.LINEAGE), fields[Fields.EVENT_ID], fields[Fields.THREAD]
+        ),
     )
 
 

@@ -39,6 +39,7 @@ from memstream.server.models import (
     PromptSession,
     SearchModeEnum,
     SearchRequest,
+    StoredMemoryRecord,
     TagFilter,
 )
 from memstream.server.service import MemoryService
@@ -182,8 +183,8 @@ async def search_long_term_memory(
     )
 
 
-async def get_long_term_memory(memory_id: str, ctx: Context) -> MemoryRecord:
-    """One long-term memory by its id."""
+async def get_long_term_memory(memory_id: str, ctx: Context) -> StoredMemoryRecord:
+    """One long-term memory by its id, with where it came from (`provenance`)."""
     return await _call(  # type: ignore[no-any-return]
         ctx, lambda s, p: anyio.to_thread.run_sync(lambda: s.get(p, memory_id, named=None))
     )

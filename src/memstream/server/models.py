@@ -136,6 +136,32 @@ class MemoryRecord(BaseModel):
     )
 
 
+class MemoryProvenance(BaseModel):
+    """memstream: where a memory came from (docs/lineage.md). The log position is null for a
+    memory that never went through the log; `replaced` lists what a summary replaced."""
+
+    event_id: str
+    event_type: str
+    event_version: int
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    thread: str
+    run: str | None = None
+    turn: int | None = None
+    recorded_at: datetime
+    replaced: list[str] | None = None
+
+
+class StoredMemoryRecord(MemoryRecord):
+    """A stored memory as the API returns it: AMS's record and memstream's `provenance` (an
+    extra field, which AMS clients ignore)."""
+
+    provenance: MemoryProvenance | None = Field(
+        default=None, description="memstream: where the memory came from; ignored on input"
+    )
+
+
 class CreateMemoryRecordRequest(BaseModel):
     model_config = _STRICT
 
@@ -240,7 +266,7 @@ class SearchRequest(BaseModel):
     server_side_recency: bool | None = Field(default=None, description="Ignored")
 
 
-class MemoryRecordResult(MemoryRecord):
+class MemoryRecordResult(StoredMemoryRecord):
     model_config = ConfigDict(extra="ignore")
 
     dist: float

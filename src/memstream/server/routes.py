@@ -35,6 +35,7 @@ from memstream.server.models import (
     MemoryRecord,
     MemoryRecordResults,
     SearchRequest,
+    StoredMemoryRecord,
 )
 from memstream.server.service import MAX_DELETE_IDS, MemoryService
 
@@ -116,14 +117,14 @@ def search_long_term_memory(
     return service.search(caller, body)
 
 
-@memories.get("/v1/long-term-memory/{memory_id}", response_model=MemoryRecord)
+@memories.get("/v1/long-term-memory/{memory_id}", response_model=StoredMemoryRecord)
 async def get_long_term_memory(
     memory_id: PathId,
     service: Service,
     caller: Caller,
     namespace: Tenant = None,
     user_id: Tenant = None,
-) -> MemoryRecord:
+) -> StoredMemoryRecord:
     # One pipelined Redis read, on the event loop: a thread hop (FastAPI's for a plain
     # function) cost more than the read, and the response is validated there too.
     return service.get(caller, memory_id, named=_named(service, namespace, user_id))

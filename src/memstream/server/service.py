@@ -30,6 +30,7 @@ from memstream.memory.events import MemoryEvent, MemoryForgotten, check_memory_i
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import Memory
 from memstream.memory.ports import MemoryLookup, ProjectionProgress
+from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchMode, SearchPage
 from memstream.server.keys import Principal
 from memstream.server.mapping import Scoping
@@ -46,6 +47,7 @@ from memstream.server.models import (
     MemoryTypeEnum,
     PromptMessage,
     SearchRequest,
+    StoredMemoryRecord,
     TagFilter,
     TextContent,
 )
@@ -235,13 +237,13 @@ class MemoryService:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(self, principal: Principal, memory_id: str, *, named: str | None) -> MemoryRecord:
+    def get(self, principal: Principal, memory_id: str, *, named: str | None) -> StoredMemoryRecord:
         tenant = principal.tenant_for([named], self.scoping.tenant_field)
         check_memory_id(memory_id)
         (memory,) = self._reader.memories_by_id(tenant, [memory_id])
         if memory is None:
             raise MemoryNotFoundError(f"no memory with id {memory_id!r} in this tenant")
-        return MemoryRecord.model_validate(self.scoping.record(memory))
+        return StoredMemoryRecord.model_validate(_stored(self.scoping, memory))
 
     def search(self, principal: Principal, request: SearchRequest) -> MemoryRecordResults:
         return self._results(self._page(principal, request), request)
@@ -303,7 +305,7 @@ class MemoryService:
         results = [
             MemoryRecordResult.model_validate(
                 {
-                    **self.scoping.record(hit.memory),
+                    **_stored(self.scoping, hit.memory),
                     "dist": 1.0 - hit.score,
                     "score": hit.score,
                     "score_type": request.search_mode,
@@ -315,6 +317,11 @@ class MemoryService:
         return MemoryRecordResults(
             memories=results, total=page.total, next_offset=end if end < page.total else None
         )
+
+
+def _stored(scoping: Scoping, memory: Memory) -> dict[str, object]:
+    """A stored memory's record fields with where it came from."""
+    return {**scoping.record(memory), "provenance": provenance_json(memory.provenance)}
 
 
 def _forget(tenant: str, memory_ids: Sequence[str]) -> MemoryForgotten:

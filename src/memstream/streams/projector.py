@@ -48,6 +48,7 @@ from memstream.memory.events import (
     TenantErased,
     memories_of,
 )
+from memstream.memory.lineage import provenance_of
 from memstream.memory.model import Memory
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
 from memstream.memory.ports import (
@@ -249,10 +250,17 @@ class Projector:
     ) -> list[Embedded]:
         """`ready`'s events with their memories embedded by `embedder`, in one call."""
         model = embedder.model_id
-        stamped = [
-            (event, tuple(replace(m, embedding_model=model) for m in memories), position)
-            for event, memories, position in ready
-        ]
+        stamped: list[tuple[MemoryEvent, tuple[Memory, ...], Position]] = []
+        for event, memories, position in ready:
+            # Where the memories came from: the event and this record's place in the log.
+            lineage = provenance_of(event, position.topic, position.partition, position.offset)
+            stamped.append(
+                (
+                    event,
+                    tuple(replace(m, embedding_model=model, provenance=lineage) for m in memories),
+                    position,
+                )
+            )
         flat = [memory for _, memories, _ in stamped for memory in memories]
         vectors = await self.retrying("embedding", lambda: self._embed(embedder, flat))
         facets = await self.retrying("embedding", lambda: self._embed_facets(embedder, flat))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -22,6 +24,7 @@ from memstream.errors import (
     RedisUnavailableError,
 )
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware, TurnRecorder
+from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of, memory_ids_of
 from memstream.memory.inprocess import InProcessMemoryStore
 
 from ...doubles import CollectingMonitor, Crash, CrashAfterMemory, FixedClock
@@ -293,6 +296,75 @@ def test_a_middleware_with_neither_recall_nor_record_is_refused_saying_what_to_g
         SemanticMemoryMiddleware(stores=Stores(), client=ScriptedModel([]))
 
 
+class RecordingStore(InProcessMemoryStore):
+    """An in-process store that keeps the events written to it."""
+
+    def __init__(self, tenant: str) -> None:
+        super().__init__(tenant, WordEmbedder())
+        self.events: list[MemoryEvent] = []
+
+    def write(self, event: MemoryEvent, *, on_durable: Callable[[], None] | None = None) -> Any:
+        self.events.append(event)
+        return super().write(event, on_durable=on_durable)
+
+
+def test_a_recorded_turn_names_the_memories_its_prompt_showed_in_prompt_order() -> None:
+    store = RecordingStore("acme")
+    model = ScriptedModel(["Noted.", "Noted too.", "Your dog is Rex."])
+    agent = Agent(model, middleware=[memory(lambda _: store, tokens=1000)])  # type: ignore[arg-type]
+    agent.run("My dog is called Rex", cfg("t1"))
+    agent.run("My cat is called Tom", cfg("t2"))
+    agent.run("What is my dog called?", cfg("t3"))
+
+    first, second, third = [e for e in store.events if isinstance(e, TurnCompleted)]
+    assert first.shown == ()  # nothing to recall yet
+    assert set(second.shown) == {m.id for m in memories_of(first)}
+    prompt = model.requests[2].sections[0].content
+    content = {m.id: m.content for m in store.memories()}
+    assert len(third.shown) == 4
+    assert [content[i] for i in third.shown] == sorted(
+        (content[i] for i in third.shown), key=prompt.index
+    )
+    assert agent.thread("t3").state[SemanticMemoryMiddleware.ShownKey] == list(third.shown)
+
+
+def test_a_turn_whose_recall_is_off_or_failed_records_that_it_was_shown_nothing() -> None:
+    store = RecordingStore("acme")
+    agent = Agent(
+        ScriptedModel(["Noted.", "ok"]),
+        middleware=[
+            SemanticMemoryMiddleware(
+                stores=lambda _: store, client=ScriptedModel([]), record=RecordConfig()
+            )
+        ],
+    )
+    agent.run("My dog is called Rex", cfg("t1"))
+    agent.run("What is my dog called?", cfg("t1"))
+    assert [e.shown for e in store.events if isinstance(e, TurnCompleted)] == [(), ()]
+
+
+@pytest.mark.parametrize("control", [True, False])
+def test_an_answer_that_restates_what_the_turn_was_shown_writes_no_memory_of_its_own(
+    control: bool,
+) -> None:
+    store = RecordingStore("acme")
+    memory = SemanticMemoryMiddleware(
+        stores=lambda _: store,
+        client=ScriptedModel([]),
+        recall=RecallConfig(),
+        record=RecordConfig(echo_control=control),
+    )
+    agent = Agent(ScriptedModel(["Noted.", "Your dog is called Rex."]), middleware=[memory])
+    agent.run("My dog is called Rex", cfg("t1"))
+    agent.run("What is my dog called?", cfg("t2"))
+
+    told, asked = [e for e in store.events if isinstance(e, TurnCompleted)]
+    assert not told.echo and asked.echo is control
+    contents = [m.content for m in store.memories()]
+    assert "What is my dog called?" in contents  # the user's words, always
+    assert ("Your dog is called Rex." in contents) is not control
+
+
 def test_with_a_recorder_the_turn_only_queues_its_record_and_with_store_waits_for_it() -> None:
     stores = Stores()
     recorder = TurnRecorder()
@@ -334,3 +406,27 @@ def test_a_recorder_that_cannot_keep_up_skips_the_turn_and_says_so() -> None:
     release.set()
     assert recorder.close(timeout=10)
     assert stores.stores["acme"].memories() == []  # skipped, not written later
+
+
+def test_with_a_recorder_each_turn_records_what_it_was_shown_not_what_the_next_turn_was() -> None:
+    store = RecordingStore("acme")
+    recorder = TurnRecorder()
+    held, release = threading.Event(), threading.Event()
+    model = ScriptedModel(["Noted.", "Noted too.", "It is Rex.", "I do not know."])
+    agent = Agent(
+        model,
+        middleware=[memory(lambda _: store, recorder=recorder, tokens=10)],  # type: ignore[arg-type]
+    )
+    agent.run("My dog is called Rex", cfg("t1"))
+    assert recorder.flush(10)
+    recorder.submit(lambda: (held.set(), release.wait(10)))  # the recorder is busy
+    assert held.wait(10)
+    agent.run("What is my dog called?", cfg("t1"))  # shown the first turn's memories
+    agent.run("Noted.", cfg("t1"))  # the same thread, before the second turn's record ran
+    release.set()
+    assert recorder.flush(10)
+    first, second, third = [e for e in store.events if isinstance(e, TurnCompleted)]
+    # A budget of one memory: the second turn was shown the user's words, the third the
+    # answer; each records its own, though both were recorded after the third turn ran.
+    user, answer = memory_ids_of(first)
+    assert (second.shown, third.shown) == ((user,), (answer,))

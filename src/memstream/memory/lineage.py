@@ -1,0 +1,117 @@
+"""Lineage of memories: the provenance an event gives the memories it writes, and what a
+turn was shown traced back to the events that wrote it.
+
+`provenance_of` is pure — the event and the position of the log record it came from — so
+the projection, a replay into a new generation and the in-process store all give a memory the
+same provenance for the same record. `turns_shown` reads a tenant's events in log order
+(`memstream explain`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from memstream.memory.events import (
+    REGISTRY,
+    ItemStored,
+    MemoriesConsolidated,
+    MemoryEvent,
+    MemorySaved,
+    MessageRecorded,
+    TurnCompleted,
+    memory_ids_of,
+)
+from memstream.memory.model import Memory
+from memstream.memory.provenance import NO_LOG, Provenance
+
+__all__ = ["ShownMemory", "ShownTurn", "provenance_of", "turns_shown", "with_provenance"]
+
+
+def provenance_of(
+    event: MemoryEvent, topic: str = NO_LOG[0], partition: int = NO_LOG[1], offset: int = NO_LOG[2]
+) -> Provenance | None:
+    """The provenance of the memories `event` writes, read at `topic`/`partition`@`offset`
+    (the defaults: not from a log); None for an event that writes no memory."""
+    run, turn = "", None
+    replaced: tuple[str, ...] = ()
+    if isinstance(event, TurnCompleted):
+        thread, at, run, turn = event.thread, event.recorded_at, event.run, event.turn
+    elif isinstance(event, MessageRecorded):
+        thread, at = event.thread, event.recorded_at
+    elif isinstance(event, MemorySaved):
+        thread, at = event.thread, event.saved_at
+    elif isinstance(event, ItemStored):
+        thread, at = ".".join(event.namespace), event.recorded_at
+    elif isinstance(event, MemoriesConsolidated):
+        thread, at, replaced = event.thread, event.timestamp, event.memory_ids
+    else:
+        return None
+    row = REGISTRY.of(event)
+    return Provenance(
+        event_id=event.id,
+        event_type=row.name,
+        event_version=row.version,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        thread=thread,
+        run=run,
+        turn=turn,
+        recorded_at=at,
+        replaced=replaced,
+    )
+
+
+def with_provenance(
+    memories: Sequence[Memory], provenance: Provenance | None
+) -> tuple[Memory, ...]:
+    """`memories`, each carrying `provenance`."""
+    return tuple(dataclasses.replace(m, provenance=provenance) for m in memories)
+
+
+@dataclass(frozen=True, slots=True)
+class ShownMemory:
+    """A memory a turn was shown: the `provenance` of the write it saw (None: no readable
+    event of the log wrote it), and for a summary the provenance of what it `replaced`, as
+    they were when the summary was written."""
+
+    memory_id: str
+    provenance: Provenance | None
+    sources: tuple[Provenance, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShownTurn:
+    """One recorded turn (`provenance` of its TurnCompleted) and what its prompt showed."""
+
+    provenance: Provenance
+    shown: tuple[ShownMemory, ...]
+
+
+def turns_shown(
+    logged: Iterable[tuple[MemoryEvent, str, int, int]], run: str, turn: int | None = None
+) -> list[ShownTurn]:
+    """The turns of `run` (only turn `turn`, if given) in `logged` — a tenant's events in log
+    order, each with its topic, partition and offset — each with what it was shown, traced
+    to the events that wrote it as the log stood at that turn."""
+    writers: dict[str, Provenance] = {}
+    found: list[ShownTurn] = []
+    for event, topic, partition, offset in logged:
+        provenance = provenance_of(event, topic, partition, offset)
+        if provenance is None:
+            continue  # writes no memory
+        if isinstance(event, TurnCompleted) and event.run == run and turn in (None, event.turn):
+            shown = tuple(_traced(memory_id, writers) for memory_id in event.shown)
+            found.append(ShownTurn(provenance, shown))
+        for memory_id in memory_ids_of(event):
+            writers[memory_id] = provenance
+    return found
+
+
+def _traced(memory_id: str, writers: Mapping[str, Provenance]) -> ShownMemory:
+    provenance = writers.get(memory_id)
+    replaced = provenance.replaced if provenance is not None else ()
+    sources = tuple(writers[r] for r in replaced if r in writers)
+    return ShownMemory(memory_id, provenance, sources)
