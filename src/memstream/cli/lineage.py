@@ -11,7 +11,7 @@ from memstream.cli.forget import instant
 from memstream.deployment import Deployment
 from memstream.memory.lineage import Diffed, Touch
 
-__all__ = ["diffed_as_json", "register", "touch_as_json"]
+__all__ = ["diffed_as_json", "register"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,29 +33,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     diff.set_defaults(run=_diff)
 
 
-def touch_as_json(touch: Touch) -> dict[str, Any]:
-    """One change to a memory as the CLI, the HTTP API and MCP show it."""
-    return {
-        "memory_id": touch.memory_id,
-        "change": touch.change.value,
-        "at": touch.written_at.isoformat(),
-        "event_id": touch.event_id,
-        "event_type": touch.event_type,
-        "event_version": touch.event_version,
-        "topic": touch.position.topic,
-        "partition": touch.position.partition,
-        "offset": touch.position.offset,
-        "related": list(touch.related),
-    }
-
-
 def diffed_as_json(diffed: Diffed) -> dict[str, Any]:
     memory = diffed.memory
     return {
         "memory_id": diffed.memory_id,
         "change": diffed.change,
         "content": memory.content if memory is not None else None,
-        "by": touch_as_json(diffed.last),
+        "by": diffed.last.as_json(),
     }
 
 
@@ -69,7 +53,7 @@ def _related(touch: Touch) -> str:
 def _history(args: argparse.Namespace, deployment: Deployment) -> int:
     touches = deployment.lineage().history(args.tenant, args.memory_id)
     if args.json:
-        print(json.dumps([touch_as_json(t) for t in touches], ensure_ascii=False, indent=2))
+        print(json.dumps([t.as_json() for t in touches], ensure_ascii=False, indent=2))
         return 0
     for t in touches:
         where = f"{t.position.topic}/{t.position.partition}@{t.position.offset}"

@@ -22,6 +22,7 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from memstream.memory.bounds import Bounds, eviction_key
 from memstream.memory.events import (
@@ -85,6 +86,21 @@ class Touch:
     @property
     def removes(self) -> bool:
         return self.change in _REMOVING
+
+    def as_json(self) -> dict[str, Any]:
+        """The change as the CLI's --json, the HTTP API and MCP show it."""
+        return {
+            "memory_id": self.memory_id,
+            "change": self.change.value,
+            "at": self.written_at.isoformat(),
+            "event_id": self.event_id,
+            "event_type": self.event_type,
+            "event_version": self.event_version,
+            "topic": self.position.topic,
+            "partition": self.position.partition,
+            "offset": self.position.offset,
+            "related": list(self.related),
+        }
 
 
 class Fold:
