@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -39,7 +39,7 @@ from memstream.memory.model import Memory
 from memstream.memory.ports import Position
 from memstream.memory.store import MemoryFilter
 
-__all__ = ["Change", "Diffed", "Fold", "Logged", "TenantLog", "Touch"]
+__all__ = ["Change", "Diffed", "Fold", "Logged", "Prepared", "TenantLog", "Touch", "prepare"]
 
 
 class Change(enum.StrEnum):
@@ -103,6 +103,15 @@ class Touch:
         }
 
 
+# An event's id and the memories it writes: pure, and costly enough (ids are digests) to work
+# out once per event, not once per fold.
+Prepared = tuple[str, tuple[Memory, ...]]
+
+
+def prepare(event: MemoryEvent) -> Prepared:
+    return event.id, memories_of(event)
+
+
 class Fold:
     """The tenant's memory after the events applied so far, and the touches they made."""
 
@@ -114,25 +123,26 @@ class Fold:
         # The eviction order, lazily: an entry whose memory is gone or was rewritten is stale.
         self._order: list[tuple[tuple[int, int, str], str]] = []
 
-    def apply(self, logged: Logged) -> list[Touch]:
-        """Apply one event (nothing if its id was applied before); the touches it made."""
+    def apply(self, logged: Logged, prepared: Prepared | None = None) -> list[Touch]:
+        """Apply one event (nothing if its id was applied before); the touches it made.
+        `prepared`: its id and memories, worked out once (`prepare`) for many folds."""
         event = logged.event
-        if event.id in self._applied:
+        event_id, written = prepared or prepare(event)
+        if event_id in self._applied:
             return []
-        self._applied.add(event.id)
+        self._applied.add(event_id)
         row = REGISTRY.of(event)
         made: list[tuple[str, Change, tuple[str, ...]]] = []
         applies = row.applies
         if applies is Applies.RECORD:
-            made += self._write(memories_of(event))
+            made += self._write(written)
         elif applies is Applies.PUT:
             assert isinstance(event, ItemStored)
             self._tombstones.discard(event.memory_id)
-            made += self._write(memories_of(event))
+            made += self._write(written)
         elif applies is Applies.CONSOLIDATE:
             assert isinstance(event, MemoriesConsolidated)
             if all(i in self.memories for i in event.memory_ids):
-                written = memories_of(event)
                 summary = tuple(m.id for m in written)
                 for replaced in event.memory_ids:
                     del self.memories[replaced]
@@ -163,7 +173,7 @@ class Fold:
             self._order.clear()
         made += [(i, Change.EVICTED, ()) for i in self._evict()]
         return [
-            Touch(i, c, event.id, row.name, row.version, logged.position, logged.written_at, r)
+            Touch(i, c, event_id, row.name, row.version, logged.position, logged.written_at, r)
             for i, c, r in made
         ]
 
@@ -219,12 +229,18 @@ class TenantLog:
     gone: frozenset[str] = field(init=False)  # forgotten or erased by now: out of every view
 
     def __post_init__(self) -> None:
+        self._prepared = [prepare(logged.event) for logged in self.events]
         fold = Fold(self.bounds)
         self.touches = {}
-        for logged in self.events:
-            for touch in fold.apply(logged):
-                self.touches.setdefault(touch.memory_id, []).append(touch)
+        for touch in self._folded(fold, 0, len(self.events)):
+            self.touches.setdefault(touch.memory_id, []).append(touch)
         self.gone = frozenset(self._gone())
+        self._times = [logged.written_at for logged in self.events]
+
+    def _folded(self, fold: Fold, start: int, end: int) -> Iterator[Touch]:
+        """Apply events `start` to `end` to `fold`; the touches they made."""
+        for logged, prepared in zip(self.events[start:end], self._prepared[start:end], strict=True):
+            yield from fold.apply(logged, prepared)
 
     def _gone(self) -> set[str]:
         gone = {
@@ -253,10 +269,10 @@ class TenantLog:
     def cutoff(self, at: datetime) -> int:
         """How many of the events a log truncated at `at` keeps: those before the first one
         written after `at`."""
-        for index, logged in enumerate(self.events):
-            if logged.written_at > at:
+        for index, written_at in enumerate(self._times):
+            if written_at > at:
                 return index
-        return len(self.events)
+        return len(self._times)
 
     def cutoff_at_offset(self, offset: int) -> int:
         """How many of the events lie below log offset `offset`."""
@@ -270,8 +286,8 @@ class TenantLog:
     def state(self, count: int) -> dict[str, Memory]:
         """The memory a rebuild from the first `count` events would hold, exactly."""
         fold = Fold(self.bounds)
-        for logged in self.events[:count]:
-            fold.apply(logged)
+        for _ in self._folded(fold, 0, count):
+            pass
         return fold.memories
 
     def view(self, count: int) -> list[Memory]:
@@ -285,13 +301,10 @@ class TenantLog:
         if end < start:
             start, end = end, start
         fold = Fold(self.bounds)
-        for logged in self.events[:start]:
-            fold.apply(logged)
+        for _ in self._folded(fold, 0, start):
+            pass
         before = dict(fold.memories)
-        last: dict[str, Touch] = {}
-        for logged in self.events[start:end]:
-            for touch in fold.apply(logged):
-                last[touch.memory_id] = touch
+        last = {touch.memory_id: touch for touch in self._folded(fold, start, end)}
         after = fold.memories
         found = []
         for memory_id, touch in last.items():

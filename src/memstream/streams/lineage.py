@@ -8,6 +8,8 @@ key skipped, as a replay skips it) and folds them with `memory.lineage`. A read 
 kept for `keep_s` seconds, and the as-of view of each cut it served with it, vectors included:
 a repeated question does not read the log again. A view's vectors are the projection's stored
 ones where the memory still stands with the same content (`StoredVectors`), embedded otherwise.
+A search over a view ranks as recall does: the nearest memories by meaning and those holding
+most of the question's words are the candidates, scored with BM25 over the whole view.
 """
 
 from __future__ import annotations
@@ -45,9 +47,12 @@ from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 
-__all__ = ["KEEP_S", "Lineage", "StoredVectors", "read_tenant_log"]
+__all__ = ["CANDIDATES", "KEEP_S", "Lineage", "StoredVectors", "read_tenant_log"]
 
 KEEP_S = 30.0  # how long a read of a tenant's log answers before the log is read again
+# Candidates ranked per search, from each of meaning and words: recall's depth
+# (projections.recall.CANDIDATES, measured on LoCoMo's dev split: docs/benchmarks.md).
+CANDIDATES = 50
 
 # The projection's vectors for these memories of the tenant (None where it holds none, or
 # holds another content or model).
@@ -104,11 +109,21 @@ async def read_tenant_log(
 
 @dataclass(frozen=True, slots=True)
 class _View:
-    """The memory at one cut, ready to rank: vectors and the words' document counts."""
+    """The memory at one cut, ready to rank: vectors, and the rows holding each word."""
 
     memories: list[Memory]
     vectors: Vectors
-    frequencies: Counter[str]
+    rows: dict[str, list[int]]
+
+    def candidates(self, query: Vectors, terms: Sequence[str], k: int) -> list[int]:
+        """The rows worth ranking, as recall gathers them: the `k` nearest by meaning and the
+        `k` holding most of the query's words."""
+        nearest = np.argsort(-(self.vectors @ query), kind="stable")[:k]
+        matched: Counter[int] = Counter()
+        for term in set(terms):
+            matched.update(self.rows.get(term, ()))
+        worded = [row for row, _ in matched.most_common(k)]
+        return sorted({*nearest.tolist(), *worded})
 
 
 class Lineage:
@@ -192,12 +207,14 @@ class Lineage:
         view = self._view(tenant, log, log.cutoff(at))
         terms = query_terms(text)
         stats = (
-            TermStats(len(view.memories), tuple(view.frequencies[t] for t in terms))
+            TermStats(len(view.memories), tuple(len(view.rows.get(t, ())) for t in terms))
             if terms
             else None
         )
-        query = self._embedder.embed_query(text)
-        return rank(view.memories, view.vectors, query, terms, stats, self._tuning, k)
+        query = np.asarray(self._embedder.embed_query(text), dtype=np.float32)
+        rows = view.candidates(query, terms, max(k, CANDIDATES))
+        chosen = [view.memories[row] for row in rows]
+        return rank(chosen, view.vectors[rows], query, terms, stats, self._tuning, k)
 
     def diff(self, tenant: str, start: datetime, end: datetime) -> list[Diffed]:
         """What changed in the tenant's memory between `start` and `end`."""
@@ -223,10 +240,11 @@ class Lineage:
             vectors[missing] = self._embedder.embed_documents(
                 [memories[i].content for i in missing]
             )
-        frequencies: Counter[str] = Counter()
-        for memory in memories:
-            frequencies.update(set(memory_words(memory)))
-        view = _View(memories, vectors, frequencies)
+        rows: dict[str, list[int]] = {}
+        for row, memory in enumerate(memories):
+            for word in set(memory_words(memory)):
+                rows.setdefault(word, []).append(row)
+        view = _View(memories, vectors, rows)
         with self._lock:
             self._views[(tenant, count)] = (log, view)
         return view
