@@ -157,6 +157,7 @@ def run_asof(
         asyncio.run(replay_run(ns.deployment, reembed=False, progress=progress))
 
         partition = ns.deployment.partition_of(TENANT)
+        partitions = ns.settings.partitions
         raw_s = asyncio.run(_raw_read(ns.kafka, ns.topics.memory, partition))
         lineage = ns.deployment.lineage()
         question = texts[0]
@@ -178,7 +179,7 @@ def run_asof(
     figures: dict[str, float | int | None] = {
         "events": len(log),
         "tenant_events": ours,
-        "partition_events": len(tenant_log.events),
+        "tenant_events_read": len(tenant_log.events),
         "view_memories": len(view),
         "vectors_reused": stored,
         "vectors_embedded": len(view) - stored,
@@ -223,8 +224,9 @@ def run_asof(
             ),
         ],
         notes=[
-            f"{ours} of {len(log)} events are the tenant's; its partition holds "
-            f"{len(tenant_log.events)} of them plus other tenants' records; bound {memories}",
+            f"{ours} of {len(log)} events are the tenant's, all on one of the topic's "
+            f"{partitions} partitions with other tenants' records; {len(tenant_log.events)} "
+            f"read back; bound {memories}",
             f"as-of view at 90% of the log: {len(view)} memories, {stored} vectors reused "
             f"from the projection, {len(view) - stored} embedded (vocabulary lookups here)",
             "explain: not measured (memstream explain is not in this build)"
