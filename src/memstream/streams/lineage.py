@@ -181,8 +181,12 @@ class Lineage:
         )
         log = TenantLog(events, self._bounds)
         with self._lock:
-            self._logs[tenant] = (time.monotonic(), log)
-            self._views = {k: v for k, v in self._views.items() if k[0] != tenant}
+            now = time.monotonic()
+            # Only reads still fresh are kept (a server asked about many tenants keeps few).
+            self._logs = {t: read for t, read in self._logs.items() if now - read[0] < self._keep_s}
+            self._logs[tenant] = (now, log)
+            current = {id(read[1]) for read in self._logs.values()}
+            self._views = {k: v for k, v in self._views.items() if id(v[0]) in current}
         return log
 
     def history(self, tenant: str, memory_id: str) -> list[Touch]:
