@@ -9,7 +9,7 @@ from typing import Any
 
 from memstream.cli.forget import instant
 from memstream.deployment import Deployment
-from memstream.memory.lineage import Diffed, Touch
+from memstream.memory.history import Diffed, Touch
 
 __all__ = ["diffed_as_json", "register"]
 

@@ -4,7 +4,7 @@ between two moments, read from the tenant's own partition of the memory topic.
 The CLI (`history`, `recall --as-of`, `diff`), the HTTP routes and the MCP tools all ask this
 one `Lineage`. It reads only the tenant's partition, keeps only records keyed by the tenant,
 decodes them as the worker does (upcast; sealed content opened; content sealed under an erased
-key skipped, as a replay skips it) and folds them with `memory.lineage`. A read of the log is
+key skipped, as a replay skips it) and folds them with `memory.history`. A read of the log is
 kept for `keep_s` seconds, and the as-of view of each cut it served with it, vectors included:
 a repeated question does not read the log again. A view's vectors are the projection's stored
 ones where the memory still stands with the same content (`StoredVectors`), embedded otherwise.
@@ -38,7 +38,7 @@ from memstream.memory.bounds import Bounds
 from memstream.memory.cipher import Keyring
 from memstream.memory.codec import decode_event
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.lineage import Diffed, Logged, TenantLog, Touch
+from memstream.memory.history import Diffed, Logged, TenantLog, Touch
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.ranking.rank import TermStats, rank

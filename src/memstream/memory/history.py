@@ -1,4 +1,4 @@
-"""Lineage: a tenant's events, in log order, folded into what happened to each memory and
+"""History: a tenant's events, in log order, folded into what happened to each memory and
 into its memory as it stood at any point of the log.
 
 `Fold` applies events exactly as the projection does (apply_once.lua): each event id once; a
