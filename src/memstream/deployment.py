@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import cached_property
@@ -39,9 +39,11 @@ from memstream.hooks import (
     TurnRecorder,
 )
 from memstream.llm import ModelClient
+from memstream.memory.bounds import Bounds
 from memstream.memory.cipher import MasterKeys, parse_master_key
-from memstream.memory.embeddings import Embedder
+from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
+from memstream.memory.model import Memory
 from memstream.memory.ports import ItemIndex, MemoryLookup, ProjectionProgress, Recaller
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
@@ -53,6 +55,7 @@ from memstream.streams.background_publisher import BackgroundPublisher
 from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.keys import KafkaKeyring
+from memstream.streams.lineage import Lineage
 from memstream.streams.replay import Replayer
 from memstream.streams.topics import Topics, ensure_topics, topic_partitions
 from memstream.streams.wire import partition_of
@@ -80,6 +83,7 @@ class Deployment:
         self.metrics = Metrics()
         self._keyring: KafkaKeyring | None = None
         self._recorder: TurnRecorder | None = None
+        self._lineage: Lineage | None = None
 
     @classmethod
     def from_env(cls) -> Deployment:
@@ -118,6 +122,9 @@ class Deployment:
         if self._keyring is not None:
             self._keyring.close()
             self._keyring = None
+        if self._lineage is not None:
+            self._lineage.close()
+            self._lineage = None
 
     # -- models -----------------------------------------------------------------------------
 
@@ -323,6 +330,29 @@ class Deployment:
                 f"{exc}: check MEMSTREAM_RECALL_IMPORTANCE_WEIGHT and "
                 "MEMSTREAM_RECALL_RECENCY_WEIGHT"
             ) from None
+
+    def lineage(self) -> Lineage:
+        """A tenant's past from its partition of the log: histories, as-of views, diffs
+        (docs/lineage.md), with the projection's stored vectors reused where they still fit."""
+        if self._lineage is None:
+            projection = self.projection
+
+            async def stored(tenant: str, memories: Sequence[Memory]) -> list[Vectors | None]:
+                async with projection.session(projection.shard_of(tenant)) as session:
+                    return await session.writer.known_vectors(memories)
+
+            self._lineage = Lineage(
+                self.kafka,
+                self.topics.memory,
+                self.partition_of,
+                self.embedder,
+                stored,
+                bounds=Bounds(self.settings.max_memories_per_tenant),
+                tuning=self.recall_tuning(),
+                default_importance=self.settings.default_importance,
+                keyring=self.keyring(),
+            )
+        return self._lineage
 
     @asynccontextmanager
     async def replayer(self, shard: int = 0) -> AsyncIterator[Replayer]:

@@ -1,10 +1,10 @@
 """`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
 
-Subcommands: hook, recall, freshness, throughput, replay, load, locomo, store, serve, and all
-(every one of them with its defaults). Each bench runs in a fresh namespace on the configured
-stack, with a worker process of its own where it needs one, and drops everything it created
-when it ends. Progress goes to stderr; `--json` prints the
-report's JSON on stdout. What each figure means: docs/benchmarks.md.
+Subcommands: hook, recall, freshness, throughput, replay, load, locomo, store, serve, asof
+and all (every one of them with its defaults). Each bench runs in a fresh namespace on the
+configured stack, with a worker process of its own where it needs one, and drops everything
+it created when it ends. Progress goes to stderr; `--json` prints the report's JSON on
+stdout. What each figure means: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -113,6 +113,19 @@ def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
         sequential=args.serve_sequential,
         memories=args.serve_memories,
     )
+
+
+def _asof(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.asof import run_asof
+
+    return run_asof(
+        settings, embedder, events=args.asof_events, memories=args.asof_memories, explain=None
+    )
+
+
+def _asof_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--asof-events", type=int, default=100_000, help="events in the log")
+    parser.add_argument("--asof-memories", type=int, default=1000, help="the tenant's bound")
 
 
 def _sweep(specs: list[str]) -> dict[str, list[float]]:
@@ -263,6 +276,11 @@ _BENCHES.update(
             _serve,
             "HTTP search vs in-process recall; writes/s of 16 clients vs raw Kafka",
             _serve_options,
+        ),
+        "asof": (
+            _asof,
+            "recall --as-of (first, repeated) and history on a long log vs reading it raw",
+            _asof_options,
         ),
     }
 )

@@ -22,7 +22,7 @@ from memstream.errors import InvalidInputError
 from memstream.memory.events import MemoryForgotten
 from memstream.operations import erase_tenant
 
-__all__ = ["register"]
+__all__ = ["instant", "register"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,7 +30,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     forget.add_argument("--tenant", required=True)
     forget.add_argument("--id", dest="ids", nargs="+", default=[], metavar="ID")
     forget.add_argument("--thread", help="the memories of this thread")
-    forget.add_argument("--before", type=_instant, help="memories recorded before (ISO-8601)")
+    forget.add_argument("--before", type=instant, help="memories recorded before (ISO-8601)")
     forget.add_argument("--all", action="store_true", help="every memory of the tenant")
     forget.add_argument(
         "--erase",
@@ -42,7 +42,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     forget.set_defaults(run=_run)
 
 
-def _instant(raw: str) -> datetime:
+def instant(raw: str) -> datetime:
     try:
         at = datetime.fromisoformat(raw)
     except ValueError:

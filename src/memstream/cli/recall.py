@@ -1,4 +1,5 @@
-"""`memstream recall`: what a tenant's memory returns for a query, best first."""
+"""`memstream recall`: what a tenant's memory returns (or returned, `--as-of`) for a query,
+best first."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from memstream.cli.forget import instant
 from memstream.deployment import Deployment
 from memstream.memory.model import RecalledMemory
 from memstream.memory.provenance import provenance_json
@@ -18,6 +20,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     recall.add_argument("--tenant", required=True)
     recall.add_argument("--k", type=int, default=5, help="how many memories (default 5)")
     recall.add_argument("--json", action="store_true", help="print a JSON array")
+    recall.add_argument(
+        "--as-of",
+        type=instant,
+        help="answer from the memory as it stood at this ISO-8601 time (docs/lineage.md)",
+    )
     recall.add_argument("query")
     recall.set_defaults(run=_run)
 
@@ -40,7 +47,10 @@ def hit_as_json(hit: RecalledMemory) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
-    hits = deployment.recaller().recall(args.tenant, args.query, k=args.k)
+    if args.as_of is not None:
+        hits = deployment.lineage().recall(args.tenant, args.query, at=args.as_of, k=args.k)
+    else:
+        hits = deployment.recaller().recall(args.tenant, args.query, k=args.k)
     if args.json:
         print(json.dumps([hit_as_json(hit) for hit in hits], ensure_ascii=False, indent=2))
         return 0

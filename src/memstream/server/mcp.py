@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, cast
 
 import anyio
@@ -32,6 +33,7 @@ from memstream.server.models import (
     AckResponse,
     DateFilter,
     EditMemoryRecordRequest,
+    MemoryHistory,
     MemoryPromptRequest,
     MemoryRecord,
     MemoryRecordResults,
@@ -159,9 +161,11 @@ async def search_long_term_memory(
     distance_threshold: float | None = None,
     limit: int = 10,
     offset: int = 0,
+    as_of: datetime | None = None,
 ) -> MemoryRecordResults:
     """Search long-term memories by words, meaning or both (hybrid, the default), with
-    filters; results best first, with `total` and `next_offset` for paging."""
+    filters; results best first, with `total` and `next_offset` for paging. With `as_of`
+    (a time), search the memory as it stood then (hybrid, no filters)."""
     request = _search(
         text=text,
         search_mode=search_mode,
@@ -177,9 +181,19 @@ async def search_long_term_memory(
         distance_threshold=distance_threshold,
         limit=limit,
         offset=offset,
+        as_of=as_of,
     )
     return await _call(  # type: ignore[no-any-return]
         ctx, lambda s, p: anyio.to_thread.run_sync(s.search, p, request)
+    )
+
+
+async def long_term_memory_history(memory_id: str, ctx: Context) -> MemoryHistory:
+    """Every change to one long-term memory, oldest first, from the log: recorded, edited,
+    consolidated into a summary, forgotten, evicted, expired, erased; with times and the
+    event that made each."""
+    return await _call(  # type: ignore[no-any-return]
+        ctx, lambda s, p: anyio.to_thread.run_sync(lambda: s.history(p, memory_id, named=None))
     )
 
 
@@ -336,6 +350,7 @@ TOOLS: tuple[Callable[..., Awaitable[Any]], ...] = (
     create_long_term_memories,
     search_long_term_memory,
     get_long_term_memory,
+    long_term_memory_history,
     edit_long_term_memory,
     delete_long_term_memories,
     memory_prompt,

@@ -264,6 +264,35 @@ class SearchRequest(BaseModel):
     recency_half_life_last_access_days: float | None = Field(default=None, description="Ignored")
     recency_half_life_created_days: float | None = Field(default=None, description="Ignored")
     server_side_recency: bool | None = Field(default=None, description="Ignored")
+    as_of: datetime | None = Field(
+        default=None,
+        description="memstream: search the tenant's memory as it stood at this time (hybrid, "
+        "no filters; what was forgotten since stays gone: docs/lineage.md)",
+    )
+
+
+class HistoryEntry(BaseModel):
+    """One change to a memory, by the event of the log at `topic`/`partition`@`offset`."""
+
+    memory_id: str
+    change: str
+    at: datetime
+    event_id: str
+    event_type: str
+    event_version: int
+    topic: str
+    partition: int
+    offset: int
+    related: list[str] = Field(
+        description="consolidated: the summary it went into; a summary: the ids it replaced"
+    )
+
+
+class MemoryHistory(BaseModel):
+    """memstream: every event of the log that touched one memory, oldest first."""
+
+    id: str
+    history: list[HistoryEntry]
 
 
 class MemoryRecordResult(StoredMemoryRecord):

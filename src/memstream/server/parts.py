@@ -59,4 +59,5 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
             ),
             embedding_model=deployment.embedding_model,
             sessions=sessions,
+            lineage=deployment.lineage(),
         )

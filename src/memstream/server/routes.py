@@ -30,6 +30,7 @@ from memstream.server.models import (
     ForgetRequest,
     ForgetResponse,
     HealthCheckResponse,
+    MemoryHistory,
     MemoryPromptRequest,
     MemoryPromptResponse,
     MemoryRecord,
@@ -128,6 +129,19 @@ async def get_long_term_memory(
     # One pipelined Redis read, on the event loop: a thread hop (FastAPI's for a plain
     # function) cost more than the read, and the response is validated there too.
     return service.get(caller, memory_id, named=_named(service, namespace, user_id))
+
+
+@memories.get("/v1/long-term-memory/{memory_id}/history", response_model=MemoryHistory)
+def long_term_memory_history(
+    memory_id: PathId,
+    service: Service,
+    caller: Caller,
+    namespace: Tenant = None,
+    user_id: Tenant = None,
+) -> MemoryHistory:
+    """memstream: every event of the tenant's log that touched the memory, oldest first
+    (docs/lineage.md); 404 for an id the tenant never had."""
+    return service.history(caller, memory_id, named=_named(service, namespace, user_id))
 
 
 @memories.patch("/v1/long-term-memory/{memory_id}", response_model=MemoryRecord)

@@ -39,6 +39,7 @@ from memstream.server.models import (
     EditMemoryRecordRequest,
     ForgetRequest,
     ForgetResponse,
+    MemoryHistory,
     MemoryPromptRequest,
     MemoryPromptResponse,
     MemoryRecord,
@@ -46,6 +47,7 @@ from memstream.server.models import (
     MemoryRecordResults,
     MemoryTypeEnum,
     PromptMessage,
+    SearchModeEnum,
     SearchRequest,
     StoredMemoryRecord,
     TagFilter,
@@ -53,6 +55,7 @@ from memstream.server.models import (
 )
 from memstream.server.sessions import SessionService
 from memstream.streams.event_publisher import EventPublisher
+from memstream.streams.lineage import Lineage
 
 __all__ = ["MAX_DELETE_IDS", "Limits", "MemoryService"]
 
@@ -107,8 +110,10 @@ class MemoryService:
         limits: Limits,
         embedding_model: str,
         sessions: SessionService,
+        lineage: Lineage | None = None,
     ) -> None:
         self._publisher = publisher
+        self._lineage = lineage
         self.sessions = sessions
         self._search = search
         self._reader = reader
@@ -246,7 +251,45 @@ class MemoryService:
         return StoredMemoryRecord.model_validate(_stored(self.scoping, memory))
 
     def search(self, principal: Principal, request: SearchRequest) -> MemoryRecordResults:
+        if request.as_of is not None:
+            return self._results(self._as_of(principal, request, request.as_of), request)
         return self._results(self._page(principal, request), request)
+
+    def history(self, principal: Principal, memory_id: str, *, named: str | None) -> MemoryHistory:
+        """Every event of the tenant's log that touched `memory_id` (404: never had it)."""
+        tenant = principal.tenant_for([named], self.scoping.tenant_field)
+        check_memory_id(memory_id)
+        touches = self._past().history(tenant, memory_id)
+        return MemoryHistory.model_validate(
+            {"id": memory_id, "history": [t.as_json() for t in touches]}
+        )
+
+    def _as_of(self, principal: Principal, request: SearchRequest, at: datetime) -> SearchPage:
+        self.limits.query(request.text, "text")
+        field = self.scoping.tenant_field
+        named, excluded = self.scoping.tenants_filtered(getattr(request, field))
+        tenant = principal.tenant_for(named, field)
+        given = sorted(
+            name for name in _FILTERS if name != field and getattr(request, name) is not None
+        )
+        if given or request.search_mode != SearchModeEnum.HYBRID or not request.text:
+            dropped = f" (drop {', '.join(given)})" if given else ""
+            raise InvalidInputError(
+                "as_of searches the tenant's whole memory as it stood then: give `text`, the "
+                f"hybrid mode and no filters{dropped}"
+            )
+        if tenant in excluded:
+            return SearchPage((), 0)
+        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        end = request.offset + request.limit
+        hits = self._past().recall(tenant, request.text, at=at, k=end)
+        more = end + 1 if len(hits) == end else len(hits)  # a next page may be there
+        return SearchPage(tuple(hits[request.offset :]), more)
+
+    def _past(self) -> Lineage:
+        if self._lineage is None:
+            raise InvalidInputError("this server reads no log: as_of and history are off")
+        return self._lineage
 
     def prompt(self, principal: Principal, request: MemoryPromptRequest) -> MemoryPromptResponse:
         """The `semantic-memory` section the middleware would show for `query` (the same
@@ -322,6 +365,13 @@ class MemoryService:
 def _stored(scoping: Scoping, memory: Memory) -> dict[str, object]:
     """A stored memory's record fields with where it came from."""
     return {**scoping.record(memory), "provenance": provenance_json(memory.provenance)}
+
+
+# The search's filters (the tenant's field aside): an as-of search takes none of them.
+_FILTERS = (
+    "session_id", "namespace", "topics", "entities", "created_at", "last_accessed", "user_id",
+    "distance_threshold", "memory_type", "extraction_strategy", "event_date",
+)  # fmt: skip
 
 
 def _forget(tenant: str, memory_ids: Sequence[str]) -> MemoryForgotten:

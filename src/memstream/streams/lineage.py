@@ -1,0 +1,258 @@
+"""Lineage from the log: a memory's history, a tenant's memory as of a moment, and what changed
+between two moments, read from the tenant's own partition of the memory topic.
+
+The CLI (`history`, `recall --as-of`, `diff`), the HTTP routes and the MCP tools all ask this
+one `Lineage`. It reads only the tenant's partition, keeps only records keyed by the tenant,
+decodes them as the worker does (upcast; sealed content opened; content sealed under an erased
+key skipped, as a replay skips it) and folds them with `memory.history`. A read of the log is
+kept for `keep_s` seconds, and the as-of view of each cut it served with it, vectors included:
+a repeated question does not read the log again. A view's vectors are the projection's stored
+ones where the memory still stands with the same content (`StoredVectors`), embedded otherwise.
+A search over a view ranks as recall does: the nearest memories by meaning and those holding
+most of the question's words are the candidates, scored with BM25 over the whole view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+import numpy as np
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from memstream.errors import (
+    DataKeyErasedError,
+    EventDecodeError,
+    KafkaUnavailableError,
+    MemoryNotFoundError,
+)
+from memstream.memory.bounds import Bounds
+from memstream.memory.cipher import Keyring
+from memstream.memory.codec import decode_event
+from memstream.memory.embeddings import Embedder, Vectors
+from memstream.memory.history import Diffed, Logged, TenantLog, Touch
+from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.ranking.rank import TermStats, rank
+from memstream.memory.ranking.tokens import memory_words, query_terms
+from memstream.memory.tenancy import tenant_key, validate_tenant
+from memstream.streams.kafka import KafkaConnection
+from memstream.streams.projector import RawMessage, worker_context
+
+__all__ = ["CANDIDATES", "KEEP_S", "Lineage", "StoredVectors", "read_tenant_log"]
+
+KEEP_S = 30.0  # how long a read of a tenant's log answers before the log is read again
+# Candidates ranked per search, from each of meaning and words: recall's depth
+# (projections.recall.CANDIDATES, measured on LoCoMo's dev split: docs/benchmarks.md).
+CANDIDATES = 50
+
+# The projection's vectors for these memories of the tenant (None where it holds none, or
+# holds another content or model).
+StoredVectors = Callable[[str, Sequence[Memory]], Coroutine[Any, Any, list[Vectors | None]]]
+T = TypeVar("T")
+
+
+async def read_tenant_log(
+    kafka: KafkaConnection,
+    topic: str,
+    partition: int,
+    tenant: str,
+    *,
+    embedding_model: str,
+    default_importance: float,
+    keyring: Keyring | None,
+) -> list[Logged]:
+    """The tenant's readable events on `partition` of `topic`, in log order, up to its end now."""
+    key = tenant_key(tenant)
+    tp = TopicPartition(topic, partition)
+    consumer = AIOKafkaConsumer(
+        **kafka.aiokafka(), group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    found: list[Logged] = []
+    try:
+        await consumer.start()
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        while await consumer.position(tp) < end:
+            batches = await consumer.getmany(tp, timeout_ms=500, max_records=10_000)
+            for record in batches.get(tp, ()):
+                if record.key != key or record.offset >= end:
+                    continue  # another tenant's, or written after the read began
+                message = RawMessage.of(record)
+                context = worker_context(message, embedding_model, default_importance, keyring)
+                try:
+                    event = decode_event(record.value or b"", context)
+                except DataKeyErasedError:
+                    continue  # erased for good: no view, no history holds it
+                except EventDecodeError:
+                    continue  # a dead letter: the projection never applied it either
+                assert message.timestamp is not None  # Kafka stamps every record
+                found.append(Logged(event, message.position, message.timestamp))
+    except KafkaError as exc:
+        raise KafkaUnavailableError(
+            f"could not read tenant {tenant!r}'s log from Kafka at {kafka.where}: "
+            f"{await kafka.explain(exc)}. Check the broker (`memstream status`)."
+        ) from exc
+    finally:
+        await consumer.stop()
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """The memory at one cut, ready to rank: vectors, and the rows holding each word."""
+
+    memories: list[Memory]
+    vectors: Vectors
+    rows: dict[str, list[int]]
+
+    def candidates(self, query: Vectors, terms: Sequence[str], k: int) -> list[int]:
+        """The rows worth ranking, as recall gathers them: the `k` nearest by meaning and the
+        `k` holding most of the query's words."""
+        nearest = np.argsort(-(self.vectors @ query), kind="stable")[:k]
+        matched: Counter[int] = Counter()
+        for term in set(terms):
+            matched.update(self.rows.get(term, ()))
+        worded = [row for row, _ in matched.most_common(k)]
+        return sorted({*nearest.tolist(), *worded})
+
+
+class Lineage:
+    """A tenant's past, from its partition of the memory log (see the module's docstring)."""
+
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        topic: str,
+        partition_of: Callable[[str], int],
+        embedder: Embedder,
+        stored_vectors: StoredVectors,
+        *,
+        bounds: Bounds,
+        tuning: RecallTuning,
+        default_importance: float,
+        keyring: Keyring | None,
+        keep_s: float = KEEP_S,
+    ) -> None:
+        self._kafka = kafka
+        self._topic = topic
+        self._partition_of = partition_of
+        self._embedder = embedder
+        self._stored_vectors = stored_vectors
+        self._bounds = bounds
+        self._tuning = tuning
+        self._default_importance = default_importance
+        self._keyring = keyring
+        self._keep_s = keep_s
+        self._logs: dict[str, tuple[float, TenantLog]] = {}
+        self._views: dict[tuple[str, int], tuple[TenantLog, _View]] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lineage")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+    def log(self, tenant: str) -> TenantLog:
+        """The tenant's log as read at most `keep_s` seconds ago (read now if older)."""
+        validate_tenant(tenant)
+        with self._lock:
+            kept = self._logs.get(tenant)
+            if kept is not None and time.monotonic() - kept[0] < self._keep_s:
+                return kept[1]
+        events = self._run(
+            read_tenant_log(
+                self._kafka,
+                self._topic,
+                self._partition_of(tenant),
+                tenant,
+                embedding_model=self._embedder.model_id,
+                default_importance=self._default_importance,
+                keyring=self._keyring,
+            )
+        )
+        log = TenantLog(events, self._bounds)
+        with self._lock:
+            now = time.monotonic()
+            # Only reads still fresh are kept (a server asked about many tenants keeps few).
+            self._logs = {t: read for t, read in self._logs.items() if now - read[0] < self._keep_s}
+            self._logs[tenant] = (now, log)
+            current = {id(read[1]) for read in self._logs.values()}
+            self._views = {k: v for k, v in self._views.items() if id(v[0]) in current}
+        return log
+
+    def history(self, tenant: str, memory_id: str) -> list[Touch]:
+        """Every change to `memory_id`, oldest first; MemoryNotFoundError for an id the tenant
+        never had (or had before an erasure: its log can no longer say)."""
+        touches = self.log(tenant).history(memory_id)
+        if not touches:
+            raise MemoryNotFoundError(
+                f"tenant {tenant!r}'s log never held a memory {memory_id!r}; check the id "
+                "(`memstream recall --json` shows ids)"
+            )
+        return touches
+
+    def view(self, tenant: str, at: datetime) -> list[Memory]:
+        """The tenant's memory as it stood at `at` (what since was forgotten stays gone)."""
+        log = self.log(tenant)
+        return log.view(log.cutoff(at))
+
+    def recall(self, tenant: str, text: str, *, at: datetime, k: int) -> list[RecalledMemory]:
+        """Recall over the tenant's memory as it stood at `at`, ranked as recall ranks."""
+        log = self.log(tenant)
+        view = self._view(tenant, log, log.cutoff(at))
+        terms = query_terms(text)
+        stats = (
+            TermStats(len(view.memories), tuple(len(view.rows.get(t, ())) for t in terms))
+            if terms
+            else None
+        )
+        query = np.asarray(self._embedder.embed_query(text), dtype=np.float32)
+        rows = view.candidates(query, terms, max(k, CANDIDATES))
+        chosen = [view.memories[row] for row in rows]
+        return rank(chosen, view.vectors[rows], query, terms, stats, self._tuning, k)
+
+    def diff(self, tenant: str, start: datetime, end: datetime) -> list[Diffed]:
+        """What changed in the tenant's memory between `start` and `end`."""
+        log = self.log(tenant)
+        return log.diff(log.cutoff(start), log.cutoff(end))
+
+    def _view(self, tenant: str, log: TenantLog, count: int) -> _View:
+        with self._lock:
+            kept = self._views.get((tenant, count))
+            if kept is not None and kept[0] is log:
+                return kept[1]
+        model = self._embedder.model_id
+        memories = [replace(m, embedding_model=model) for m in log.view(count)]
+        known: list[Vectors | None] = []
+        if memories:
+            known = self._run(self._stored_vectors(tenant, memories))
+        vectors = np.zeros((len(memories), self._embedder.dims), dtype=np.float32)
+        missing = [i for i, v in enumerate(known) if v is None and memories[i].content]
+        for i, vector in enumerate(known):
+            if vector is not None:
+                vectors[i] = vector
+        if missing:
+            vectors[missing] = self._embedder.embed_documents(
+                [memories[i].content for i in missing]
+            )
+        rows: dict[str, list[int]] = {}
+        for row, memory in enumerate(memories):
+            for word in set(memory_words(memory)):
+                rows.setdefault(word, []).append(row)
+        view = _View(memories, vectors, rows)
+        with self._lock:
+            self._views[(tenant, count)] = (log, view)
+        return view
+
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        # Its own thread and loop: the caller may be inside an event loop (the server).
+        return self._pool.submit(asyncio.run, work).result()
