@@ -12,8 +12,10 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
+from memstream.memory.history import Logged
 from memstream.memory.lineage import provenance_of, turns_shown
 from memstream.memory.model import MemoryType
+from memstream.memory.ports import Position
 from memstream.memory.provenance import provenance_json
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -63,7 +65,10 @@ def test_what_a_turn_was_shown_is_traced_to_the_writes_it_saw_summaries_to_their
     (summary_id,) = memory_ids_of(summary)
     asked = turn("asked", 0, shown=(summary_id, "note-1", "never-written"))
     later = saved("The user is vegan.")  # the same id written again, after the turn
-    log = [(e, "memory", 0, offset) for offset, e in enumerate([told, note, summary, asked, later])]
+    log = [
+        Logged(e, Position("memory", 0, offset), T0)
+        for offset, e in enumerate([told, note, summary, asked, later])
+    ]
 
     (traced,) = turns_shown(log, "asked")
     assert traced.provenance.event_id == asked.id and traced.provenance.offset == 3

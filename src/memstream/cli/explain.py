@@ -8,7 +8,6 @@ or replaced since is named by id and provenance alone, never by content.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 
@@ -17,7 +16,6 @@ from memstream.memory.lineage import ShownMemory, ShownTurn, turns_shown
 from memstream.memory.model import Memory
 from memstream.memory.provenance import Provenance, provenance_json
 from memstream.memory.tenancy import validate_tenant
-from memstream.streams.tenant_log import tenant_events
 
 __all__ = ["register"]
 
@@ -35,18 +33,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     tenant = validate_tenant(args.tenant)
-    settings = deployment.settings
-    logged = asyncio.run(
-        tenant_events(
-            deployment.kafka,
-            deployment.topics.memory,
-            deployment.partition_of(tenant),
-            tenant,
-            keyring=deployment.keyring(),
-            embedding_model=deployment.embedding_model,
-            importance=settings.default_importance,
-        )
-    )
+    logged = deployment.lineage().log(tenant).events
     turns = turns_shown(logged, args.run_id, args.turn)
     if not turns:
         which = f"turn {args.turn} of run" if args.turn is not None else "run"

@@ -23,6 +23,7 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
+from memstream.memory.history import Logged
 from memstream.memory.model import Memory
 from memstream.memory.provenance import NO_LOG, Provenance
 
@@ -90,16 +91,15 @@ class ShownTurn:
     shown: tuple[ShownMemory, ...]
 
 
-def turns_shown(
-    logged: Iterable[tuple[MemoryEvent, str, int, int]], run: str, turn: int | None = None
-) -> list[ShownTurn]:
+def turns_shown(logged: Iterable[Logged], run: str, turn: int | None = None) -> list[ShownTurn]:
     """The turns of `run` (only turn `turn`, if given) in `logged` — a tenant's events in log
-    order, each with its topic, partition and offset — each with what it was shown, traced
-    to the events that wrote it as the log stood at that turn."""
+    order, each where the log holds it — each with what it was shown, traced to the events
+    that wrote it as the log stood at that turn."""
     writers: dict[str, Provenance] = {}
     found: list[ShownTurn] = []
-    for event, topic, partition, offset in logged:
-        provenance = provenance_of(event, topic, partition, offset)
+    for entry in logged:
+        event, at = entry.event, entry.position
+        provenance = provenance_of(event, at.topic, at.partition, at.offset)
         if provenance is None:
             continue  # writes no memory
         if isinstance(event, TurnCompleted) and event.run == run and turn in (None, event.turn):
