@@ -118,9 +118,7 @@ def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
 def _asof(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
     from memstream.bench.asof import run_asof
 
-    return run_asof(
-        settings, embedder, events=args.asof_events, memories=args.asof_memories, explain=None
-    )
+    return run_asof(settings, embedder, events=args.asof_events, memories=args.asof_memories)
 
 
 def _asof_options(parser: argparse.ArgumentParser) -> None:
