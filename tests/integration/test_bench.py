@@ -6,6 +6,7 @@ Speed is measured by the bench, never asserted here.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,43 @@ def test_bench_encryption_measures_sealed_against_plaintext_in_one_run(
     assert result["replay_ratio"] == pytest.approx(
         result["replay_events_per_s_on"] / result["replay_events_per_s_off"], 0.01
     )
+
+
+def test_bench_scale_reports_every_figure_of_its_own_cluster(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Its own 3 brokers and 3 Redis on free ports (it kills a broker): the suite's stack is
+    # only where its settings come from.
+    tiny = ["--scale-turns", "40", "--scale-fresh", "4", "--scale-memories", "200"]
+    tiny += ["--scale-tenants", "10", "--scale-queries", "20", "--scale-rate", "5"]
+    tiny += ["--scale-phase-s", "2"]
+    done = memstream(env, "bench", "scale", *tiny, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    scale = json.loads(done.stdout)["results"]["scale"]
+    assert (scale["brokers"], scale["shards"], scale["partitions"]) == (3, 3, 6)
+    one = scale["one_shard"]
+    for side in ("sharded", "unsharded"):
+        assert one[f"{side}_events_per_s"] > 0
+        assert 0 < one[f"{side}_freshness_p50_ms"] <= one[f"{side}_freshness_p99_ms"]
+    assert one["events"] == 40 and one["recall_p99_ms"] > 0
+    recall = scale["recall"]
+    for way in ("routed_one", "direct_one", "routed_three"):
+        assert 0 < recall[f"{way}_p50_ms"] <= recall[f"{way}_p99_ms"]
+    assert {w: scale["workers"][w]["events"] for w in ("1", "2")} == {"1": 40, "2": 40}
+    assert all(scale["workers"][w]["events_per_s"] > 0 for w in ("1", "2"))
+    moved = scale["reshard"]
+    assert (moved["from_shards"], moved["to_shards"], moved["moved_partitions"]) == (1, 2, 3)
+    assert moved["elapsed_s"] >= moved["warm_s"] > 0 and moved["turns"] > 0
+    assert moved["old_shard_window_s"] >= 0 and moved["recalls"] > 0
+    assert (moved["recall_errors"], moved["lost"], moved["doubled"]) == (0, 0, 0)
+    kill = scale["broker_kill"]
+    assert kill["rejoined_s"] >= kill["failover_s"] > 0
+    assert kill["records"] == kill["turns"]  # one record per turn: none lost, none doubled
+    for phase in ("before", "during", "after"):
+        assert kill[phase]["turns"] > 0
+        assert 0 < kill[phase]["hook_p50_ms"] <= kill[phase]["hook_p99_ms"]
+        assert kill[phase]["raw_enqueue_p99_ms"] > 0
+    for c in scale["comparisons"]:
+        assert math.isfinite(c["ours"]) and c["ours"] > 0, c
+        assert math.isfinite(c["raw"]) and c["raw"] > 0, c
+    assert {p.name for p in tmp_path.iterdir()} == {"report.json", "report.md", "report.png"}

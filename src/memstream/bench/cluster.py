@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +35,7 @@ _UP_TIMEOUT_S = 600.0
 
 class OwnCluster:
     """Context manager: B brokers (one KRaft quorum) and S Redis on free ports; `settings`
-    reach them; `kill(name)` SIGKILLs one service, `up()` restarts what is down."""
+    reach them; `pids()` names each service's process, `up()` restarts what is down."""
 
     def __init__(self, settings: Settings, *, brokers: int, shards: int) -> None:
         self.brokers, self.shards = brokers, shards
@@ -97,10 +96,6 @@ class OwnCluster:
                 f"memstream status --json did not answer ({exc}): {done.stderr}"
             ) from None
         return {s["name"]: int(s["pid"]) for s in services if s["pid"] is not None}
-
-    def kill(self, name: str) -> None:
-        """SIGKILL service `name` (a crash, not a clean stop)."""
-        os.kill(self.pids()[name], signal.SIGKILL)
 
     def _memstream(self, *args: str) -> None:
         done = subprocess.run(

@@ -250,7 +250,11 @@ def _one_shard_projection(
                         t0 = time.perf_counter()
                         await projected[name](backlog[name][start : start + BATCH_SIZE])
                         spent[name] += time.perf_counter() - t0
-                    progress.tick("events projected per side", start + BATCH_SIZE, len(events))
+                    progress.tick(
+                        "events projected per side",
+                        min(start + BATCH_SIZE, len(events)),
+                        len(events),
+                    )
                 fresh = turns(sizes.fresh, embedder.model_id, tenants=sizes.tenants)
                 latency: dict[str, list[float]] = {name: [] for name in projected}
                 publishers = {"sharded": a, "unsharded": b}
@@ -444,7 +448,8 @@ def _seed(ns: BenchNamespace, sizes: ScaleSizes, dims: int, progress: Progress) 
             await writer.ensure_live_index(_MODEL, dims)
             for start in range(0, len(batch), 500):
                 await writer.apply(batch[start : start + 500])
-                progress.tick(f"memories seeded on shard {shard}", start + 500, len(batch))
+                done = min(start + 500, len(batch))
+                progress.tick(f"memories seeded on shard {shard}", done, len(batch))
 
     asyncio.run(write())
 

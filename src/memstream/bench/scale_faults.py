@@ -18,6 +18,8 @@ while the leader of their partitions is SIGKILLed, on the bench's own cluster.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -79,7 +81,8 @@ def measure_reshard(
     with BenchNamespace(settings, "reshard", embedder) as ns:
         ns.start_worker(turns(1, embedder.model_id, tenants=1)[0])
         deployment = ns.deployment
-        tenants = [f"tenant-{i}" for i in range(_TENANTS)]
+        # Not `tenant-N`: the worker's probe is tenant-0's, and it would count as a double.
+        tenants = [f"reshard-{i}" for i in range(_TENANTS)]
         moving = [t for t in tenants if deployment.partition_of(t) % len(urls) != 0]
         sent: list[MemoryEvent] = []
         stop = threading.Event()
@@ -141,7 +144,7 @@ def _stream(
             n = 0
             while not stop.is_set():
                 event = TurnCompleted(
-                    tenant=f"tenant-{n % _TENANTS}",
+                    tenant=f"reshard-{n % _TENANTS}",
                     thread="reshard",
                     run="reshard",
                     turn=n,
@@ -205,8 +208,8 @@ def measure_broker_kill(
         scratch = ns.deployment.with_namespace(ns.scratch("enqueue"))
         asyncio.run(scratch.ensure_topics())
         stores = ns.deployment.stores()
-        raw = Producer(producer_config(ns.kafka, "librdkafka", {"linger.ms": 2}))
-        tenants = [f"tenant-{i}" for i in range(_TENANTS)]
+        raw = Producer(producer_config(ns.kafka, "librdkafka", {"linger.ms": 2, "log_level": 0}))
+        tenants = [f"kill-{i}" for i in range(_TENANTS)]
         samples: list[tuple[float, float, float]] = []  # (ended at, hook s, raw enqueue s)
         lock = threading.Lock()
         stop = threading.Event()
@@ -250,13 +253,14 @@ def measure_broker_kill(
         leaders = _leaders(ns.kafka, ns.topics.memory)
         victim = Counter(leaders[p][0] for p in busy).most_common(1)[0][0]
         led = {p for p in busy if leaders[p][0] == victim}
+        pid = cluster.pids()[f"kafka-{victim}"]
         agents = [threading.Thread(target=agent, args=(n,)) for n in range(2)]
         for thread in agents:
             thread.start()
         try:
             stop.wait(phase_s)
             progress.say(f"killing broker {victim}, leader of partitions {sorted(led)}")
-            cluster.kill(f"kafka-{victim}")
+            os.kill(pid, signal.SIGKILL)  # a crash, not a clean stop
             killed = time.monotonic()
 
             def moved() -> bool:
