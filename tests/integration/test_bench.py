@@ -182,10 +182,10 @@ def test_bench_encryption_measures_sealed_against_plaintext_in_one_run(
 
 
 def test_bench_scale_reports_every_figure_of_its_own_cluster(
-    settings: object, env: dict[str, str], tmp_path: Path
+    env: dict[str, str], tmp_path: Path
 ) -> None:
-    # Its own 3 brokers and 3 Redis on free ports (it kills a broker): the suite's stack is
-    # only where its settings come from.
+    # Its own 3 brokers and 3 Redis on free ports, started by the bench (it kills a broker):
+    # it needs nothing of the suite's stack.
     tiny = ["--scale-turns", "40", "--scale-fresh", "4", "--scale-memories", "200"]
     tiny += ["--scale-tenants", "10", "--scale-queries", "20", "--scale-rate", "5"]
     tiny += ["--scale-phase-s", "2"]

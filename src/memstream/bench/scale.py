@@ -69,7 +69,7 @@ class ScaleSizes:
     fresh: int = 20  # turns sent one at a time per side (freshness)
     memories: int = 3000  # in the recall comparisons
     tenants: int = 60
-    queries: int = 300  # per way of asking
+    queries: int = 1000  # per way of asking
     stream_rate: float = 10.0  # turns/s while the reshard runs
     kill_phase_s: float = 4.0  # turns before the kill and after the broker rejoined
     timeout_s: float = 300.0

@@ -135,7 +135,7 @@ def _scale_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale-fresh", type=int, default=20, help="freshness turns per side")
     parser.add_argument("--scale-memories", type=int, default=3000, help="recall's memories")
     parser.add_argument("--scale-tenants", type=int, default=60)
-    parser.add_argument("--scale-queries", type=int, default=300, help="per way of asking")
+    parser.add_argument("--scale-queries", type=int, default=1000, help="per way of asking")
     parser.add_argument("--scale-rate", type=float, default=10.0, help="turns/s in the reshard")
     parser.add_argument(
         "--scale-phase-s", type=float, default=4.0, help="turns before and after a broker kill"
