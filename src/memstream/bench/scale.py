@@ -55,7 +55,9 @@ __all__ = ["ScaleSizes", "run_scale"]
 PARTITIONS = 6
 SHARDS = 3
 BROKERS = 3
+# The sharded code may cost at most 5 % with one shard: times ≤ 1.05x, rates ≥ 1/1.05.
 ONE_SHARD_TARGET = "≤ 1.05x"
+ONE_SHARD_RATE_TARGET = "≥ 0.95x"
 ROUTED_TARGET = "p99 ≤ 1.1x"
 _MODEL = "bench-random-unit-vectors"
 _VOCABULARY = [f"word{i}" for i in range(500)]
@@ -107,7 +109,7 @@ def run_scale(settings: Settings, embedder: Embedder, sizes: ScaleSizes) -> Benc
                 "events/s",
                 "today's one-Redis path",
                 True,
-                ONE_SHARD_TARGET,
+                ONE_SHARD_RATE_TARGET,
             ),
             Comparison(
                 "1 shard: freshness p50",
