@@ -199,7 +199,7 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
         assert 0 < one[f"{side}_freshness_p50_ms"] <= one[f"{side}_freshness_p99_ms"]
     assert one["events"] == 40 and one["recall_p99_ms"] > 0
     recall = scale["recall"]
-    for way in ("routed_one", "direct_one", "routed_three"):
+    for way in ("routed_one", "direct_one", "routed_one_static", "routed_three"):
         assert 0 < recall[f"{way}_p50_ms"] <= recall[f"{way}_p99_ms"]
     assert {w: scale["workers"][w]["events"] for w in ("1", "2")} == {"1": 40, "2": 40}
     assert all(scale["workers"][w]["events_per_s"] > 0 for w in ("1", "2"))

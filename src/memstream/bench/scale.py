@@ -4,7 +4,9 @@ measured in the same run, on a cluster of the bench's own (`OwnCluster`: 3 broke
 - one shard: the sharded code (MEMSTREAM_REDIS_SHARDS with one URL: `ShardHealers` and the
   router in front of every part) against today's one-Redis path (one `Healer` on the
   `RedisShard`'s writer, its recaller asked directly): projection throughput over the same
-  events, freshness (publish to applied, one turn at a time) and recall p99, interleaved;
+  events, freshness (publish to applied, one turn at a time) and recall p99, interleaved
+  (beside them a routed recaller that never re-reads the stored layout, to tell what that
+  once-a-second read costs);
 - recall p99 of a tenant routed to its shard of 3 against the same memories in one Redis;
 - projection throughput of 1 and 2 `memstream worker` processes over 3 shards;
 - a reshard 1 → 2 under a stream of turns (`scale_faults.measure_reshard`), and the hook's
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import random
 import tempfile
 import time
@@ -42,6 +45,7 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MemoryEvent, MessageRecorded, memories_of
 from memstream.memory.ports import Embedded, Recaller
 from memstream.operations import worker_process
+from memstream.projections.backend import RedisProjection
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
 from memstream.streams.heal import Healer, KafkaLog, ShardHealers
@@ -386,6 +390,11 @@ def _recall(
         calls: dict[str, Recaller] = {
             "routed_one": r1.projection.recaller(catalogue, tuning=tuning),
             "direct_one": r1.projection.home.recaller(catalogue, tuning=tuning),
+            # Routed, but never re-reading the stored layout: what the once-a-second read on
+            # the calling thread adds to the routed p99.
+            "routed_one_static": RedisProjection(
+                one, r1.deployment.partition_of, layout_refresh_s=math.inf
+            ).recaller(catalogue, tuning=tuning),
             "routed_three": r3.projection.recaller(catalogue, tuning=tuning),
         }
         rng = np.random.default_rng(11)
@@ -411,6 +420,9 @@ def _recall(
         out[f"{name}_p50_ms"] = latency.p50_ms
         out[f"{name}_p99_ms"] = latency.p99_ms
     out["one_shard_p99_ratio"] = ratio(out["routed_one_p99_ms"], out["direct_one_p99_ms"])
+    out["static_layout_p99_ratio"] = ratio(
+        out["routed_one_static_p99_ms"], out["direct_one_p99_ms"]
+    )
     out["three_shards_p99_ratio"] = ratio(out["routed_three_p99_ms"], out["routed_one_p99_ms"])
     return out
 
