@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,7 +191,16 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
     tiny = ["--scale-turns", "40", "--scale-fresh", "4", "--scale-memories", "200"]
     tiny += ["--scale-tenants", "10", "--scale-queries", "20", "--scale-rate", "5"]
     tiny += ["--scale-phase-s", "2"]
-    done = memstream(env, "bench", "scale", *tiny, "--out", str(tmp_path), "--json")
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream", "bench", "scale", *tiny, "--out", str(tmp_path)]
+        + ["--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        # Three JVMs started, one killed and restarted on a busy machine: ~5 min at load 15.
+        timeout=1200,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     scale = json.loads(done.stdout)["results"]["scale"]
     assert (scale["brokers"], scale["shards"], scale["partitions"]) == (3, 3, 6)
