@@ -190,10 +190,9 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
     # it needs nothing of the suite's stack.
     tiny = ["--scale-turns", "40", "--scale-fresh", "4", "--scale-memories", "200"]
     tiny += ["--scale-tenants", "10", "--scale-queries", "20", "--scale-rate", "5"]
-    tiny += ["--scale-phase-s", "2"]
+    tiny += ["--scale-phase-s", "2", "--out", str(tmp_path), "--json"]
     done = subprocess.run(
-        [sys.executable, "-m", "memstream", "bench", "scale", *tiny, "--out", str(tmp_path)]
-        + ["--json"],
+        [sys.executable, "-m", "memstream", "bench", "scale", *tiny],
         env=env,
         capture_output=True,
         text=True,
