@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from types import TracebackType
 
 from memstream.config import Settings
 from memstream.errors import StackError
-from memstream.processes import free_port
+from memstream.processes import free_port, port_free
 from memstream.topology import PORT_STRIDE
 
 __all__ = ["OwnCluster"]
@@ -124,18 +123,9 @@ def _ports(brokers: int, shards: int) -> Mapping[str, str]:
             *(base + PORT_STRIDE * i for base in (kafka, controller) for i in range(brokers)),
             *(redis + PORT_STRIDE * i for i in range(shards)),
         ]
-        if len(set(ports)) == len(ports) and max(ports) < 65536 and all(map(_free, ports)):
+        if len(set(ports)) == len(ports) and max(ports) < 65536 and all(map(port_free, ports)):
             return {
                 "MEMSTREAM_KAFKA_PORT": str(kafka),
                 "MEMSTREAM_KAFKA_CONTROLLER_PORT": str(controller),
                 "MEMSTREAM_REDIS_PORT": str(redis),
             }
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True

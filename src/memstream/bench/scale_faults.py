@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
 from confluent_kafka import Producer
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
@@ -44,7 +42,7 @@ from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TurnCompleted
 from memstream.operations import reshard
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.topics import end_offsets
+from memstream.streams.topics import end_offsets, partition_leaders
 from memstream.streams.wire import event_record, producer_config
 
 __all__ = ["measure_broker_kill", "measure_reshard", "wait_applied"]
@@ -324,17 +322,4 @@ def _until(condition: object, timeout_s: float, what: str) -> None:
 
 
 def _leaders(kafka: KafkaConnection, topic: str) -> dict[int, tuple[int, int]]:
-    """partition -> (leader, in-sync replicas) now; {} when the node asked is the dead one."""
-
-    async def describe() -> dict[int, tuple[int, int]]:
-        admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=5000)
-        try:
-            await admin.start()
-            (described,) = await admin.describe_topics([topic])
-            return {p["partition"]: (p["leader"], len(p["isr"])) for p in described["partitions"]}
-        except KafkaError:
-            return {}
-        finally:
-            await admin.close()
-
-    return asyncio.run(describe())
+    return asyncio.run(partition_leaders(kafka, topic))
