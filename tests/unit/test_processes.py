@@ -1,16 +1,16 @@
-"""`memstream.processes`' ports: a free one is free, and one a listener holds is not."""
+"""`memstream.processes`' ports: one a listener holds is taken, and free once it closes."""
 
 from __future__ import annotations
 
 import socket
 
-from memstream.processes import free_port, port_free
+from memstream.processes import port_free
 
 
-def test_a_port_is_free_until_a_listener_holds_it() -> None:
-    port = free_port()
-    assert port_free(port)
+def test_a_port_is_taken_while_a_listener_holds_it() -> None:
     with socket.socket() as listener:
-        listener.bind(("127.0.0.1", port))
+        listener.bind(("127.0.0.1", 0))
         listener.listen()
+        port = listener.getsockname()[1]
         assert not port_free(port)
+    assert port_free(port)
