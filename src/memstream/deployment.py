@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -30,7 +31,13 @@ from typing import TYPE_CHECKING
 from memstream.config import Settings
 from memstream.errors import ConfigurationError, InfrastructureError, InvalidInputError
 from memstream.eventsourced import EventSourcedStores
-from memstream.hooks import ConsolidateConfig, RecallConfig, RecordConfig, SemanticMemoryMiddleware
+from memstream.hooks import (
+    ConsolidateConfig,
+    RecallConfig,
+    RecordConfig,
+    SemanticMemoryMiddleware,
+    TurnRecorder,
+)
 from memstream.llm import ModelClient
 from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder
@@ -72,6 +79,7 @@ class Deployment:
         # `prometheus_client.start_http_server(port, registry=deployment.metrics.registry)`.
         self.metrics = Metrics()
         self._keyring: KafkaKeyring | None = None
+        self._recorder: TurnRecorder | None = None
 
     @classmethod
     def from_env(cls) -> Deployment:
@@ -90,12 +98,20 @@ class Deployment:
         self.close()
 
     def flush(self, timeout: float) -> bool:
-        """Wait until every event the agent side has buffered is in the log; False if
-        `timeout` passed first (True at once when it buffers nothing)."""
-        return self._stores is None or self._stores.publisher.flush(timeout)
+        """Wait until every turn the agent side has ended is in the log (recorded, then sent);
+        False if `timeout` passed first (True at once when it holds nothing)."""
+        deadline = time.monotonic() + timeout
+        if self._recorder is not None and not self._recorder.flush(timeout):
+            return False
+        left = max(0.0, deadline - time.monotonic())
+        return self._stores is None or self._stores.publisher.flush(left)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Send what the agent side still buffers (up to `timeout`), then stop its threads."""
+        """Record and send what the agent side still holds (up to `timeout`), then stop its
+        threads."""
+        if self._recorder is not None:
+            self._recorder.close(timeout)
+            self._recorder = None
         if self._stores is not None:
             self._stores.close(timeout)
             self._stores = None
@@ -171,6 +187,13 @@ class Deployment:
             self.metrics.agent.watch(self._stores.publisher)
         return self._stores
 
+    def recorder(self) -> TurnRecorder:
+        """The agent side's turn recorder (one per deployment): the thread the memory
+        middleware's hooks hand their turns to (`flush` and `close` wait for it)."""
+        if self._recorder is None:
+            self._recorder = TurnRecorder()
+        return self._recorder
+
     def manager(self, store: MemoryStore, client: ModelClient) -> LLMMemoryManager:
         """The memory manager over a tenant's store, with the configured default importance."""
         config = MemoryManagerConfig(default_importance=self.settings.default_importance)
@@ -188,7 +211,8 @@ class Deployment:
         """The memory middleware over this deployment's stores: recall and record are on
         (`record` cut to MEMSTREAM_MAX_RECORD_CHARS unless given), consolidation only when
         `consolidate` is given, Skipped announced on the monitoring topic and counted in
-        `metrics`, as is the hooks' time."""
+        `metrics`, as is the hooks' time. Turns are recorded on this deployment's
+        recorder thread (`hooks.recorder`): the hook only queues them."""
         stores = self.stores()
         return SemanticMemoryMiddleware(
             stores=stores,
@@ -199,6 +223,7 @@ class Deployment:
             consolidate=consolidate,
             monitor=self.metrics.monitor(stores.monitor),
             timer=self.metrics.agent,
+            recorder=self.recorder(),
             runs_before=runs_before,
         )
 

@@ -177,7 +177,7 @@ def test_the_agent_sides_metrics_move_as_turns_are_recorded_or_skipped(
         )
         for text in ("I like tea.", "My cat is Tom.", "I live in Oslo."):
             assert agent.run(text, RunConfig("thread-1", tenant)).status == "completed"
-        assert deployment.stores().publisher.flush(30)
+        assert deployment.flush(30)  # recorded, then sent
 
         text, after = scrape(url)
         acknowledged = "memstream_messages_acknowledged_total"
@@ -201,6 +201,7 @@ def test_the_agent_sides_metrics_move_as_turns_are_recorded_or_skipped(
         assert (
             agent.run("I like coffee.", RunConfig("thread-1", "agent-full")).status == "completed"
         )
+        assert full.flush(30)  # the recorder's thread has met the full buffer
         _, skipped = scrape_registry(full)
         assert (
             value(skipped, "memstream_skipped_total", stage="record", code="kafka_unavailable") == 1

@@ -69,6 +69,7 @@ def test_the_hooks_package_exports_no_internals() -> None:
         "RecordConfig",
         "SemanticMemoryMiddleware",
         "StoreResolver",
+        "TurnRecorder",
     ]
 
 

@@ -40,7 +40,10 @@ _TENANTS = 10
 
 def _agent(ns: BenchNamespace, turns: int) -> Agent:
     memory = SemanticMemoryMiddleware(
-        stores=ns.deployment.stores(), client=ScriptedModel([]), record=RecordConfig()
+        stores=ns.deployment.stores(),
+        client=ScriptedModel([]),
+        record=RecordConfig(),
+        recorder=ns.deployment.recorder(),
     )
     return Agent(ScriptedModel(["An answer of a few words."] * (turns + 50)), middleware=[memory])
 
@@ -60,7 +63,7 @@ def _hook(on: BenchNamespace, off: BenchNamespace, turns: int, progress: Progres
             durations[side].append(time.perf_counter() - t0)
         progress.tick("turns", i + 1, turns)
     for ns in (on, off):
-        ns.deployment.stores().publisher.flush(60)
+        ns.deployment.flush(60)
     return [Latency.of_seconds(d) for d in durations]
 
 

@@ -33,7 +33,10 @@ def run_hook(settings: Settings, embedder: Embedder, *, turns: int = 2000) -> Be
     with BenchNamespace(settings, "hook", embedder) as ns:
         stores = ns.deployment.stores()
         memory = SemanticMemoryMiddleware(
-            stores=stores, client=ScriptedModel([]), record=RecordConfig()
+            stores=stores,
+            client=ScriptedModel([]),
+            record=RecordConfig(),
+            recorder=ns.deployment.recorder(),
         )
         plain = Agent(ScriptedModel(["An answer of a few words."] * (turns + 50)))
         with_memory = Agent(
@@ -56,7 +59,7 @@ def run_hook(settings: Settings, embedder: Embedder, *, turns: int = 2000) -> Be
             ours.append(t2 - t1)
             progress.tick("turns", i + 1, turns)
         progress.say("waiting for the publisher to drain")
-        drained = stores.publisher.flush(60)
+        drained = ns.deployment.flush(60)
     mine, base = Latency.of_seconds(ours), Latency.of_seconds(raw)
     added_p50 = round(mine.p50_ms - base.p50_ms, 4)
     added_p99 = round(mine.p99_ms - base.p99_ms, 4)

@@ -134,7 +134,11 @@ def run_load(
         def agent_thread(n: int, deadline: float) -> None:
             timer = _HookTime()
             memory = SemanticMemoryMiddleware(
-                stores=stores, client=ScriptedModel([]), record=RecordConfig(), timer=timer
+                stores=stores,
+                client=ScriptedModel([]),
+                record=RecordConfig(),
+                timer=timer,
+                recorder=ns.deployment.recorder(),
             )
             plain = Agent(ScriptedModel([_ANSWER] * (turns + 1)))
             with_memory = Agent(ScriptedModel([_ANSWER] * (turns + 1)), middleware=[memory])
@@ -200,7 +204,7 @@ def run_load(
         for worker in workers:
             worker.join()
         load_s = time.monotonic() - t0
-        drained = stores.publisher.flush(60)
+        drained = ns.deployment.flush(60)
         raw_producer.flush(60)
         progress.say("waiting for the worker to catch up")
         deadline = time.monotonic() + catch_up_s

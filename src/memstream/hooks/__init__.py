@@ -1,6 +1,7 @@
 """SemanticMemoryMiddleware: tenant store resolution, recall before a turn, record after it."""
 
 from memstream.hooks.middleware import ConsolidateConfig, SemanticMemoryMiddleware
+from memstream.hooks.recorder import TurnRecorder
 from memstream.hooks.tenants import StoreResolver
 from memstream.hooks.turns import RecallConfig, RecordConfig
 
@@ -10,4 +11,5 @@ __all__ = [
     "RecordConfig",
     "SemanticMemoryMiddleware",
     "StoreResolver",
+    "TurnRecorder",
 ]

@@ -8,7 +8,8 @@
                    journaled effect, `memory.record`; then, when `consolidate` is set, ask for
                    the memories older than `older_than` to be consolidated (a
                    ConsolidationRequested event, answered by the consolidation job, whose
-                   summaries are one `memory.consolidate` effect per replaced group)
+                   summaries are one `memory.consolidate` effect per replaced group). With a
+                   `recorder` (hooks.recorder) the turn only queues this for its thread.
 
 A failed recall is skipped and announced (a Skipped event), and the turn goes on without
 memory. Anything that fails after the answer is skipped and announced too: the answer is never
@@ -22,15 +23,21 @@ never recorded.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
 from typing import ClassVar, Protocol, TypeVar
 
 from memstream.agent.context import Clock, RunContext, SystemClock
 from memstream.agent.middleware import AgentMiddleware, Block, Proceed, Turn
-from memstream.errors import ConfigurationError, InfrastructureError, MemstreamError
+from memstream.errors import (
+    ConfigurationError,
+    InfrastructureError,
+    KafkaUnavailableError,
+    MemstreamError,
+)
+from memstream.hooks.recorder import TurnRecorder
 from memstream.hooks.tenants import StoreResolver, TenantCell, TenantCells
 from memstream.hooks.turns import (
     RecallConfig,
@@ -49,6 +56,8 @@ from memstream.memory.store import MemoryStore
 __all__ = ["ConsolidateConfig", "HookTimer", "ManagerFactory", "SemanticMemoryMiddleware"]
 
 T = TypeVar("T")
+# How long `with_store` waits for the recorder to write the turns that ended before it.
+_SETTLE_S = 30.0
 ManagerFactory = Callable[[MemoryStore, ModelClient], LLMMemoryManager]
 
 
@@ -87,6 +96,7 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         clock: Clock | None = None,
         monitor: Monitor | None = None,
         timer: HookTimer | None = None,
+        recorder: TurnRecorder | None = None,
         id: str = "semantic-memory",
         runs_before: frozenset[str] = frozenset(),
     ) -> None:
@@ -108,26 +118,28 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         self._clock = clock or SystemClock()
         self._monitor = monitor or LoggingMonitor()
         self._timer = timer
+        self._recorder = recorder
 
     def with_store(self, tenant: str, f: Callable[[MemoryStore | None], T]) -> T:
         """`f` on the tenant's store as the middleware's last write left it, under the
-        tenant's lock (resolving the store if no run of the tenant has yet)."""
+        tenant's lock (resolving the store if no run of the tenant has yet): turns still
+        with the recorder are written first."""
+        if self._recorder is not None and not self._recorder.flush(_SETTLE_S):
+            raise KafkaUnavailableError(
+                f"the turns this middleware ended are still not written after {_SETTLE_S:.0f} s "
+                "(the journal's Redis or the broker is not keeping up: `memstream status`)"
+            )
         return self._cells.with_store(tenant, f)
-
-    @contextmanager
-    def _timed(self, hook: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            if self._timer is not None:
-                self._timer.observe_hook(hook, time.perf_counter() - started)
 
     # -- hooks ------------------------------------------------------------------------------
 
     def before_agent(self, input: str, context: RunContext) -> Proceed | Block:
-        with self._timed("before_agent"):
+        started = time.perf_counter()
+        try:
             return self._before_agent(input, context)
+        finally:
+            if self._timer is not None:
+                self._timer.observe_hook("before_agent", time.perf_counter() - started)
 
     def _before_agent(self, input: str, context: RunContext) -> Proceed | Block:
         tenant = context.config.tenant_id
@@ -165,17 +177,34 @@ class SemanticMemoryMiddleware(AgentMiddleware):
         return PromptSection(self.SECTION, recalled)  # cut to the budget by the recall
 
     def after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
-        with self._timed("after_agent"):
+        # Timed without a context manager: its generator frames would be most of the span.
+        started = time.perf_counter()
+        try:
             return self._after_agent(turn, context)
+        finally:
+            if self._timer is not None:
+                self._timer.observe_hook("after_agent", time.perf_counter() - started)
 
     def _after_agent(self, turn: Turn, context: RunContext) -> Proceed | Block:
-        tenant = context.config.tenant_id
-        if tenant is None or self._record is None:
+        if context.config.tenant_id is None or self._record is None:
+            return Proceed()
+        at = self._clock.now()
+        if self._recorder is None:
+            self._record_turn(turn, context, at)
             return Proceed()
         try:
-            cell = self._cells.cell(tenant)
+            self._recorder.submit(partial(self._record_turn, turn, context, at))
+        except MemstreamError as exc:
+            self._skipped(context, "record", exc)
+        return Proceed()
+
+    def _record_turn(self, turn: Turn, context: RunContext, at: datetime) -> None:
+        """Record the turn that ended `at` (on the recorder's thread when there is one)."""
+        assert context.config.tenant_id is not None and self._record is not None
+        try:
+            cell = self._cells.cell(context.config.tenant_id)
             if cell.store is None:
-                return Proceed()
+                return
             manager = self._manager_for(cell, context)
             manager.record_turn(
                 thread=context.config.thread_id,
@@ -183,15 +212,14 @@ class SemanticMemoryMiddleware(AgentMiddleware):
                 turn=context.turn_index,
                 query=turn.input,
                 answer=turn.answer,
-                at=self._clock.now(),
+                at=at,
                 max_chars=self._record.max_record_chars,
             )
         except MemstreamError as exc:
             self._skipped(context, "record", exc)
-            return Proceed()
+            return
         if self._consolidate is not None:
             self._request_consolidation(manager, context)
-        return Proceed()
 
     def _request_consolidation(self, manager: LLMMemoryManager, context: RunContext) -> None:
         # The summaries are written by the consolidation job (streams.consolidation), which

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -17,9 +18,10 @@ from memstream.errors import (
     ConfigurationError,
     EffectRefusedError,
     InfrastructureError,
+    KafkaUnavailableError,
     RedisUnavailableError,
 )
-from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
+from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware, TurnRecorder
 from memstream.memory.inprocess import InProcessMemoryStore
 
 from ...doubles import CollectingMonitor, Crash, CrashAfterMemory, FixedClock
@@ -289,3 +291,46 @@ def test_the_recalled_key_belongs_only_to_agents_with_the_middleware() -> None:
 def test_a_middleware_with_neither_recall_nor_record_is_refused_saying_what_to_give() -> None:
     with pytest.raises(ConfigurationError, match=r"recall=RecallConfig\(\).*record=RecordConfig"):
         SemanticMemoryMiddleware(stores=Stores(), client=ScriptedModel([]))
+
+
+def test_with_a_recorder_the_turn_only_queues_its_record_and_with_store_waits_for_it() -> None:
+    stores = Stores()
+    recorder = TurnRecorder()
+    held, release = threading.Event(), threading.Event()
+    recorder.submit(lambda: (held.set(), release.wait(10)))  # the recorder is busy
+    assert held.wait(10)
+    agent = Agent(ScriptedModel(["Noted."]), middleware=[memory(stores, recorder=recorder)])
+
+    result = agent.run("My dog is called Rex", cfg("thread-1"))
+
+    assert (result.status, result.answer) == ("completed", "Noted.")
+    assert stores.stores["acme"].memories() == []  # the turn ended before its record was written
+    release.set()
+    count = memory(stores, recorder=recorder).with_store(
+        "acme",
+        lambda store: len(store.memories()),  # type: ignore[union-attr]
+    )
+    assert count == 2
+    recorder.close()
+
+
+def test_a_recorder_that_cannot_keep_up_skips_the_turn_and_says_so() -> None:
+    stores, monitor = Stores(), CollectingMonitor()
+    recorder = TurnRecorder(capacity=1)
+    held, release = threading.Event(), threading.Event()
+    recorder.submit(lambda: (held.set(), release.wait(10)))
+    assert held.wait(10)
+    recorder.submit(lambda: None)  # full
+    agent = Agent(
+        ScriptedModel(["Noted."]), middleware=[memory(stores, monitor, recorder=recorder)]
+    )
+
+    result = agent.run("My dog is called Rex", cfg("thread-1"))
+
+    assert (result.status, result.answer) == ("completed", "Noted.")  # the answer stands
+    (skipped,) = monitor.events
+    assert skipped.stage == "record" and skipped.code == KafkaUnavailableError.code
+    assert "not keeping up" in skipped.reason
+    release.set()
+    assert recorder.close(timeout=10)
+    assert stores.stores["acme"].memories() == []  # skipped, not written later
