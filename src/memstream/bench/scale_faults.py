@@ -215,7 +215,11 @@ def measure_broker_kill(
         def agent(n: int) -> None:
             timer = _HookTime()
             memory = SemanticMemoryMiddleware(
-                stores=stores, client=ScriptedModel([]), record=RecordConfig(), timer=timer
+                stores=stores,
+                client=ScriptedModel([]),
+                record=RecordConfig(),
+                timer=timer,
+                recorder=ns.deployment.recorder(),
             )
             bot = Agent(ScriptedModel([_ANSWER] * 100_000), middleware=[memory])
             i = 0
@@ -284,7 +288,7 @@ def measure_broker_kill(
             stop.set()
             for thread in agents:
                 thread.join()
-        if not stores.publisher.flush(timeout_s) or raw.flush(timeout_s):
+        if not ns.deployment.flush(timeout_s) or raw.flush(timeout_s):
             raise MemstreamError("the turns' events were not all acknowledged")
         records = sum(asyncio.run(end_offsets(ns.kafka, ns.topics.memory)).values())
     phases = {
