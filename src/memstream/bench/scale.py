@@ -5,8 +5,8 @@ measured in the same run, on a cluster of the bench's own (`OwnCluster`: 3 broke
   router in front of every part) against today's one-Redis path (one `Healer` on the
   `RedisShard`'s writer, its recaller asked directly): projection throughput over the same
   events, freshness (publish to applied, one turn at a time) and recall p99, interleaved
-  (beside them a routed recaller that never re-reads the stored layout, to tell what that
-  once-a-second read costs);
+  (beside them, as a diagnostic, a routed recaller on a projection of its own that never
+  re-reads the stored layout);
 - recall p99 of a tenant routed to its shard of 3 against the same memories in one Redis;
 - projection throughput of 1 and 2 `memstream worker` processes over 3 shards;
 - a reshard 1 → 2 under a stream of turns (`scale_faults.measure_reshard`), and the hook's
@@ -390,8 +390,8 @@ def _recall(
         calls: dict[str, Recaller] = {
             "routed_one": r1.projection.recaller(catalogue, tuning=tuning),
             "direct_one": r1.projection.home.recaller(catalogue, tuning=tuning),
-            # Routed, but never re-reading the stored layout: what the once-a-second read on
-            # the calling thread adds to the routed p99.
+            # A diagnostic: routed, never re-reading the stored layout, on a projection (and
+            # so a connection pool) of its own; the two sides above share shard 0's client.
             "routed_one_static": RedisProjection(
                 one, r1.deployment.partition_of, layout_refresh_s=math.inf
             ).recaller(catalogue, tuning=tuning),
