@@ -33,6 +33,7 @@ from memstream.agent import Agent, RunConfig, ScriptedModel
 from memstream.bench.cluster import OwnCluster
 from memstream.bench.corpus import turns
 from memstream.bench.harness import BenchNamespace
+from memstream.bench.load import HookTime
 from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
 from memstream.deployment import Deployment
@@ -183,16 +184,6 @@ def _observe(
 # -- the broker kill -------------------------------------------------------------------------
 
 
-class _HookTime:
-    """The middleware's HookTimer: what its hooks spent in the current turn."""
-
-    def __init__(self) -> None:
-        self.spent = 0.0
-
-    def observe_hook(self, hook: str, seconds: float) -> None:
-        self.spent += seconds
-
-
 def measure_broker_kill(
     cluster: OwnCluster,
     settings: Settings,
@@ -213,7 +204,7 @@ def measure_broker_kill(
         stop = threading.Event()
 
         def agent(n: int) -> None:
-            timer = _HookTime()
+            timer = HookTime()
             memory = SemanticMemoryMiddleware(
                 stores=stores,
                 client=ScriptedModel([]),
