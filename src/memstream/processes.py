@@ -14,7 +14,7 @@ from pathlib import Path
 
 from memstream.errors import StackError
 
-__all__ = ["checkout_root", "free_port", "project_root", "running", "stop"]
+__all__ = ["checkout_root", "free_port", "port_free", "project_root", "running", "stop"]
 
 
 def checkout_root() -> Path | None:
@@ -44,6 +44,16 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    """Whether a loopback listener could bind `port` now (a cluster's sibling ports)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import statistics
 import threading
 import time
@@ -24,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
 
 from memstream import Settings
 from memstream.agent import Agent, RunConfig, ScriptedModel
@@ -33,8 +30,9 @@ from memstream.cli.stack import LocalStack
 from memstream.deployment import Deployment
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.tenancy import tenant_key
-from memstream.processes import free_port
+from memstream.processes import free_port, port_free
 from memstream.streams.kafka import KafkaConnection
+from memstream.streams.topics import partition_leaders
 from memstream.streams.wire import partition_of
 from memstream.topology import PORT_STRIDE
 
@@ -55,22 +53,13 @@ _SLOW_S = 180.0
 _SERVERS = ("MEMSTREAM_KAFKA_BOOTSTRAP", "MEMSTREAM_REDIS_URL", "MEMSTREAM_STATE_DIR")
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _cluster_ports() -> dict[str, str]:
     """Base ports whose brokers' and controllers' siblings (memstream.topology's rule) are
     free too."""
     while True:
         kafka, controller, redis = free_port(), free_port(), free_port()
         ports = [base + PORT_STRIDE * i for base in (kafka, controller) for i in range(BROKERS)]
-        if len(set([*ports, redis])) == len(ports) + 1 and all(map(_free, ports)):
+        if len(set([*ports, redis])) == len(ports) + 1 and all(map(port_free, ports)):
             return {
                 "MEMSTREAM_KAFKA_PORT": str(kafka),
                 "MEMSTREAM_KAFKA_CONTROLLER_PORT": str(controller),
@@ -116,21 +105,7 @@ class _HookTime:
 
 
 def _leaders(kafka: KafkaConnection, topic: str) -> dict[int, tuple[int, int]]:
-    """partition -> (leader, in-sync replicas) as the cluster reports them now; {} when the
-    node asked is the dead one (the next call asks another)."""
-
-    async def describe() -> dict[int, tuple[int, int]]:
-        admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=5000)
-        try:
-            await admin.start()
-            (described,) = await admin.describe_topics([topic])
-            return {p["partition"]: (p["leader"], len(p["isr"])) for p in described["partitions"]}
-        except KafkaError:
-            return {}
-        finally:
-            await admin.close()
-
-    return asyncio.run(describe())
+    return asyncio.run(partition_leaders(kafka, topic))
 
 
 def test_the_leader_of_busy_partitions_killed_mid_stream_blocks_no_turn_and_loses_nothing(

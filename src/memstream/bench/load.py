@@ -46,7 +46,7 @@ from memstream.projections.connection import text
 from memstream.streams.topics import end_offsets
 from memstream.streams.wire import event_record, producer_config
 
-__all__ = ["run_load"]
+__all__ = ["HookTime", "run_load"]
 
 TARGET = "0 lost, 0 doubled"
 HOOK_TARGET = "hook p99 ≤ 2x a raw enqueue's p99"
@@ -55,7 +55,7 @@ _SAMPLE_S = 0.5
 _ANSWER = "Noted: I will keep that in mind for next time."
 
 
-class _HookTime:
+class HookTime:
     """The middleware's HookTimer: what its hooks spent in the current turn."""
 
     def __init__(self) -> None:
@@ -132,7 +132,7 @@ def run_load(
         importance = HeuristicImportance()
 
         def agent_thread(n: int, deadline: float) -> None:
-            timer = _HookTime()
+            timer = HookTime()
             memory = SemanticMemoryMiddleware(
                 stores=stores,
                 client=ScriptedModel([]),

@@ -1,10 +1,10 @@
 """`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
 
-Subcommands: hook, recall, freshness, throughput, replay, load, locomo, store, serve, asof
-and all (every one of them with its defaults). Each bench runs in a fresh namespace on the
-configured stack, with a worker process of its own where it needs one, and drops everything
-it created when it ends. Progress goes to stderr; `--json` prints the report's JSON on
-stdout. What each figure means: docs/benchmarks.md.
+Subcommands: hook, recall, freshness, throughput, replay, load, locomo, store, serve, lineage,
+echo, asof, scale and all (every one of them with its defaults). Each bench runs in a fresh
+namespace on the configured stack (scale on a cluster of its own), with a worker process of its
+own where it needs one, and drops everything it created when it ends. Progress goes to stderr;
+`--json` prints the report's JSON on stdout. What each figure means: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -124,6 +124,33 @@ def _asof(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> B
 def _asof_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--asof-events", type=int, default=100_000, help="events in the log")
     parser.add_argument("--asof-memories", type=int, default=1000, help="the tenant's bound")
+
+
+def _scale(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream.bench.scale import ScaleSizes, run_scale
+
+    sizes = ScaleSizes(
+        turns=args.scale_turns,
+        fresh=args.scale_fresh,
+        memories=args.scale_memories,
+        tenants=args.scale_tenants,
+        queries=args.scale_queries,
+        stream_rate=args.scale_rate,
+        kill_phase_s=args.scale_phase_s,
+    )
+    return run_scale(settings, embedder, sizes)
+
+
+def _scale_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale-turns", type=int, default=300, help="projected per side")
+    parser.add_argument("--scale-fresh", type=int, default=20, help="freshness turns per side")
+    parser.add_argument("--scale-memories", type=int, default=3000, help="recall's memories")
+    parser.add_argument("--scale-tenants", type=int, default=60)
+    parser.add_argument("--scale-queries", type=int, default=1000, help="per way of asking")
+    parser.add_argument("--scale-rate", type=float, default=10.0, help="turns/s in the reshard")
+    parser.add_argument(
+        "--scale-phase-s", type=float, default=4.0, help="turns before and after a broker kill"
+    )
 
 
 def _sweep(specs: list[str]) -> dict[str, list[float]]:
@@ -279,6 +306,11 @@ _BENCHES.update(
             _asof,
             "recall --as-of (first, repeated) and history on a long log vs reading it raw",
             _asof_options,
+        ),
+        "scale": (
+            _scale,
+            "shards and a 3-broker cluster of its own: routing, workers, reshard, broker kill",
+            _scale_options,
         ),
     }
 )

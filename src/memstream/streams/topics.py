@@ -160,6 +160,21 @@ async def topic_partitions(kafka: KafkaConnection, topic: str) -> list[TopicPart
         await admin.close()
 
 
+async def partition_leaders(kafka: KafkaConnection, topic: str) -> dict[int, tuple[int, int]]:
+    """partition -> (its leader's node id, how many replicas are in sync) as the cluster
+    reports them now; {} when it cannot tell (the broker asked is down: the next call asks
+    another). The fault tests and `bench scale` watch a failover with it."""
+    admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=5000)
+    try:
+        await admin.start()
+        (described,) = await admin.describe_topics([topic])
+        return {p["partition"]: (p["leader"], len(p["isr"])) for p in described["partitions"]}
+    except KafkaError:
+        return {}
+    finally:
+        await admin.close()
+
+
 async def end_offsets(kafka: KafkaConnection, topic: str) -> dict[int, int]:
     """The log end offset of each partition of `topic` ({} if the topic does not exist)."""
     partitions = await topic_partitions(kafka, topic)
