@@ -1,6 +1,6 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing:
 # `make demo` only what the stack and the demo use, `make test` also the test tools.
-.PHONY: install install-dev up down status worker demo lint typecheck test fuzz images test-containers clean
+.PHONY: install install-dev up down status worker demo lint typecheck test test-cluster fuzz images test-containers clean
 
 BIN := .venv/bin
 # pytest-xdist processes, each with its own namespace, worker and server (tests/integration);
@@ -37,7 +37,17 @@ typecheck: install-dev
 	@$(BIN)/mypy
 
 test: install-dev up lint typecheck
-	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not cluster"
+
+# The tests on a three-broker, three-shard local cluster they start themselves (marker
+# `cluster`: tests/integration/test_cluster_faults.py, `bench scale`'s smoke test). Not in
+# `make test`: they are a CI step of their own (.ci/run), each a few minutes of JVMs.
+# CLUSTER_RUNS=3 runs them three times in a row, stopping at the first failure.
+CLUSTER_RUNS ?= 1
+test-cluster: install-dev
+	@for run in $$(seq $(CLUSTER_RUNS)); do \
+	  echo "==> cluster fault tests, run $$run of $(CLUSTER_RUNS)"; \
+	  $(BIN)/pytest -q -m cluster tests/integration || exit 1; done
 
 # The property-based and schema fuzz tests, randomised and FUZZ_FACTOR (20) times longer than in
 # `make test`, where they are derandomised (tests/fuzzing.py; docs/operations.md, "Fuzzing").

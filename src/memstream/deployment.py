@@ -65,6 +65,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Deployment"]
 
+# How long a deployment routes by MEMSTREAM_PARTITIONS after it found no memory topic, before
+# it asks the broker again: a sharded reader before the first write would otherwise make a
+# metadata call per routed call.
+_ABSENT_TOPIC_RECHECK_S = 1.0
+
 
 class Deployment:
     """One namespace of one Kafka and one projection backend, and the parts that use it."""
@@ -73,6 +78,7 @@ class Deployment:
         self.settings = settings
         self.topics = Topics(settings.namespace, settings.partitions)
         self._partitions: int | None = None  # the memory topic's, once read from the broker
+        self._absent_until = 0.0  # monotonic time before which the topic is taken as absent
         # The only backend today; a second one is chosen here, from the settings.
         self.projection = RedisProjection(settings, self.partition_of)
         self.embedders = EmbedderCatalogue(settings, embedder)
@@ -161,19 +167,25 @@ class Deployment:
     def partition_of(self, tenant: str) -> int:
         """The partition of the memory topic every producer writes `tenant`'s records to
         (`streams.wire.partition_of` over the topic's partition count, read from the broker
-        once; MEMSTREAM_PARTITIONS while the topic does not exist yet). The sharded
-        projection routes a tenant to its shard by it."""
+        once; MEMSTREAM_PARTITIONS while the topic does not exist yet, asked again at most
+        every _ABSENT_TOPIC_RECHECK_S). The sharded projection routes a tenant to its shard
+        by it."""
         return partition_of(tenant, self._partitions or self._read_partitions())
 
     def _read_partitions(self) -> int:
+        now = time.monotonic()
+        if now < self._absent_until:  # asked a moment ago: no broker call per routed call
+            return self.settings.partitions
+
         def described() -> list[object]:
             return list(asyncio.run(topic_partitions(self.kafka, self.topics.memory)))
 
         # Its own thread: the caller may be inside an event loop (the server, the worker).
         with ThreadPoolExecutor(1) as pool:
             found = len(pool.submit(described).result())
-        if not found:
-            return self.settings.partitions  # not created yet: nothing of any tenant is stored
+        if not found:  # not created yet: nothing of any tenant is stored
+            self._absent_until = now + _ABSENT_TOPIC_RECHECK_S
+            return self.settings.partitions
         self._partitions = found
         return found
 

@@ -8,7 +8,8 @@ every door (the agent side's stores, the reader, the HTTP API's and MCP tools' s
 LangGraph store, stats) answers each tenant from its shard. An erasure deletes the tenant on
 its shard and leaves the others untouched. `replay --shard N` and `verify --shard N` work on
 one shard while the others serve; a shard SIGKILLed mid-stream takes only its tenants' recall
-with it, and once restarted it heals from the log with nothing lost or doubled.
+and projection with it (the other shards' tenants get new memories recalled meanwhile), and
+once restarted it heals from the log with nothing lost or doubled.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from memstream.operations import drop, erase_tenant, reshard
 from memstream.projections.recall import SearchFilter
 from memstream.projections.schema import Keyspace
 from memstream.streams.wire import partition_of
+from memstream.testing.stack import wait_until_recallable
 
 from .helpers import OwnRedis, TestStack, running_worker, wait_until
 from .test_cli import memstream
@@ -252,6 +254,14 @@ def test_a_shard_killed_mid_stream_takes_only_its_tenants_and_heals(
         stack.publish(later)
         dead.stop()  # SIGKILL while the worker projects `later` (shard 0's part waits for it)
         stores = deployment.stores()
+        # The live shards go on projecting: their tenants' new memories are recalled while
+        # shard 0 is down (only shard 0's partitions wait for it).
+        fresh = [recorded(stack, tenant, 4) for shard in (1, 2) for tenant in placed[shard]]
+        stack.publish(fresh)
+        for shard in (1, 2):
+            for tenant in placed[shard]:
+                wait_until_recallable(deployment, tenant, f"{tenant} keeps note 4", timeout_s=120)
+        assert not dead.answers()
         for shard in (1, 2):  # the other shards' tenants recall as before
             for tenant in placed[shard]:
                 assert len(stores(tenant).search("lighthouse note", k=10)) >= 2
@@ -268,13 +278,15 @@ def test_a_shard_killed_mid_stream_takes_only_its_tenants_and_heals(
 
         dead.start(tmp_path / "shard-0", "--appendonly", "yes")  # from its own files
         wait_until(dead.answers, "the killed shard to come back")
-        everything = first + later
+        everything = first + later + fresh
         wait_projected(status, everything, "the shard healed")
         keys = Keyspace(settings.namespace).at(1)
         for shard, own in placed.items():
             for tenant in own:
-                assert shards[shard].client().zcard(keys.order(tenant)) == 4  # none lost
-                assert len(deployment.reader().memories(tenant)) == 4  # none doubled
+                sent = 4 if shard == 0 else 5
+                assert shards[shard].client().zcard(keys.order(tenant)) == sent  # none lost
+                assert shards[shard].client().hlen(keys.applied(tenant)) == sent
+                assert len(deployment.reader().memories(tenant)) == sent  # none doubled
 
 
 @contextlib.contextmanager

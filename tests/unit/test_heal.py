@@ -25,6 +25,9 @@ class FakeRedis:
         self.stored = dict(positions)
         self.projected: list[tuple[int, int]] = []
 
+    async def start(self) -> None:
+        pass
+
     async def positions(self) -> dict[str, int]:
         return dict(self.stored)
 

@@ -11,9 +11,10 @@ from typing import cast
 import pytest
 
 from memstream import MessageRecorded, Settings
-from memstream.errors import ConfigurationError
+from memstream.errors import ConfigurationError, RedisUnavailableError
 from memstream.memory.events import MemoryEvent
 from memstream.memory.ports import (
+    AppliedOutcome,
     Generations,
     Position,
     ProjectionProgress,
@@ -115,24 +116,34 @@ class FakeProgress:
 
 
 class FakeShards:
-    def __init__(self, route: TenantRouter, parts: list[ProjectionProgress]) -> None:
+    """Parts by shard, over the layout `layouts` gives at each reading (a test may switch it
+    between any two readings, as a reshard does)."""
+
+    def __init__(
+        self,
+        route: TenantRouter,
+        parts: list[ProjectionProgress],
+        layouts: Callable[[], int] | None = None,
+    ) -> None:
         self._route = route
         self._parts = parts
+        self._count = layouts or (lambda: len(parts))
 
-    def shard_of(self, tenant: str) -> int:
-        return self._route.shard_of(tenant)
+    def _layout(self) -> ShardLayout:
+        return ShardLayout(tuple(str(n) for n in range(self._count())))
 
     def of(self, tenant: str) -> ProjectionProgress:
-        return self._parts[self.shard_of(tenant)]
+        return self._parts[self._route.shard_in(self._layout(), tenant)]
 
-    def owner(self, partition: int) -> int:
-        return partition % len(self._parts)
+    def home(self) -> ProjectionProgress:
+        return self._parts[0]
 
-    def part(self, shard: int) -> ProjectionProgress:
-        return self._parts[shard]
-
-    def parts(self) -> list[ProjectionProgress]:
-        return self._parts
+    def owned(self) -> list[tuple[ProjectionProgress, Callable[[int], bool]]]:
+        layout = self._layout()
+        return [
+            (self._parts[shard], lambda p, shard=shard: layout.of_partition(p) == shard)  # type: ignore[misc]
+            for shard in range(layout.count)
+        ]
 
 
 def tenants_on(route: TenantRouter, shard: int, count: int) -> list[str]:
@@ -155,11 +166,45 @@ def test_progress_asks_each_tenants_shard_only_and_keeps_the_callers_order() -> 
     assert [s.tenant for s in progress.tenant_stats()] == sorted([a, b])
 
 
+def test_a_reshard_to_fewer_shards_between_two_readings_routes_to_shards_that_exist() -> None:
+    """The layout shrinks from 3 shards to 1 while a multi-tenant call is under way: each
+    tenant is asked of a shard of one layout or the other, never of a shard index the
+    newer layout does not have."""
+    route = router(3)
+    tenants = [tenants_on(route, shard, 2)[n] for shard in range(3) for n in range(2)]
+    events = [event(t) for t in tenants]
+    readings = iter([3, 3, 3] + [1] * 1000)  # the switch lands mid-call
+    parts = [FakeProgress(set(), {f"m/{p}": p for p in range(PARTITIONS)}) for _ in range(3)]
+    progress = ShardedProgress(
+        FakeShards(route, cast(list[ProjectionProgress], parts), lambda: next(readings))
+    )
+    assert progress.unapplied(events) == events
+    assert progress.wait_applied(events, 0.0) == events
+    assert progress.positions() == {f"m/{p}": p for p in range(PARTITIONS)}  # shard 0 owns all
+    assert len(progress.tenant_stats()) == len(tenants)
+
+
 class FakeShard(FakeRedis):
-    """One shard's positions and what was projected to it; its own projector."""
+    """One shard's positions and what was projected to it; its own projector, failing fast
+    (as the worker's) while the shard is `dead`."""
+
+    dead = False
+
+    def _answer(self) -> None:
+        if self.dead:
+            raise RedisUnavailableError("the shard is down")
 
     async def start(self) -> None:
-        pass
+        self._answer()
+        await super().start()
+
+    async def positions(self) -> dict[str, int]:
+        self._answer()
+        return await super().positions()
+
+    async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        self._answer()
+        return await super().project(messages)
 
 
 class FakeWriters:
@@ -217,3 +262,52 @@ def test_a_newer_layout_is_followed_and_the_new_shard_healed_from_the_log() -> N
     assert sorted(writers.shards["a"].projected) == sorted(
         [(0, o) for o in range(5)] + [(2, o) for o in range(3)]
     )
+
+
+def test_a_dead_shard_holds_only_its_own_partitions_and_heals_when_back() -> None:
+    writers, log = FakeWriters(ShardLayout(("a", "b", "c"))), FakeLog({})
+    heal = healers(writers, log)
+    asyncio.run(heal.start())
+    heal.assigned([Position(TOPIC, p, -1) for p in range(PARTITIONS)])
+    asyncio.run(heal.check())  # committed offsets read: nothing consumed yet
+    asyncio.run(heal.project(batch(range(PARTITIONS), range(2))))
+    writers.shards["a"].dead = True  # partitions 0 and 3
+
+    async def while_down() -> None:
+        await heal.project(batch(range(PARTITIONS), range(2, 4)))
+        await heal.project(batch(range(PARTITIONS), range(4, 6)))
+        await heal.check()  # still down: nothing read, nothing lost
+
+    asyncio.run(while_down())
+    assert heal.down == {"a"}
+    for url in "bc":  # the live shards took every batch as it came
+        assert sorted(writers.shards[url].projected) == sorted(
+            (p, o) for p in range(PARTITIONS) for o in range(6) if "abc"[p % 3] == url
+        )
+    assert sorted(writers.shards["a"].projected) == [(p, o) for p in (0, 3) for o in range(2)]
+    assert heal.last_consumed(f"{TOPIC}/0") == 5  # consumed, left to healing
+    assert log.reads == []
+
+    writers.shards["a"].dead = False  # back, from its files
+    asyncio.run(heal.check())
+    assert heal.down == frozenset()
+    assert sorted(log.reads) == [(0, 2, 5), (3, 2, 5)]  # exactly what it missed, once
+    assert sorted(writers.shards["a"].projected) == [(p, o) for p in (0, 3) for o in range(6)]
+    asyncio.run(heal.project(batch(range(PARTITIONS), range(6, 7))))
+    assert writers.shards["a"].projected[-2:] == [(0, 6), (3, 6)]
+    assert sorted(log.reads) == [(0, 2, 5), (3, 2, 5)]
+
+
+def test_a_shard_down_when_the_worker_starts_is_prepared_once_it_answers() -> None:
+    writers, log = FakeWriters(ShardLayout(("a", "b"))), FakeLog({})
+    writers.live_writer("b")[0]
+    writers.shards["b"].dead = True
+    heal = healers(writers, log)
+    asyncio.run(heal.start())  # does not wait for shard b
+    assert heal.down == {"b"}
+    asyncio.run(heal.project(batch(range(2), range(3))))
+    assert writers.shards["a"].projected == [(0, o) for o in range(3)]
+    writers.shards["b"].dead = False
+    asyncio.run(heal.check())
+    assert heal.down == frozenset()
+    assert writers.shards["b"].projected == [(1, o) for o in range(3)]

@@ -3,10 +3,12 @@ finding the brokers and Redis there when nothing names them."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
+from memstream.cli import stack
 from memstream.config import Settings
 from memstream.errors import ConfigurationError
 from memstream.streams.topics import replication
@@ -123,3 +125,14 @@ def test_topics_get_min_3_brokers_replicas_and_2_in_sync_where_there_are_3(
     brokers: int, expected: tuple[int, int]
 ) -> None:
     assert replication(brokers) == expected
+
+
+def test_a_new_cluster_id_never_reads_as_an_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One id in 64 would start with "-", and kafka-storage would take `-t -...` for an
+    option: such ids are drawn again."""
+    dashed = uuid.UUID(bytes=b"\xfb" + bytes(15))  # base64 of 0xfb... starts with "-"
+    drawn = iter([dashed, dashed, uuid.UUID(int=1)])
+    monkeypatch.setattr(stack.uuid, "uuid4", lambda: next(drawn))
+    found = stack.new_cluster_id()
+    assert found == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert not found.startswith("-")

@@ -419,8 +419,13 @@ def fill_template(template: Path, target: Path, **values: object) -> None:
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding, never starting
+    with "-" (as Kafka's own `Uuid.randomUuid`): the storage tool would read such an id
+    (`-t -x...`, one cluster in 64) as an option and refuse to format."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 def run_step(command: list[str], doing: str) -> None:

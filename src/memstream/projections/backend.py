@@ -85,26 +85,21 @@ class _PerShard(Generic[T]):
         self._make = make
         self._made: dict[str, T] = {}
 
-    def shard_of(self, tenant: str) -> int:
-        return self._projection.shard_of(tenant)
-
     def of(self, tenant: str) -> T:
         layout = self._projection.current_layout()
         return self._at(layout.urls[self._projection.router.shard_in(layout, tenant)])
 
-    def owner(self, partition: int) -> int:
-        return self._projection.current_layout().of_partition(partition)
+    def home(self) -> T:
+        return self._at(self._projection.current_layout().urls[0])
 
-    def part(self, shard: int) -> T:
-        return self._at(self._projection.current_layout().urls[shard])
+    def owned(self) -> list[tuple[T, Callable[[int], bool]]]:
+        layout = self._projection.current_layout()
+        return [(self._at(url), _owner(layout, shard)) for shard, url in enumerate(layout.urls)]
 
     def _at(self, url: str) -> T:
         if url not in self._made:
             self._made[url] = self._make(self._projection.shard(url))
         return self._made[url]
-
-    def parts(self) -> list[T]:
-        return [self.part(n) for n in range(self._projection.current_layout().count)]
 
 
 class RedisProjection:
@@ -174,8 +169,7 @@ class RedisProjection:
 
     def owns(self, shard: int) -> Callable[[int], bool]:
         """Whether a partition's events and position belong on `shard` (of the layout now)."""
-        layout = self.current_layout()
-        return lambda partition: layout.of_partition(partition) == shard
+        return _owner(self.current_layout(), shard)
 
     # -- the home's one client (benches, the chat journal) ----------------------------------
 
@@ -294,3 +288,8 @@ class RedisProjection:
         """Delete every generation's index and keys of the namespace on every shard."""
         for shard in self.shards:
             shard.drop()
+
+
+def _owner(layout: ShardLayout, shard: int) -> Callable[[int], bool]:
+    """Whether a partition is `shard`'s in `layout`."""
+    return lambda partition: layout.of_partition(partition) == shard

@@ -74,21 +74,21 @@ class TenantRouter:
 
 
 class Shards(Protocol[T_co]):
-    """One part (a reader, a recaller...) per shard of the layout now."""
-
-    def shard_of(self, tenant: str) -> int: ...
+    """One part (a reader, a recaller...) per shard of the layout now. Each call reads the
+    layout once: a reshard switching it between two calls (even to fewer shards) can route a
+    caller to a shard that was just left, never to one that is not there."""
 
     def of(self, tenant: str) -> T_co:
         """The tenant's shard's part (shard and part from one reading of the layout)."""
         ...
 
-    def owner(self, partition: int) -> int:
-        """The shard that holds `partition`."""
+    def home(self) -> T_co:
+        """Shard 0's part (shard 0 stays first through every reshard)."""
         ...
 
-    def part(self, shard: int) -> T_co: ...
-
-    def parts(self) -> Sequence[T_co]: ...
+    def owned(self) -> Sequence[tuple[T_co, Callable[[int], bool]]]:
+        """Each shard's part, with whether a partition is that shard's (one layout)."""
+        ...
 
 
 class ShardedLookup:
@@ -202,22 +202,24 @@ class ShardedProgress:
     def __init__(self, shards: Shards[ProjectionProgress]) -> None:
         self._shards = shards
 
-    def _by_shard(self, events: Sequence[MemoryEvent]) -> dict[int, list[MemoryEvent]]:
-        by_shard: dict[int, list[MemoryEvent]] = {}
+    def _by_shard(
+        self, events: Sequence[MemoryEvent]
+    ) -> list[tuple[ProjectionProgress, list[MemoryEvent]]]:
+        """The events grouped by their tenant's shard, as (that shard's part, its events)."""
+        by_shard: dict[int, tuple[ProjectionProgress, list[MemoryEvent]]] = {}
         for event in events:
-            by_shard.setdefault(self._shards.shard_of(event.tenant), []).append(event)
-        return by_shard
+            part = self._shards.of(event.tenant)
+            by_shard.setdefault(id(part), (part, []))[1].append(event)
+        return list(by_shard.values())
 
     def live_generation(self) -> int:
         """Shard 0's live generation (each shard swaps its own: `memstream stats` shows
         them all)."""
-        return self._shards.part(0).live_generation()
+        return self._shards.home().live_generation()
 
     def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
         missing = {
-            id(event)
-            for shard, own in self._by_shard(events).items()
-            for event in self._shards.part(shard).unapplied(own)
+            id(event) for part, own in self._by_shard(events) for event in part.unapplied(own)
         }
         return [event for event in events if id(event) in missing]
 
@@ -233,14 +235,14 @@ class ShardedProgress:
         late: list[MemoryEvent] = []
         # One shard after the other within the one deadline: each shard's wait polls only its
         # own tenants, and a shard that is done is not asked again.
-        for shard, own in self._by_shard(events).items():
+        for part, own in self._by_shard(events):
 
             def counted(applied: int, _: int, before: int = done) -> None:
                 if tick is not None:
                     tick(before + applied, tenants)
 
             left = max(deadline - time.monotonic(), 0.0)
-            late += self._shards.part(shard).wait_applied(own, left, counted)
+            late += part.wait_applied(own, left, counted)
             done += len({event.tenant for event in own})
         return late
 
@@ -251,14 +253,16 @@ class ShardedProgress:
         """Every shard's positions of its own partitions (a shard may still hold positions of
         partitions a reshard moved away: they are not its to report)."""
         merged: dict[str, int] = {}
-        for shard, part in enumerate(self._shards.parts()):
+        for part, owns in self._shards.owned():
             for field, offset in part.positions().items():
-                if self._shards.owner(int(field.rpartition("/")[2])) == shard:
+                if owns(int(field.rpartition("/")[2])):
                     merged[field] = offset
         return merged
 
     def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
         if tenant is not None:
             return self._shards.of(tenant).tenant_stats(tenant)
-        every = itertools.chain.from_iterable(part.tenant_stats() for part in self._shards.parts())
+        every = itertools.chain.from_iterable(
+            part.tenant_stats() for part, _ in self._shards.owned()
+        )
         return sorted(every, key=lambda s: s.tenant)

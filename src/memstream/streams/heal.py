@@ -22,20 +22,30 @@ With the projection sharded (docs/scaling.md) each shard has its Healer over its
 `ShardHealers` splits every batch by the shard of its partitions and projects the shards'
 parts at the same time, so positions, gaps and healing stay each shard's own. After a reshard
 the same healing fills a partition's new shard with what its old one took in meanwhile.
+
+A shard that stops answering holds only its own partitions. Its projector fails fast on
+Redis (streams.projector), and the shard is marked down: its part of this batch and of every
+batch after it is taken as consumed without being projected (`Healer.defer`), while the other
+shards' parts are projected as usual. The stream acknowledges those messages; the healing
+timer tries the shard once a second, and the first check that reaches it reads everything it
+lacks again from the log (up to what was consumed), in order, and marks it up. A worker that
+crashes meanwhile loses nothing either: its successor compares the shard's positions with the
+committed offsets, as after any Redis loss. With a single shard there is nothing else to
+project, and the batch is held until Redis answers, as it always was.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from memstream.errors import InfrastructureError, KafkaUnavailableError
+from memstream.errors import InfrastructureError, KafkaUnavailableError, RedisUnavailableError
 from memstream.memory.ports import (
     AppliedOutcome,
     Generations,
@@ -50,8 +60,12 @@ from memstream.streams.projector import Projector, RawMessage
 __all__ = ["Healer", "KafkaLog", "LogSource", "ShardHealers"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _CHUNK = 256
+# Backoff while the only shard's Redis is down (the batch is held: there is nothing else).
+_FIRST_RETRY_S = 0.2
+_MAX_RETRY_S = 10.0
 
 
 class LogSource(Protocol):
@@ -135,6 +149,13 @@ class Healer:
         self._lock = asyncio.Lock()  # the stream's batches and the timer's checks take turns
         self._consumed: dict[str, int] = {}  # partition -> last offset this worker consumed
         self._unchecked: dict[str, Position] = {}  # assigned, committed offset not read yet
+        self._started = False
+
+    async def start(self) -> None:
+        """Prepare the projector's index; RedisUnavailableError when its Redis is down and the
+        projector fails fast (then `check` prepares it, once the Redis answers)."""
+        await self._projector.start()
+        self._started = True
 
     def assigned(self, partitions: Collection[Position]) -> None:
         """Partitions the group gave this worker: compare them with their committed offsets."""
@@ -168,10 +189,20 @@ class Healer:
                 self._consumed[field] = max(self._consumed.get(field, -1), message.offset)
             return outcomes
 
-    async def check(self) -> None:
-        """Heal every partition this worker holds where Redis is behind (the timer's job)."""
+    def defer(self, messages: Sequence[RawMessage]) -> None:
+        """Take `messages` as consumed without projecting them: their shard is down, and
+        `check` (or the next batch of their partition) reads them again from the log."""
+        for message in messages:
+            field = message.position.field
+            self._consumed[field] = max(self._consumed.get(field, -1), message.offset)
+
+    async def check(self) -> bool:
+        """Heal every partition this worker holds where Redis is behind (the timer's job);
+        whether Redis now holds everything this worker consumed."""
         async with self._lock:
             try:
+                if not self._started:
+                    await self.start()
                 if self._unchecked:
                     unchecked = dict(self._unchecked)
                     committed = await self._source.committed(unchecked.values())
@@ -183,6 +214,8 @@ class Healer:
                 await self._fill(dict(self._consumed))
             except InfrastructureError as exc:  # the next tick tries again
                 log.warning("checking the projection against the log failed: %s", exc)
+                return False
+            return True
 
     async def catch_up(self, upto: Mapping[str, int]) -> None:
         """Project every offset the projection lacks up to `upto` (per partition), from the
@@ -238,6 +271,7 @@ class ShardHealers:
         self._layout: ShardLayout | None = None
         self._healers: dict[str, Healer] = {}  # by the shard's URL
         self._held: dict[str, Position] = {}  # assigned to this worker, by field
+        self._down: set[str] = set()  # shards that failed: their parts wait for healing
         self._following = asyncio.Lock()
 
     async def start(self) -> None:
@@ -254,9 +288,12 @@ class ShardHealers:
             for url in layout.urls:
                 if url not in self._healers:
                     writer, generations = self._writers.live_writer(url)
-                    projector = self._projector(writer, generations)
-                    await projector.start()
-                    self._healers[url] = Healer(projector, writer, self._source)
+                    healer = Healer(self._projector(writer, generations), writer, self._source)
+                    self._healers[url] = healer
+                    if layout.count == 1:
+                        await _holding("preparing the index", healer.start)
+                    else:
+                        await self._on_shard(url, healer.start)
             old = self._layout
             if old is None:  # assigned before the first layout was read
                 for url, own in self._split(self._held.values(), layout).items():
@@ -298,24 +335,74 @@ class ShardHealers:
         url = self._layout.url_of(int(field.rpartition("/")[2]))
         return self._healers[url].last_consumed(field)
 
+    @property
+    def down(self) -> frozenset[str]:
+        """The shards (by URL) whose partitions wait for them to answer again."""
+        return frozenset(self._down)
+
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
-        """Each shard's messages (in the log's order) projected to it, the shards at once."""
+        """Each shard's messages (in the log's order) projected to it, the shards at once;
+        a shard that is down gets its part deferred to healing (module docstring)."""
         layout = await self._follow()
         if layout.count == 1:
-            return await self._healers[layout.urls[0]].project(messages)
+            healer = self._healers[layout.urls[0]]
+            return await _holding("projecting", lambda: healer.project(messages))
         by_shard: dict[str, list[RawMessage]] = {}
         for message in messages:
             by_shard.setdefault(layout.url_of(message.partition), []).append(message)
-        done = await asyncio.gather(
-            *(self._healers[url].project(own) for url, own in by_shard.items())
-        )
+        done = await asyncio.gather(*(self._project_on(url, own) for url, own in by_shard.items()))
         return [outcome for outcomes in done for outcome in outcomes]
 
+    async def _project_on(self, url: str, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+        healer = self._healers[url]
+        if url not in self._down:
+            projected = await self._on_shard(url, lambda: healer.project(messages))
+            if projected is not None:
+                return projected
+        healer.defer(messages)
+        return []
+
+    async def _on_shard(self, url: str, attempt: Callable[[], Awaitable[T]]) -> T | None:
+        """`attempt()` on shard `url`; None, and the shard marked down, when it fails."""
+        try:
+            return await attempt()
+        except RedisUnavailableError as exc:
+            if url not in self._down:
+                log.warning(
+                    "shard %s is down: its partitions wait for it, the others go on: %s",
+                    self._layout_index(url),
+                    exc,
+                )
+            self._down.add(url)
+            return None
+
+    def _layout_index(self, url: str) -> str:
+        urls = self._layout.urls if self._layout is not None else ()
+        return str(urls.index(url)) if url in urls else "(new)"
+
     async def check(self) -> None:
-        """Follow a newer layout, and heal every shard where Redis is behind."""
+        """Follow a newer layout, and heal every shard where Redis is behind; a shard that
+        was down and is healed is up again."""
         try:
             layout = await self._follow()
         except InfrastructureError as exc:  # a new shard not answering: the next tick
             log.warning("following the shard layout failed: %s", exc)
             return
-        await asyncio.gather(*(self._healers[url].check() for url in layout.urls))
+        await asyncio.gather(*(self._check(url) for url in layout.urls))
+
+    async def _check(self, url: str) -> None:
+        if await self._healers[url].check() and url in self._down:
+            self._down.discard(url)
+            log.info("shard %s answers again and holds all it was sent", self._layout_index(url))
+
+
+async def _holding(doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    """`attempt()`, again with backoff for as long as the one Redis is down."""
+    delay = _FIRST_RETRY_S
+    while True:
+        try:
+            return await attempt()
+        except RedisUnavailableError as exc:
+            log.warning("%s failed, retrying in %.1fs: %s", doing, delay, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_RETRY_S)

@@ -15,7 +15,10 @@ one refused are embedded again for the new one.
 It never gives up on a good event:
 while Redis or the embedding provider is unreachable it retries with backoff, so the consumer
 does not move past events that were not applied (the stream acknowledges a batch only after
-`project` returns).
+`project` returns). The one exception is a projector made `failing_fast` on its Redis: the
+worker of a sharded projection gives each shard's projector that, so that one dead shard
+does not hold the others' events; it hands the dead shard's partitions to healing instead
+(streams.heal), which reads them from the log once the shard answers again.
 
 It knows nothing of Faust: the worker module feeds it, and tests can call it directly.
 """
@@ -36,6 +39,7 @@ from memstream.errors import (
     DataKeyErasedError,
     EventDecodeError,
     InfrastructureError,
+    RedisUnavailableError,
     UnknownDataKeyError,
 )
 from memstream.memory.cipher import Keyring
@@ -124,6 +128,7 @@ class Projector:
         max_retry_s: float = 10.0,
         keyring: Keyring | None = None,
         key_wait_s: float = 0.0,
+        failing_fast: bool = False,
     ) -> None:
         self._embedders = embedders
         self._generations = generations
@@ -140,6 +145,7 @@ class Projector:
         self._max_retry_s = max_retry_s
         self._keyring = keyring
         self._key_wait_s = key_wait_s
+        self._failing_fast = failing_fast
         # Events sealed under a destroyed data key: skipped, neither applied nor dead-lettered
         # (their content is gone by design, docs/erasure.md), counted here.
         self.erased = 0
@@ -323,12 +329,15 @@ class Projector:
         return found
 
     async def retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        """`attempt()`, again with backoff for as long as Redis or the embedder is down."""
+        """`attempt()`, again with backoff for as long as Redis or the embedder is down (a
+        `failing_fast` projector raises Redis's RedisUnavailableError at once)."""
         delay = self._first_retry_s
         while True:
             try:
                 return await attempt()
             except InfrastructureError as exc:
+                if self._failing_fast and isinstance(exc, RedisUnavailableError):
+                    raise
                 log.warning("%s failed, retrying in %.1fs: %s", doing, delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._max_retry_s)

@@ -215,7 +215,8 @@ def build_app(
     )
 
     # One projector and healer per projection shard: each shard's positions, generations and
-    # healing are its own.
+    # healing are its own. Each fails fast on its Redis, so that a dead shard holds only its
+    # own partitions (streams.heal).
     def projector(writer: ProjectionWriter, generations: Generations) -> Projector:
         return Projector(
             embedders,
@@ -227,6 +228,7 @@ def build_app(
             keyring=keyring,
             key_wait_s=KEY_WAIT_S,
             on_applied=on_applied,
+            failing_fast=True,
         )
 
     # The group id Faust commits under is the app's id.
