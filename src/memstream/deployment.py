@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -89,6 +90,7 @@ class Deployment:
         self.metrics = Metrics()
         self._keyring: KafkaKeyring | None = None
         self._recorder: TurnRecorder | None = None
+        self._making = threading.Lock()
         self._lineage: Lineage | None = None
 
     @classmethod
@@ -209,9 +211,10 @@ class Deployment:
     def recorder(self) -> TurnRecorder:
         """The agent side's turn recorder (one per deployment): the thread the memory
         middleware's hooks hand their turns to (`flush` and `close` wait for it)."""
-        if self._recorder is None:
-            self._recorder = TurnRecorder()
-        return self._recorder
+        with self._making:  # agent threads may ask for it at once: one recorder, in order
+            if self._recorder is None:
+                self._recorder = TurnRecorder()
+            return self._recorder
 
     def manager(self, store: MemoryStore, client: ModelClient) -> LLMMemoryManager:
         """The memory manager over a tenant's store, with the configured default importance."""

@@ -65,6 +65,20 @@ class HookTime:
         self.spent += seconds
 
 
+def timed_memory(ns: BenchNamespace) -> tuple[SemanticMemoryMiddleware, HookTime]:
+    """A record-only memory middleware on the bench's deployment, as an agent thread's, and
+    the timer of its hooks."""
+    timer = HookTime()
+    memory = SemanticMemoryMiddleware(
+        stores=ns.deployment.stores(),
+        client=ScriptedModel([]),
+        record=RecordConfig(),
+        timer=timer,
+        recorder=ns.deployment.recorder(),
+    )
+    return memory, timer
+
+
 def _lag(ns: BenchNamespace) -> int:
     topic = ns.topics.memory
     ends = asyncio.run(end_offsets(ns.kafka, topic))
@@ -119,7 +133,7 @@ def run_load(
         probe = corpus_turns(1, embedder.model_id, tenants=1)[0]
         progress.say("starting a worker")
         ns.start_worker(probe)
-        stores = ns.deployment.stores()
+        ns.deployment.stores()  # made once, before the agent threads ask for it
         scratch = ns.deployment.with_namespace(ns.scratch("enqueue"))
         asyncio.run(scratch.ensure_topics())
         raw_producer = Producer(producer_config(ns.kafka, "librdkafka", {"linger.ms": 2}))
@@ -132,14 +146,7 @@ def run_load(
         importance = HeuristicImportance()
 
         def agent_thread(n: int, deadline: float) -> None:
-            timer = HookTime()
-            memory = SemanticMemoryMiddleware(
-                stores=stores,
-                client=ScriptedModel([]),
-                record=RecordConfig(),
-                timer=timer,
-                recorder=ns.deployment.recorder(),
-            )
+            memory, timer = timed_memory(ns)
             plain = Agent(ScriptedModel([_ANSWER] * (turns + 1)))
             with_memory = Agent(ScriptedModel([_ANSWER] * (turns + 1)), middleware=[memory])
             mine, base, spent, enqueued, statuses = [], [], [], [], Counter[str]()

@@ -33,12 +33,11 @@ from memstream.agent import Agent, RunConfig, ScriptedModel
 from memstream.bench.cluster import OwnCluster
 from memstream.bench.corpus import turns
 from memstream.bench.harness import BenchNamespace
-from memstream.bench.load import HookTime
+from memstream.bench.load import timed_memory
 from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
-from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TurnCompleted
 from memstream.operations import reshard
@@ -196,7 +195,7 @@ def measure_broker_kill(
     with BenchNamespace(settings, "kill", embedder) as ns:
         scratch = ns.deployment.with_namespace(ns.scratch("enqueue"))
         asyncio.run(scratch.ensure_topics())
-        stores = ns.deployment.stores()
+        ns.deployment.stores()  # made once, before the agent threads ask for it
         raw = Producer(producer_config(ns.kafka, "librdkafka", {"linger.ms": 2, "log_level": 0}))
         tenants = [f"kill-{i}" for i in range(_TENANTS)]
         samples: list[tuple[float, float, float]] = []  # (ended at, hook s, raw enqueue s)
@@ -204,14 +203,7 @@ def measure_broker_kill(
         stop = threading.Event()
 
         def agent(n: int) -> None:
-            timer = HookTime()
-            memory = SemanticMemoryMiddleware(
-                stores=stores,
-                client=ScriptedModel([]),
-                record=RecordConfig(),
-                timer=timer,
-                recorder=ns.deployment.recorder(),
-            )
+            memory, timer = timed_memory(ns)
             bot = Agent(ScriptedModel([_ANSWER] * 100_000), middleware=[memory])
             i = 0
             while not stop.is_set():
