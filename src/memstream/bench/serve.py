@@ -12,7 +12,7 @@
   `send_and_wait` of the same event.
 - writes accepted per second with 16 concurrent clients (one record a request), against 16
   concurrent raw `send_and_wait`s of the same events on one producer, and against a bare
-  HTTP service under the same uvicorn that sends each body to Kafka (`bench.raw_http`): the
+  FastAPI endpoint under the same uvicorn that sends each body to Kafka (`bench.raw_http`): the
   first ratio is the whole cost of HTTP, the second memstream's own share of it. The worker
   is stopped for this part so its embedding does not share the CPU with the server.
 - working memory (bench.sessions): put and append latency, and `memory_prompt` with a
@@ -220,7 +220,7 @@ def run_serve(
                 round(rate, 1),
                 round(bare_rate, 1),
                 "writes/s",
-                "bare HTTP-to-Kafka service",
+                "bare FastAPI endpoint to Kafka",
                 True,
                 TARGET_WRITES,
             ),
