@@ -29,11 +29,13 @@ __all__ = ["bare_app"]
 
 def bare_app(kafka: KafkaConnection, topic: str) -> FastAPI:
     """One route, `POST /v1/long-term-memory/`, that sends its body to `topic` and waits."""
-    producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka", {"linger_ms": 2}))
+    producers: list[AIOKafkaProducer] = []  # made on the server's loop, at start-up
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka", {"linger_ms": 2}))
         await producer.start()
+        producers.append(producer)
         try:
             yield
         finally:
@@ -43,7 +45,7 @@ def bare_app(kafka: KafkaConnection, topic: str) -> FastAPI:
 
     @app.post("/v1/long-term-memory/")
     async def write(body: dict[str, Any]) -> dict[str, str]:
-        await producer.send_and_wait(topic, json.dumps(body).encode(), key=b"raw")
+        await producers[0].send_and_wait(topic, json.dumps(body).encode(), key=b"raw")
         return {"status": "ok"}
 
     return app
