@@ -28,7 +28,8 @@ __all__ = ["bare_app"]
 
 
 def bare_app(kafka: KafkaConnection, topic: str) -> FastAPI:
-    """One route, `POST /v1/long-term-memory/`, that sends its body to `topic` and waits."""
+    """`POST /v1/long-term-memory/`, which sends its body to `topic` and waits, and a health
+    route."""
     producers: list[AIOKafkaProducer] = []  # made on the server's loop, at start-up
 
     @asynccontextmanager
@@ -42,6 +43,10 @@ def bare_app(kafka: KafkaConnection, topic: str) -> FastAPI:
             await producer.stop()
 
     app = FastAPI(lifespan=lifespan)
+
+    @app.get("/v1/health")  # what the bench waits on, as on `memstream serve`
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
 
     @app.post("/v1/long-term-memory/")
     async def write(body: dict[str, Any]) -> dict[str, str]:
