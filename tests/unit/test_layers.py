@@ -76,8 +76,7 @@ PROJECTION_USERS_ABOVE = {
 
 # Who may import the Redis driver: the projection backend, the stack commands and the benches'
 # raw baselines (which measure against Redis itself).
-REDIS_IMPORTERS = ("memstream.projections", "memstream.cli.stack", "memstream.cli.secure",
-                   "memstream.bench")  # fmt: skip
+REDIS_IMPORTERS = ("memstream.projections", "memstream.cli.stack", "memstream.cli.secure")
 _REDIS = ("redis", "redisvl")
 
 

@@ -20,15 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer
-from redisvl.index import AsyncSearchIndex
 
 from memstream.memory.cipher import Keyring
 from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
 from memstream.memory.model import Memory
-from memstream.projections.connection import RedisConnection, async_redis_client
-from memstream.projections.schema import Keyspace, memory_index_schema, to_hash
+from memstream.projections.baselines import RawHashes
+from memstream.projections.connection import RedisConnection
+from memstream.projections.schema import Keyspace
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.worker import BATCH_SIZE
 
@@ -93,8 +93,8 @@ class RawPipeline:
         self._kafka = kafka
         self._context = DecodeContext(keyring=keyring)  # sealed events: opened as the worker does
         self._topic = topic
-        self._client = async_redis_client(redis)
         self._keys = raw_keyspace(namespace)
+        self._hashes = RawHashes(redis, self._keys, embedder.dims)
         self._embedder = embedder
         self._consumer: AIOKafkaConsumer | None = None
 
@@ -102,11 +102,7 @@ class RawPipeline:
         return self._keys.memory(tenant, memory_id)
 
     async def start(self, *, from_start: bool) -> None:
-        index = AsyncSearchIndex(
-            memory_index_schema(self._keys, self._embedder.dims), redis_client=self._client
-        )
-        if not await index.exists():
-            await index.create(overwrite=False)
+        await self._hashes.create_index()
         self._consumer = _consumer(self._kafka, self._topic, from_start=from_start)
         await self._consumer.start()
         if not from_start:
@@ -118,7 +114,7 @@ class RawPipeline:
     async def stop(self) -> None:
         if self._consumer is not None:
             await self._consumer.stop()
-        await self._client.aclose()
+        await self._hashes.close()
 
     async def run(
         self, expected: int, timeout_s: float = 300, tick: Callable[[int, int], None] | None = None
@@ -148,8 +144,4 @@ class RawPipeline:
         vectors = await asyncio.to_thread(
             self._embedder.embed_documents, [m.content for m in memories]
         )
-        async with self._client.pipeline(transaction=False) as pipe:
-            for memory, vector in zip(memories, vectors, strict=True):
-                key = self.memory_key(memory.tenant, memory.id)
-                pipe.hset(key, mapping=to_hash(memory, vector))  # type: ignore[arg-type]
-            await pipe.execute()
+        await self._hashes.write(memories, vectors)

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import numpy as np
-from redis.commands.search.query import Query
 
 from memstream.bench.harness import BenchNamespace
 from memstream.bench.report import BenchResult, Comparison
@@ -37,9 +36,8 @@ from memstream.config import Settings
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.ports import Embedded
-from memstream.memory.tenancy import tenant_token
+from memstream.projections.baselines import raw_knn, raw_pipelined
 from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
-from memstream.projections.schema import Fields
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
 
@@ -85,20 +83,6 @@ def _seed(
     asyncio.run(write())
 
 
-def _raw_knn(tenant: str) -> Query:
-    """The raw baseline's query, written out by hand as a redis-py user would."""
-    return (
-        Query(
-            f"(@{Fields.TENANT_TAG}:{{{tenant_token(tenant)}}})=>[KNN 10 @{Fields.EMBEDDING} "
-            "$vector HYBRID_POLICY ADHOC_BF AS vector_distance]"
-        )
-        .return_fields(*Fields.RETURNED, "vector_distance")
-        .sort_by("vector_distance")
-        .paging(0, 10)
-        .dialect(2)
-    )
-
-
 def _calls(
     ns: BenchNamespace,
     recaller: RedisRecaller,
@@ -109,24 +93,16 @@ def _calls(
 ) -> list[tuple[str, Callable[[], object]]]:
     """The ways of asking the same question, as timed calls."""
     hybrid = HybridQuery(tenant, text, vector, k=10)
-    raw = _raw_knn(tenant)
-    params: dict[str, str | int | float | bytes] = {"vector": vector.tobytes()}
     pair = [hybrid.semantic.command(ns.keys.index_name)]
     lexical = hybrid.lexical.command(ns.keys.index_name)
     if lexical is not None:
         pair.append(lexical)
 
-    def raw_pair() -> object:
-        pipe = ns.redis.pipeline(transaction=False)
-        for command in pair:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-        return pipe.execute()
-
     calls: list[tuple[str, Callable[[], object]]] = [
         ("hybrid", lambda: recaller.search(hybrid)),
         ("vector", lambda: recaller.search_vector(VectorQuery(tenant, vector, 10))),
-        ("raw", lambda: ns.redis.ft(ns.keys.index_name).search(raw, query_params=params)),
-        ("raw_pair", raw_pair),
+        ("raw", raw_knn(ns.redis, ns.keys.index_name, tenant, vector)),
+        ("raw_pair", raw_pipelined(ns.redis, pair)),
     ]
     if embedder is not None:
         # The seeded vectors are random, so the embedded query finds nothing meaningful; what

@@ -21,14 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import redis
-
 from memstream.bench.harness import BenchNamespace
 from memstream.bench.recall import _seed as seed_random  # the recall bench's seeding
 from memstream.bench.stats import Progress
 from memstream.binaries import cache_dir, redis_home
 from memstream.config import Settings
 from memstream.processes import free_port
+from memstream.projections.baselines import RedisProbe, wait_until
 
 __all__ = ["main"]
 
@@ -40,6 +39,7 @@ class _Redis:
         self._folder = folder
         self._home = home
         self._process: subprocess.Popen[bytes] | None = None
+        self.probe = RedisProbe(self.url)
 
     def start(self) -> None:
         command = [
@@ -52,9 +52,6 @@ class _Redis:
         log = (self._folder / "redis.log").open("ab")
         self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url, socket_timeout=30)
-
     def kill(self) -> None:
         if self._process is not None:
             self._process.kill()
@@ -65,8 +62,8 @@ class _Redis:
         self.kill()
         started = time.monotonic()
         self.start()
-        answered = _until(self.answers) - started
-        indexed = _until(lambda: self._indexed(index)) - started
+        answered = wait_until(self.probe.answers) - started
+        indexed = wait_until(lambda: self.probe.indexed(index)) - started
         return {
             "answers_s": round(answered, 2),
             "index_whole_s": round(indexed, 2),
@@ -81,46 +78,6 @@ class _Redis:
 
     def aof_bytes(self) -> int:
         return sum(f.stat().st_size for f in (self._folder / "appendonlydir").iterdir())
-
-    def answers(self) -> bool:
-        try:
-            return bool(self.client().ping())
-        except redis.RedisError:
-            return False
-
-    def _indexed(self, index: str) -> bool:
-        info = self.client().ft(index).info()  # type: ignore[no-untyped-call]
-        return float(info["percent_indexed"]) >= 1.0 and int(info["indexing"]) == 0
-
-
-def _until(condition: object) -> float:
-    deadline = time.monotonic() + 1800
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise TimeoutError("Redis did not get there in 30 minutes")
-        time.sleep(0.05)
-    return time.monotonic()
-
-
-def _rewritten(client: redis.Redis) -> None:
-    client.bgrewriteaof()
-    _until(lambda: int(client.info("persistence")["aof_rewrite_in_progress"]) == 0)
-
-
-def _delete_without_rewrite(client: redis.Redis, namespace: str) -> None:
-    """What dropping a namespace did before issue 11: index and keys gone, the file as it was."""
-    for raw in client.execute_command("FT._LIST"):  # type: ignore[no-untyped-call]
-        name = raw.decode() if isinstance(raw, bytes) else str(raw)
-        if name.startswith(f"{namespace}:"):
-            client.execute_command("FT.DROPINDEX", name)  # type: ignore[no-untyped-call]
-    batch = []
-    for key in client.scan_iter(match=f"{namespace}:*", count=5000):
-        batch.append(key)
-        if len(batch) >= 5000:
-            client.unlink(*batch)
-            batch.clear()
-    if batch:
-        client.unlink(*batch)
 
 
 def main() -> None:
@@ -145,24 +102,24 @@ def main() -> None:
     home = args.redis_home.resolve() if args.redis_home else redis_home(cache_dir())
     server = _Redis(folder, home)
     server.start()
-    _until(server.answers)
+    wait_until(server.probe.answers)
     settings = dataclasses.replace(Settings.from_env(), redis_url=server.url)
     progress = Progress("restart")
     results: dict[str, object] = {"memories": args.memories, "dropped": args.dropped}
     try:
         with BenchNamespace(settings, "restart") as ns:
             seed_random(ns, 0, args.memories, args.tenants, 384, progress)
-            _rewritten(server.client())  # what Redis's own policy leaves, at best
+            server.probe.rewrite()  # what Redis's own policy leaves, at best
             index = ns.keys.alias
             results["projection_only"] = {"aof_bytes": server.aof_bytes(), **server.restart(index)}
             with BenchNamespace(settings, "dropped") as other:
                 seed_random(other, 0, args.dropped or args.memories, args.tenants, 384, progress)
-                _delete_without_rewrite(server.client(), other.keys.namespace)
+                server.probe.delete_without_rewrite(other.keys.namespace)
             results["after_drop_without_rewrite"] = {
                 "aof_bytes": server.aof_bytes(),
                 **server.restart(index),
             }
-            _rewritten(server.client())
+            server.probe.rewrite()
             results["after_rewrite"] = {"aof_bytes": server.aof_bytes(), **server.restart(index)}
     finally:
         server.kill()
