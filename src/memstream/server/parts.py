@@ -44,12 +44,14 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
             embedding_model=deployment.embedding_model,
             summarizer=deployment.chat_model(),
         )
-        yield MemoryService(
+        tombstones = deployment.projection.tombstones()
+        service = MemoryService(
             publisher=publisher,
             search=deployment.projection.search(
                 deployment.embedders, tuning=deployment.recall_tuning()
             ),
             reader=reader,
+            tombstones=tombstones,
             status=deployment.status(),
             scoping=scoping,
             limits=Limits(
@@ -61,3 +63,7 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
             sessions=sessions,
             lineage=deployment.lineage(),
         )
+        try:
+            yield service
+        finally:
+            await tombstones.aclose()
