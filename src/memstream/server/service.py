@@ -29,7 +29,7 @@ from memstream.errors import (
 from memstream.memory.events import MemoryEvent, MemoryForgotten, check_memory_id
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import Memory
-from memstream.memory.ports import MemoryLookup, ProjectionProgress, TombstoneReader
+from memstream.memory.ports import MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchMode, SearchPage
 from memstream.server.keys import Principal
@@ -106,7 +106,7 @@ class MemoryService:
         publisher: EventPublisher,
         search: MemorySearch,
         reader: MemoryLookup,
-        tombstones: TombstoneReader,
+        tombstones: TombstoneChecks,
         status: ProjectionProgress,
         scoping: Scoping,
         limits: Limits,
@@ -119,7 +119,7 @@ class MemoryService:
         self.sessions = sessions
         self._search = search
         self._reader = reader
-        self._tombstones = TombstoneChecks(tombstones)
+        self._tombstones = tombstones
         self._status = status
         self.scoping = scoping
         self.limits = limits
