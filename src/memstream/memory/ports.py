@@ -207,10 +207,6 @@ class MemoryLookup(MemoryReader, Protocol):
         the order asked."""
         ...
 
-    def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-        """Which of `memory_ids` are tombstoned (never written again)."""
-        ...
-
 
 class TombstoneReader(Protocol):
     """Which ids are tombstoned, read without blocking the caller's event loop (the HTTP

@@ -106,9 +106,6 @@ class ShardedLookup:
     def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
         return self._shards.of(tenant).memories_by_id(tenant, ids)
 
-    def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-        return self._shards.of(tenant).forgotten(tenant, memory_ids)
-
 
 class ShardedTombstones:
     """`TombstoneReader` over the shards: the tenants asked are read on their shards, one
