@@ -132,9 +132,18 @@ def test_bench_serve_reports_http_against_in_process_and_raw(
     sessions = ("session_put", "session_append", "prompt_with_session", "prompt_long_term_only")
     for part in (*parts, *sessions):
         assert serve[part]["p99_ms"] >= serve[part]["p50_ms"] > 0
-    for rate in ("writes_per_s", "raw_writes_per_s", "bare_http_writes_per_s"):
+    rates = ("writes_per_s", "raw_writes_per_s", "bare_http_writes_per_s")
+    for rate in (*rates, "session_puts_per_s", "session_appends_per_s"):
         assert serve[rate] > 0
     assert serve["p99_ratio"] > 0 and serve["writes_ratio_to_bare_http"] > 0
+    for part in ("concurrent_write", "concurrent_session_put", "concurrent_session_append"):
+        assert serve[part]["p99_ms"] >= serve[part]["p50_ms"] > 0
+    # Puts and appends are set against the same bare endpoint as the long-term writes.
+    measures = {c["measure"]: c for c in serve["comparisons"]}
+    for measure in ("writes/s", "session puts/s", "session appends/s"):
+        compared = measures[f"{measure}, 16 clients (HTTP)"]
+        assert compared["raw"] == serve["bare_http_writes_per_s"]
+        assert compared["baseline"] == "bare FastAPI endpoint to Kafka"
 
 
 def test_bench_load_audits_the_log_against_the_projection(

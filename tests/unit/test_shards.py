@@ -4,7 +4,7 @@ call goes to that shard only, and a batch spanning partitions is split by shard.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import cast
 
@@ -22,7 +22,7 @@ from memstream.memory.ports import (
     ShardLayout,
     TenantStats,
 )
-from memstream.projections.shards import ShardedProgress, TenantRouter
+from memstream.projections.shards import ShardedProgress, ShardedTombstones, TenantRouter
 from memstream.streams.heal import ShardHealers
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.wire import partition_of
@@ -164,6 +164,44 @@ def test_progress_asks_each_tenants_shard_only_and_keeps_the_callers_order() -> 
     progress.memory_count(b)
     assert shards[0].asked.count(b) == 0
     assert [s.tenant for s in progress.tenant_stats()] == sorted([a, b])
+
+
+class FakeTombstones:
+    """One shard's tombstones; `down` makes its reads fail as an unreachable Redis does."""
+
+    def __init__(self, tombstones: dict[str, set[str]], *, down: bool = False) -> None:
+        self.tombstones = tombstones
+        self.down = down
+        self.reads: list[set[str]] = []
+        self.closed = False
+
+    async def forgotten(
+        self, asked: Mapping[str, Collection[str]]
+    ) -> dict[str, set[str] | Exception]:
+        self.reads.append(set(asked))
+        if self.down:
+            raise RedisUnavailableError("Redis at r1 did not answer")
+        return {t: set(ids) & self.tombstones.get(t, set()) for t, ids in asked.items()}
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def test_tombstones_are_read_once_per_shard_and_a_dead_shard_fails_only_its_tenants() -> None:
+    route = router(2)
+    (a, a2), (b,) = tenants_on(route, 0, 2), tenants_on(route, 1, 1)
+    shards = [FakeTombstones({a: {"x"}, a2: {"z"}}), FakeTombstones({b: {"y"}})]
+    reader = ShardedTombstones(FakeShards(route, cast(list[ProjectionProgress], shards)))  # type: ignore[arg-type]
+    found = asyncio.run(reader.forgotten({a: ["x", "w"], a2: ["w"], b: ["y"]}))
+    assert found == {a: {"x"}, a2: set(), b: {"y"}}
+    assert shards[0].reads == [{a, a2}] and shards[1].reads == [{b}]
+
+    shards[1].down = True
+    found = asyncio.run(reader.forgotten({a: ["x"], b: ["y"]}))
+    assert found[a] == {"x"}
+    assert isinstance(found[b], RedisUnavailableError)
+    asyncio.run(reader.aclose())
+    assert shards[0].closed and shards[1].closed
 
 
 def test_a_reshard_to_fewer_shards_between_two_readings_routes_to_shards_that_exist() -> None:

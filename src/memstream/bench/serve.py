@@ -13,10 +13,13 @@
 - writes accepted per second with 16 concurrent clients (one record a request), against 16
   concurrent raw `send_and_wait`s of the same events on one producer, and against a bare
   FastAPI endpoint under the same uvicorn that sends each body to Kafka (`bench.raw_http`): the
-  first ratio is the whole cost of HTTP, the second memstream's own share of it. The worker
-  is stopped for this part so its embedding does not share the CPU with the server.
+  first ratio is the whole cost of HTTP, the second memstream's own share of it. Memstream's
+  writes and the bare endpoint's run in halves taking turns (ours, bare, bare, ours), both
+  servers up, so a load that drifts during the run weighs on both alike. The worker is
+  stopped for this part so its embedding does not share the CPU with the server.
 - working memory (bench.sessions): put and append latency, and `memory_prompt` with a
-  session against the long-term-only prompt, interleaved.
+  session against the long-term-only prompt, interleaved; then puts and appends a second
+  from 16 concurrent clients (a session each), against the same bare endpoint's writes.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,8 +40,9 @@ from aiokafka import AIOKafkaProducer
 
 from memstream.bench.corpus import conversation_texts, turns
 from memstream.bench.harness import BenchNamespace
+from memstream.bench.http_load import Load, concurrently
 from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.sessions import measure_sessions
+from memstream.bench.sessions import measure_sessions, session_rates
 from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
@@ -132,24 +136,29 @@ def run_serve(
             waited = [_timed_write(http, "?wait=true") for _ in range(sequential)]
             raw_single = asyncio.run(_raw_writes(ns.kafka, ns.topics, embedder, sequential, 1))[1]
             ns.stop_worker()
-            progress.say(f"{writes} writes from {CLIENTS} concurrent clients, then raw Kafka")
-            ours_s, ours_latency = asyncio.run(_concurrent_writes(url, key, writes))
+            # Nothing consumes the dead-letter topic during the bench: the bare endpoint's
+            # bodies (no events) go there, and are dropped with the namespace.
+            bare = ("memstream.bench.raw_http", "{port}", ns.topics.dead_letters)
+            with _serving(ns.settings, *bare) as bare_url:
+                progress.say(
+                    f"{writes} writes from {CLIENTS} clients to memstream and as many to a bare "
+                    "HTTP-to-Kafka endpoint, in alternating halves"
+                )
+                ours, baseline = _alternating(url, bare_url, key, writes)
+            progress.say(f"{writes} session puts, then appends, from {CLIENTS} clients")
+            rates = asyncio.run(session_rates(url, key, texts, writes, CLIENTS))
+            progress.say(f"{writes} raw Kafka sends from {CLIENTS} clients")
             raw_s, raw_latency = asyncio.run(
                 _raw_writes(ns.kafka, ns.topics, embedder, writes, CLIENTS)
             )
-        # Nothing consumes the dead-letter topic during the bench: the bare service's bodies
-        # (no events) go there, and are dropped with the namespace.
-        bare = ("memstream.bench.raw_http", "{port}")
-        with _serving(ns.settings, *bare, ns.topics.dead_letters) as raw_url:
-            progress.say(f"{writes} writes from {CLIENTS} clients to a bare HTTP-to-Kafka service")
-            bare_s, bare_latency = asyncio.run(_concurrent_writes(raw_url, key, writes))
     # The machine's load (1-minute average, runnable processes): the ratios are of one run,
     # so they hold under it, but the absolute figures move with it.
     load = (round(load_before, 2), round(os.getloadavg()[0], 2))
     search, base = Latency.of_seconds(over_http), Latency.of_seconds(in_process)
     got, read = Latency.of_seconds(get_http), Latency.of_seconds(get_local)
     ack, wait, raw_ack = (Latency.of_seconds(s) for s in (acked, waited, raw_single))
-    rate, raw_rate, bare_rate = writes / ours_s, writes / raw_s, writes / bare_s
+    rate, raw_rate, bare_rate = ours.per_s, writes / raw_s, baseline.per_s
+    put_rate, append_rate = rates.put.per_s, rates.append.per_s
     overhead = round(search.p50_ms - base.p50_ms, 3)
     return BenchResult(
         name="serve",
@@ -174,13 +183,19 @@ def run_serve(
             "writes_ratio": ratio(rate, raw_rate),
             "bare_http_writes_per_s": round(bare_rate, 1),
             "writes_ratio_to_bare_http": ratio(rate, bare_rate),
-            "concurrent_bare_http": _latency(Latency.of_seconds(bare_latency)),
-            "concurrent_write": _latency(Latency.of_seconds(ours_latency)),
+            "concurrent_bare_http": _latency(baseline.latency),
+            "concurrent_write": _latency(ours.latency),
             "concurrent_raw": _latency(Latency.of_seconds(raw_latency)),
             "session_put": _latency(sessions.put),
             "session_append": _latency(sessions.append),
             "prompt_with_session": _latency(sessions.prompt_with_session),
             "prompt_long_term_only": _latency(sessions.prompt_long_term),
+            "session_puts_per_s": round(put_rate, 1),
+            "session_appends_per_s": round(append_rate, 1),
+            "session_puts_ratio_to_bare_http": ratio(put_rate, bare_rate),
+            "session_appends_ratio_to_bare_http": ratio(append_rate, bare_rate),
+            "concurrent_session_put": _latency(rates.put.latency),
+            "concurrent_session_append": _latency(rates.append.latency),
         },
         comparisons=[
             Comparison(
@@ -223,6 +238,22 @@ def run_serve(
                 "bare FastAPI endpoint to Kafka",
                 True,
                 TARGET_WRITES,
+            ),
+            Comparison(
+                f"session puts/s, {CLIENTS} clients (HTTP)",
+                round(put_rate, 1),
+                round(bare_rate, 1),
+                "puts/s",
+                "bare FastAPI endpoint to Kafka",
+                True,
+            ),
+            Comparison(
+                f"session appends/s, {CLIENTS} clients (HTTP)",
+                round(append_rate, 1),
+                round(bare_rate, 1),
+                "appends/s",
+                "bare FastAPI endpoint to Kafka",
+                True,
             ),
             Comparison(
                 "memory_prompt p50, with a session",
@@ -299,24 +330,18 @@ def _timed_write(http: httpx.Client, query: str) -> float:
     return time.perf_counter() - t0
 
 
-async def _concurrent_writes(url: str, key: str, writes: int) -> tuple[float, list[float]]:
-    latencies: list[float] = []
-    queue = list(range(writes))
-    headers = {"Authorization": f"Bearer {key}"}
-    limits = httpx.Limits(max_connections=CLIENTS)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as http:
+def _write(http: httpx.AsyncClient, client: int, i: int) -> Awaitable[httpx.Response]:
+    return http.post("/v1/long-term-memory/", json={"memories": [_record(i)]})
 
-        async def client() -> None:
-            while queue:
-                i = queue.pop()
-                t0 = time.perf_counter()
-                response = await http.post("/v1/long-term-memory/", json={"memories": [_record(i)]})
-                response.raise_for_status()
-                latencies.append(time.perf_counter() - t0)
 
-        t0 = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(CLIENTS)))
-        return time.perf_counter() - t0, latencies
+def _alternating(ours_url: str, bare_url: str, key: str, writes: int) -> tuple[Load, Load]:
+    """`writes` writes to each, in halves, memstream's and the bare endpoint's taking turns
+    (ours, bare, bare, ours): a load that drifts during the run weighs on both alike."""
+    halves: dict[str, list[Load]] = {ours_url: [], bare_url: []}
+    for url in (ours_url, bare_url, bare_url, ours_url):
+        count = writes // 2 if halves[url] else writes - writes // 2
+        halves[url].append(asyncio.run(concurrently(url, key, count, CLIENTS, _write)))
+    return Load.total(halves[ours_url]), Load.total(halves[bare_url])
 
 
 async def _raw_writes(

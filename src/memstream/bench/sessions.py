@@ -5,21 +5,24 @@
   (acknowledged by Kafka) before the answer;
 - append: one exchange a request through memstream's atomic append;
 - memory_prompt for the same queries, interleaved, with a session (its 20 messages first)
-  and long-term only: what reading the session adds to a prompt.
+  and long-term only: what reading the session adds to a prompt;
+- puts and appends from 16 concurrent clients, each on a session of its own (`session_rates`),
+  to set against the bare endpoint's writes a second, as the long-term writes are.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 import httpx
 
+from memstream.bench.http_load import Load, concurrently
 from memstream.bench.stats import Latency
 
-__all__ = ["SessionTimes", "measure_sessions"]
+__all__ = ["SessionRates", "SessionTimes", "measure_sessions", "session_rates"]
 
 _WARMUP = 10
 _SESSION_MESSAGES = 20
@@ -73,4 +76,34 @@ def measure_sessions(http: httpx.Client, texts: Sequence[str], requests: int) ->
         append=Latency.of_seconds(append_times),
         prompt_with_session=Latency.of_seconds(with_session),
         prompt_long_term=Latency.of_seconds(long_term),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRates:
+    put: Load
+    append: Load
+
+
+async def session_rates(
+    url: str, key: str, texts: Sequence[str], requests: int, clients: int
+) -> SessionRates:
+    """`requests` puts, then `requests` appends, `clients` at a time, each client on a session
+    of its own: a put sends the client's session grown by one exchange (its last 20 messages,
+    whole), an append one exchange."""
+    run = uuid.uuid4().hex[:8]
+    sessions: dict[int, list[dict[str, str]]] = {}
+
+    def put(http: httpx.AsyncClient, client: int, i: int) -> Awaitable[httpx.Response]:
+        grown = [*sessions.get(client, []), *_exchange(texts, i)][-_SESSION_MESSAGES:]
+        sessions[client] = grown
+        return http.put(f"/v1/working-memory/put-{run}-{client}", json={"messages": grown})
+
+    def append(http: httpx.AsyncClient, client: int, i: int) -> Awaitable[httpx.Response]:
+        body = {"messages": _exchange(texts, i)}
+        return http.post(f"/v1/working-memory/append-{run}-{client}/messages", json=body)
+
+    return SessionRates(
+        put=await concurrently(url, key, requests, clients, put),
+        append=await concurrently(url, key, requests, clients, append),
     )

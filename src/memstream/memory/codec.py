@@ -194,13 +194,14 @@ def encode_event(event: MemoryEvent, keyring: Keyring | None = None) -> bytes:
     """The event's wire form; with a `keyring`, its content fields sealed under the tenant's
     data key (the keyring creates the tenant's first key if it has none)."""
     row = REGISTRY.of(event)
-    body: dict[str, Any] = {"type": row.name, "version": row.version, "id": event.id}
+    event_id = event.id  # derived (a digest of the fields) at each reading: once here
+    body: dict[str, Any] = {"type": row.name, "version": row.version, "id": event_id}
     for f in dataclasses.fields(event):
         body[f.name] = TRANSCODINGS[str(f.type)].encode(getattr(event, f.name))
     if keyring is not None and row.sealed:
         key = keyring.current(event.tenant)
         for name in row.sealed:
-            body[name] = seal_field(key, event.id, name, body[name])
+            body[name] = seal_field(key, event_id, name, body[name])
         body["sealed"] = {"key": key.key_id, "alg": ALGORITHM, "fields": list(row.sealed)}
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 

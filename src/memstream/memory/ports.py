@@ -2,7 +2,8 @@
 
 The worker's projector and the replayer apply events through `ProjectionWriter` and move
 generations through `Generations`; the agent side's stores read through `MemoryReader` and
-`Recaller`; the HTTP API and the LangGraph store look memories up by id (`MemoryLookup`), and
+`Recaller`; the HTTP API and the LangGraph store look memories up by id (`MemoryLookup`; the
+API's writes check for tombstones through `TombstoneReader`, on its event loop), and
 the store scores its items field by field and refreshes their TTLs (`ItemIndex`);
 `--wait`, `stats` and `verify` ask `ProjectionProgress` what is applied; the server's API keys
 live in an `ApiKeyStore`, the processes' heartbeats in a `ProcessRegistry`, sessions' working
@@ -19,7 +20,7 @@ cannot be reached raises an `InfrastructureError`.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -53,6 +54,7 @@ __all__ = [
     "StoredSession",
     "SwapResult",
     "TenantStats",
+    "TombstoneReader",
     "WorkingMemoryStore",
 ]
 
@@ -205,8 +207,21 @@ class MemoryLookup(MemoryReader, Protocol):
         the order asked."""
         ...
 
-    def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-        """Which of `memory_ids` are tombstoned (never written again)."""
+
+class TombstoneReader(Protocol):
+    """Which ids are tombstoned, read without blocking the caller's event loop (the HTTP
+    API's write path asks before every write). Used on one event loop; closed with it."""
+
+    async def forgotten(
+        self, asked: Mapping[str, Collection[str]]
+    ) -> dict[str, set[str] | Exception]:
+        """For each tenant of `asked`, which of its ids are tombstoned in the live generation,
+        in one round trip per shard; a tenant whose shard could not be read gets that
+        `InfrastructureError` instead, so the others' answers stand."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the connections it opened."""
         ...
 
 

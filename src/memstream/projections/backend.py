@@ -46,6 +46,7 @@ from memstream.memory.ports import (
     SessionMove,
     ShardLayout,
     ShardReport,
+    TombstoneReader,
     WorkingMemoryStore,
 )
 from memstream.memory.ranking.fusion import RecallTuning
@@ -63,6 +64,7 @@ from memstream.projections.shards import (
     ShardedProgress,
     ShardedRecaller,
     ShardedSearch,
+    ShardedTombstones,
     ShardedWorkingMemory,
     TenantRouter,
 )
@@ -260,6 +262,11 @@ class RedisProjection:
     def journal(self) -> Journal:
         """The agent runtime's durable effects journal (`memstream chat`'s runs recover from it)."""
         return RedisJournal(self.client, self.settings.namespace)
+
+    def tombstones(self) -> TombstoneReader:
+        """The server's tombstone check before a write, each tenant's on its shard, on
+        asyncio clients of its own: use it on one event loop and close it there."""
+        return ShardedTombstones(_PerShard(self, RedisShard.tombstones))
 
     def working_memory(self) -> WorkingMemoryStore:
         """Sessions' working memory (the HTTP API's and MCP's working-memory routes), each

@@ -1,5 +1,5 @@
-"""Reading a tenant's memories out of the projection: whole (for consolidation and stores), one
-by id, and which ids are tombstoned (for the HTTP API)."""
+"""Reading a tenant's memories out of the projection: whole (for consolidation and stores), and
+one by id (the HTTP API's tombstone check is projections/tombstones.py, on its event loop)."""
 
 from __future__ import annotations
 
@@ -49,17 +49,6 @@ class ProjectionReader:
 
         rows = self._status.read_live(reads, "reading memories")
         return [_memory(row) if row[0] is not None else None for row in rows]
-
-    def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-        """Which of `memory_ids` are tombstoned in the live generation (never written again)."""
-        if not memory_ids:
-            return set()
-
-        def reads(pipe: redis.client.Pipeline, keys: Keyspace) -> None:
-            pipe.smismember(keys.forgotten(tenant), list(memory_ids))
-
-        (flags,) = self._status.read_live(reads, "reading tombstones")
-        return {memory_id for memory_id, flag in zip(memory_ids, flags, strict=True) if flag}
 
 
 def _memory(row: Sequence[bytes | None]) -> Memory:

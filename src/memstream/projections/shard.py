@@ -31,6 +31,7 @@ from memstream.memory.ports import (
     ProjectionWriter,
     Recaller,
     ShardReport,
+    TombstoneReader,
     WorkingMemoryStore,
 )
 from memstream.memory.ranking.fusion import RecallTuning
@@ -56,6 +57,7 @@ from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.search import FilteredSearch
 from memstream.projections.status import ProjectionStatus
+from memstream.projections.tombstones import RedisTombstones
 from memstream.projections.working_memory import RedisWorkingMemoryStore
 from memstream.projections.writer import RedisProjectionWriter
 
@@ -113,6 +115,10 @@ class RedisShard:
     def recaller(self, embedders: Embedders, *, tuning: RecallTuning) -> Recaller:
         """Recall, each query embedded for the live generation's model (`embedders` has it)."""
         return self._recaller(embedders, tuning)
+
+    def tombstones(self) -> TombstoneReader:
+        """Tombstone reads on an asyncio client of its own (the server's write path)."""
+        return RedisTombstones(self.async_client(), self.keys, url=self._url)
 
     def working_memory(self) -> WorkingMemoryStore:
         return RedisWorkingMemoryStore(self.client, self.keys, url=self._url)

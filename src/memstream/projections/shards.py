@@ -17,9 +17,10 @@ deployment keeps its keys and its code path (one routing call in front of each p
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
@@ -33,6 +34,7 @@ from memstream.memory.ports import (
     ShardLayout,
     StoredSession,
     TenantStats,
+    TombstoneReader,
     WorkingMemoryStore,
 )
 from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
@@ -44,6 +46,7 @@ __all__ = [
     "ShardedProgress",
     "ShardedRecaller",
     "ShardedSearch",
+    "ShardedTombstones",
     "ShardedWorkingMemory",
     "Shards",
     "TenantRouter",
@@ -103,8 +106,37 @@ class ShardedLookup:
     def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
         return self._shards.of(tenant).memories_by_id(tenant, ids)
 
-    def forgotten(self, tenant: str, memory_ids: Sequence[str]) -> set[str]:
-        return self._shards.of(tenant).forgotten(tenant, memory_ids)
+
+class ShardedTombstones:
+    """`TombstoneReader` over the shards: the tenants asked are read on their shards, one
+    round trip per shard, the shards at once; an unreachable shard fails only its tenants."""
+
+    def __init__(self, shards: Shards[TombstoneReader]) -> None:
+        self._shards = shards
+        self._used: dict[int, TombstoneReader] = {}  # the parts asked, closed with this one
+
+    async def forgotten(
+        self, asked: Mapping[str, Collection[str]]
+    ) -> dict[str, set[str] | Exception]:
+        by_shard: dict[int, tuple[TombstoneReader, dict[str, Collection[str]]]] = {}
+        for tenant, ids in asked.items():
+            part = self._shards.of(tenant)
+            by_shard.setdefault(id(part), (part, {}))[1][tenant] = ids
+            self._used[id(part)] = part
+        answers = await asyncio.gather(
+            *(part.forgotten(tenants) for part, tenants in by_shard.values()),
+            return_exceptions=True,
+        )
+        found: dict[str, set[str] | Exception] = {}
+        for (_, tenants), answer in zip(by_shard.values(), answers, strict=True):
+            if isinstance(answer, BaseException) and not isinstance(answer, Exception):
+                raise answer
+            found.update(answer if isinstance(answer, dict) else dict.fromkeys(tenants, answer))
+        return found
+
+    async def aclose(self) -> None:
+        for part in self._used.values():
+            await part.aclose()
 
 
 class ShardedItems:

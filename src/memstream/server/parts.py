@@ -13,6 +13,7 @@ from memstream.server.keys import ApiKeys
 from memstream.server.mapping import Scoping
 from memstream.server.service import Limits, MemoryService
 from memstream.server.sessions import SessionService
+from memstream.server.tombstones import TombstoneChecks
 
 __all__ = ["api_keys", "memory_service"]
 
@@ -35,21 +36,24 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
             default_importance=settings.default_importance,
             max_record_chars=settings.max_record_chars,
         )
-        reader = deployment.reader()
+        # Both services' writes check for tombstones through one coalescer, on this loop.
+        tombstones = deployment.projection.tombstones()
+        checks = TombstoneChecks(tombstones)
         sessions = SessionService(
             store=deployment.projection.working_memory(),
             publisher=publisher,
-            reader=reader,
+            tombstones=checks,
             scoping=scoping,
             embedding_model=deployment.embedding_model,
             summarizer=deployment.chat_model(),
         )
-        yield MemoryService(
+        service = MemoryService(
             publisher=publisher,
             search=deployment.projection.search(
                 deployment.embedders, tuning=deployment.recall_tuning()
             ),
-            reader=reader,
+            reader=deployment.reader(),
+            tombstones=checks,
             status=deployment.status(),
             scoping=scoping,
             limits=Limits(
@@ -61,3 +65,7 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
             sessions=sessions,
             lineage=deployment.lineage(),
         )
+        try:
+            yield service
+        finally:
+            await tombstones.aclose()

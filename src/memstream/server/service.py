@@ -54,6 +54,7 @@ from memstream.server.models import (
     TextContent,
 )
 from memstream.server.sessions import SessionService
+from memstream.server.tombstones import TombstoneChecks
 from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.lineage import Lineage
 
@@ -105,6 +106,7 @@ class MemoryService:
         publisher: EventPublisher,
         search: MemorySearch,
         reader: MemoryLookup,
+        tombstones: TombstoneChecks,
         status: ProjectionProgress,
         scoping: Scoping,
         limits: Limits,
@@ -117,6 +119,7 @@ class MemoryService:
         self.sessions = sessions
         self._search = search
         self._reader = reader
+        self._tombstones = tombstones
         self._status = status
         self.scoping = scoping
         self.limits = limits
@@ -132,11 +135,7 @@ class MemoryService:
         named = [self.scoping.tenant_named(record) for record in records]
         tenant = principal.tenant_for(named, self.scoping.tenant_field)
         events = [self.scoping.saved(r, tenant, self._embedding_model) for r in records]
-        # One id twice in a request is two saves of it, applied in order: the last one stays.
-        ids = sorted({event.memory_id for event in events})
-        # One round trip, in a thread: on the event loop it held up every other request for
-        # as long as Redis took to answer (bench serve, 16 clients).
-        retired = await anyio.to_thread.run_sync(self._reader.forgotten, tenant, ids)
+        retired = await self._tombstones.forgotten(tenant, [event.memory_id for event in events])
         if retired:
             raise MemoryIdRetiredError(
                 f"{len(retired)} memory id(s) of this request were deleted before "

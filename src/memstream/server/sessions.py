@@ -40,7 +40,7 @@ from memstream.errors import (
 from memstream.llm import ModelClient
 from memstream.memory.events import MemoryEvent
 from memstream.memory.monitoring import ModelUsage
-from memstream.memory.ports import MemoryLookup, WorkingMemoryStore
+from memstream.memory.ports import WorkingMemoryStore
 from memstream.memory.working import (
     SUMMARIZATION_THRESHOLD,
     SessionMessage,
@@ -67,6 +67,7 @@ from memstream.server.session_models import (
     WorkingMemory,
     WorkingMemoryResponse,
 )
+from memstream.server.tombstones import TombstoneChecks
 from memstream.streams.event_publisher import EventPublisher
 
 __all__ = ["SessionService", "Window"]
@@ -153,14 +154,14 @@ class SessionService:
         *,
         store: WorkingMemoryStore,
         publisher: EventPublisher,
-        reader: MemoryLookup,
+        tombstones: TombstoneChecks,
         scoping: Scoping,
         embedding_model: str,
         summarizer: ModelClient | None = None,
     ) -> None:
         self._store = store
         self._publisher = publisher
-        self._reader = reader
+        self._tombstones = tombstones
         self._scoping = scoping
         self._embedding_model = embedding_model
         self._summarizer = summarizer
@@ -417,7 +418,7 @@ class SessionService:
                 records.append(event)
         if records:
             ids = sorted({event.memory_id for event in records})
-            retired = self._reader.forgotten(tenant, ids)
+            retired = await self._tombstones.forgotten(tenant, ids)
             if retired:
                 raise MemoryIdRetiredError(
                     f"{len(retired)} memory id(s) in this session's memories were deleted "
