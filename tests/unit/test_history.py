@@ -16,8 +16,9 @@ from memstream.memory.events import (
     TurnCompleted,
     derive_id,
 )
-from memstream.memory.history import Change, Logged, TenantLog
+from memstream.memory.history import Change, TenantLog
 from memstream.memory.inprocess import InProcessMemoryStore
+from memstream.memory.lineage import Logged
 from memstream.memory.model import MemoryType
 from memstream.memory.ports import Position
 from memstream.providers.minilm import MiniLMEmbedder

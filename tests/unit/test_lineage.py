@@ -12,8 +12,7 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
-from memstream.memory.history import Logged
-from memstream.memory.lineage import provenance_of, turns_shown
+from memstream.memory.lineage import Logged, provenance_of, turns_shown
 from memstream.memory.model import MemoryType
 from memstream.memory.ports import Position
 from memstream.memory.provenance import provenance_json

@@ -274,19 +274,49 @@ def _upcast(
     return body
 
 
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """How one field of an event type is read: worked out once per type, not per payload."""
+
+    name: str
+    type: str
+    decode: Callable[[object], object]
+    required: bool  # no default: a payload (or the reader, for FILLED_BY_READER) must give it
+
+
+_READING: dict[type, tuple[tuple[_Field, ...], frozenset[str]]] = {}
+
+
+def _reading(event: type) -> tuple[tuple[_Field, ...], frozenset[str]]:
+    """The fields of `event` as the decoder reads them, and every name a payload may hold."""
+    known = _READING.get(event)
+    if known is not None:
+        return known
+    read = tuple(
+        _Field(
+            f.name,
+            str(f.type),
+            TRANSCODINGS[str(f.type)].decode,
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for f in dataclasses.fields(event)
+    )
+    _READING[event] = read, frozenset(f.name for f in read) | frozenset(ENVELOPE)
+    return _READING[event]
+
+
 def _fields(row: EventType[Any], body: dict[str, Any], context: DecodeContext) -> MemoryEvent:
-    fields = dataclasses.fields(row.event)
-    unknown = set(body) - {f.name for f in fields} - set(ENVELOPE)
-    if unknown:
+    fields, known = _reading(row.event)
+    if not body.keys() <= known:
         raise EventDecodeError(
-            f"{row.name} has no field {sorted(unknown)[0]!r}; its fields: "
+            f"{row.name} has no field {sorted(set(body) - known)[0]!r}; its fields: "
             f"{', '.join(f.name for f in fields)} (docs/events.md)"
         )
     values: dict[str, Any] = {}
     for f in fields:
         if f.name in body:
             try:
-                values[f.name] = TRANSCODINGS[str(f.type)].decode(body[f.name])
+                values[f.name] = f.decode(body[f.name])
             except _WrongType:
                 raise EventDecodeError(
                     f"{row.name}.{f.name} has the wrong type: {body[f.name]!r} is no {f.type}"
@@ -295,7 +325,7 @@ def _fields(row: EventType[Any], body: dict[str, Any], context: DecodeContext) -
                 raise EventDecodeError(f"{row.name}.{f.name} is invalid: {exc}") from None
         elif (default := context.default(f.name)) is not None:
             values[f.name] = default
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        elif f.required:
             raise EventDecodeError(f"{row.name} lacks field {f.name!r}")
     try:
         return cast(MemoryEvent, row.event(**values))

@@ -204,22 +204,25 @@ class EventType(Generic[E]):
 
 def _written(
     event: TurnCompleted | MessageRecorded | MemoriesConsolidated | MemorySaved,
-    part: str,
+    memory_id: str,
     content: str,
     role: str,
     at: datetime,
     memory_type: MemoryType = MemoryType.CONVERSATION,
+    *,
+    event_id: str,
 ) -> Memory:
-    """One memory an event writes; `part` names it within the event (its id's last part)."""
+    """One memory `event` (whose id is `event_id`: worked out once per event, it is a digest)
+    writes under `memory_id`."""
     return Memory(
-        id=derive_id(event.id, part),
+        id=memory_id,
         tenant=event.tenant,
         content=content,
         memory_type=memory_type,
         thread=event.thread,
         timestamp=at,
         importance=event.importance,
-        event_id=event.id,
+        event_id=event_id,
         role=role,
         metadata=event.metadata,
         embedding_model=event.embedding_model,
@@ -272,10 +275,12 @@ class TurnCompleted:
 
 
 def _turn_memories(event: TurnCompleted) -> tuple[Memory, ...]:
-    query = _written(event, "user", event.query, "user", event.recorded_at)
+    event_id, at = event.id, event.recorded_at
+    query = _written(event, derive_id(event_id, "user"), event.query, "user", at, event_id=event_id)
     if event.echo:  # the answer restated what the turn was shown: the user's words only
         return (query,)
-    return (query, _written(event, "assistant", event.answer, "assistant", event.recorded_at))
+    answer = derive_id(event_id, "assistant")
+    return (query, _written(event, answer, event.answer, "assistant", at, event_id=event_id))
 
 
 def _turn_memory_ids(event: TurnCompleted) -> tuple[str, ...]:
@@ -337,11 +342,21 @@ class MessageRecorded:
         return derive_id("memory.message", self.tenant, self.thread, self.source_id)
 
 
+def _message_memories(event: MessageRecorded) -> tuple[Memory, ...]:
+    event_id = event.id
+    memory_id = derive_id(event_id, "message")
+    return (
+        _written(
+            event, memory_id, event.content, event.speaker, event.recorded_at, event_id=event_id
+        ),
+    )
+
+
 MESSAGE_RECORDED = EventType(
     MessageRecorded,
     effect="memory.record",
     applies=Applies.RECORD,
-    memories=lambda e: (_written(e, "message", e.content, e.speaker, e.recorded_at),),
+    memories=_message_memories,
     sealed=("content", "metadata"),
 )
 
@@ -431,11 +446,22 @@ class MemoriesConsolidated:
         return derive_id(consolidate_effect_key(self.tenant, self.memory_ids))
 
 
+def _summary_memories(event: MemoriesConsolidated) -> tuple[Memory, ...]:
+    event_id = event.id
+    memory_id = derive_id(event_id, "summary")
+    return (
+        _written(
+            event, memory_id, event.summary, "summary", event.timestamp, event.memory_type,
+            event_id=event_id,
+        ),
+    )  # fmt: skip
+
+
 MEMORIES_CONSOLIDATED = EventType(
     MemoriesConsolidated,
     effect="memory.consolidate",
     applies=Applies.CONSOLIDATE,
-    memories=lambda e: (_written(e, "summary", e.summary, "summary", e.timestamp, e.memory_type),),
+    memories=_summary_memories,
     sealed=("summary", "metadata"),
 )
 
@@ -692,7 +718,7 @@ class MemorySaved:
 
     @property
     def id(self) -> str:
-        revision = json.dumps(
+        revision = _ID_JSON.encode(
             [
                 self.thread,
                 self.content,
@@ -702,17 +728,20 @@ class MemorySaved:
                 self.importance,
                 self.embedding_model,
                 sorted(self.metadata.items()),
-            ],
-            ensure_ascii=False,
-        )
+            ]
+        )  # json.dumps(..., ensure_ascii=False), without building an encoder per call
         digest = hashlib.sha256(revision.encode()).hexdigest()
         return derive_id("memory.save", self.tenant, self.memory_id, digest)
 
 
 def _saved_memories(event: MemorySaved) -> tuple[Memory, ...]:
-    saved = _written(event, "saved", event.content, event.role, event.saved_at, event.memory_type)
     # The client's id is the memory's id: it is how the client gets or deletes it later.
-    return (dataclasses.replace(saved, id=event.memory_id),)
+    return (
+        _written(
+            event, event.memory_id, event.content, event.role, event.saved_at, event.memory_type,
+            event_id=event.id,
+        ),
+    )  # fmt: skip
 
 
 MEMORY_SAVED = EventType(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from memstream.memory.events import (
     REGISTRY,
@@ -23,11 +24,27 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
-from memstream.memory.history import Logged
 from memstream.memory.model import Memory
+from memstream.memory.ports import Position
 from memstream.memory.provenance import NO_LOG, Provenance
 
-__all__ = ["ShownMemory", "ShownTurn", "provenance_of", "turns_shown", "with_provenance"]
+__all__ = [
+    "Logged",
+    "ShownMemory",
+    "ShownTurn",
+    "provenance_of",
+    "turns_shown",
+    "with_provenance",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    """One of the tenant's events where the log holds it, and when it was written there."""
+
+    event: MemoryEvent
+    position: Position
+    written_at: datetime
 
 
 def provenance_of(
