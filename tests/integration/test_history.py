@@ -126,7 +126,11 @@ def test_as_of_equals_a_rebuild_of_the_truncated_log_less_what_was_forgotten_sin
         "--to", datetime.now(UTC).isoformat(), "--json",
     )  # fmt: skip
     assert changed.returncode == 0, changed.stderr
-    kinds = {d["memory_id"]: d["change"] for d in json.loads(changed.stdout)}
+    diffs = json.loads(changed.stdout)
+    kinds = {d["memory_id"]: d["change"] for d in diffs}
+    # What a diff shows with content, it shows with the provenance of the write it shows.
+    with_content = [d for d in diffs if d["content"] is not None]
+    assert with_content and all(d["provenance"]["offset"] >= 0 for d in with_content)
     assert kinds["vpn-site"] == "changed" and kinds[kept_then] == "forgotten"
     assert "added" in kinds.values()
 
