@@ -51,7 +51,7 @@ def user_of(event: TurnCompleted) -> str:
 
 def logged(events: list[MemoryEvent]) -> list[Logged]:
     return [
-        Logged(e, Position("memory", 0, offset), T0 + timedelta(hours=offset))
+        Logged(e, Position("memory", 0, offset), T0 + timedelta(hours=offset), e.id)
         for offset, e in enumerate(events)
     ]
 

@@ -57,6 +57,7 @@ __all__ = [
     "Transcoding",
     "check_transcodings",
     "decode_event",
+    "decode_identified",
     "encode_event",
 ]
 
@@ -207,6 +208,12 @@ def encode_event(event: MemoryEvent, keyring: Keyring | None = None) -> bytes:
 
 def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEvent:
     """Read one message of the memory topic; EventDecodeError says exactly what is wrong."""
+    return decode_identified(raw, context)[0]
+
+
+def decode_identified(raw: bytes, context: DecodeContext | None = None) -> tuple[MemoryEvent, str]:
+    """`decode_event`, and the event's id it checked (worked out once: some ids are digests
+    of the whole record, and a reader that folds many events needs them again)."""
     context = context or DecodeContext()
     try:
         body = json.loads(raw)
@@ -225,10 +232,10 @@ def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEven
         body = _opened(kind, body, context.keyring)
     body = _upcast(row, kind, body, body.get("version", newest), newest)
     event = _fields(row, body, context)
-    given = body.get("id")
-    if given is not None and given != event.id:
+    given, derived = body.get("id"), event.id
+    if given is not None and given != derived:
         raise EventIdMismatchError(
-            f"{kind} carries id {given!r} but its fields give {event.id!r}: the event was "
+            f"{kind} carries id {given!r} but its fields give {derived!r}: the event was "
             "altered, or its producer derives ids differently (docs/events.md gives the "
             "derivation and test vectors; or leave `id` out and it is derived)"
         )
@@ -238,7 +245,7 @@ def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEven
             f"{f'Kafka key {context.key!r}' if context.key else 'no Kafka key'}; the key must "
             "be the tenant id (UTF-8), which keeps a tenant's events in order"
         )
-    return event
+    return event, derived
 
 
 def _opened(kind: str, body: dict[str, Any], keyring: Keyring | None) -> dict[str, Any]:

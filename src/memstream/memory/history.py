@@ -30,7 +30,6 @@ from memstream.memory.events import (
     ItemExpired,
     ItemStored,
     MemoriesConsolidated,
-    MemoryEvent,
     MemoryForgotten,
     memories_of,
 )
@@ -112,10 +111,8 @@ class Touch:
 Prepared = tuple[str, tuple[Memory, ...]]
 
 
-def prepare(event: MemoryEvent) -> Prepared:
-    written = memories_of(event)
-    # Every memory carries its event's id: a MemorySaved's id digests its content, once.
-    return (written[0].event_id if written else event.id), written
+def prepare(logged: Logged) -> Prepared:
+    return logged.event_id, memories_of(logged.event, logged.event_id)
 
 
 class Fold:
@@ -142,7 +139,7 @@ class Fold:
         """Apply one event (nothing if its id was applied before); the touches it made.
         `prepared`: its id and memories, worked out once (`prepare`) for many folds."""
         event = logged.event
-        event_id, written = prepared or prepare(event)
+        event_id, written = prepared or prepare(logged)
         if event_id in self._applied:
             return []
         self._applied.add(event_id)
@@ -265,7 +262,7 @@ class TenantLog:
             index = len(self.events)
             if index % CHECKPOINT_EVERY == 0:
                 self._checkpoints.append(self._fold.copy())
-            prepared = prepare(logged.event)
+            prepared = prepare(logged)
             self.events.append(logged)
             self._prepared.append(prepared)
             self._times.append(logged.written_at)

@@ -36,7 +36,7 @@ from memstream.errors import (
 )
 from memstream.memory.bounds import Bounds
 from memstream.memory.cipher import Keyring
-from memstream.memory.codec import decode_event
+from memstream.memory.codec import decode_identified
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import TenantErased
 from memstream.memory.history import Diffed, TenantLog, Touch
@@ -124,13 +124,13 @@ async def read_tenant_log(
                 message = RawMessage.of(record)
                 context = worker_context(message, embedding_model, default_importance, keyring)
                 try:
-                    event = decode_event(record.value or b"", context)
+                    event, event_id = decode_identified(record.value or b"", context)
                 except DataKeyErasedError:
                     continue  # erased for good: no view, no history holds it
                 except EventDecodeError:
                     continue  # a dead letter: the projection never applied it either
                 assert message.timestamp is not None  # Kafka stamps every record
-                found.append(Logged(event, message.position, message.timestamp))
+                found.append(Logged(event, message.position, message.timestamp, event_id))
     except KafkaError as exc:
         raise KafkaUnavailableError(
             f"could not read tenant {tenant!r}'s log from Kafka at {kafka.where}: "
