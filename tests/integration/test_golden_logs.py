@@ -91,3 +91,16 @@ def test_every_release_log_projects_exactly_with_default_settings(
     verified = memstream(env, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "equals the rebuild" in verified.stderr
+
+    # What a turn was shown (TurnCompleted v3, from 0.4.0): `explain` reads it back, traced to
+    # the turn whose write it saw. `shown`, like every id, travels in clear.
+    bodies = [json.loads(str(r["value"])) for r in records(folder / "memory.jsonl") if r["value"]]
+    for body in (b for b in bodies if b.get("shown")):
+        explained = memstream(
+            env, "explain", "--tenant", body["tenant"], "--run", body["run"],
+            "--turn", str(body["turn"]), "--json",
+        )  # fmt: skip
+        assert explained.returncode == 0, explained.stderr
+        (turn,) = json.loads(explained.stdout)
+        assert [s["id"] for s in turn["shown"]] == body["shown"]
+        assert all(s["provenance"]["event_type"] == "TurnCompleted" for s in turn["shown"])

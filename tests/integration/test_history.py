@@ -7,15 +7,26 @@ import asyncio
 import dataclasses
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
 
 from memstream import Settings
 from memstream.deployment import Deployment
-from memstream.memory.events import MemoryEvent, MemoryForgotten, MemorySaved, memories_of
+from memstream.errors import MemoryNotFoundError
+from memstream.memory.bounds import Bounds
+from memstream.memory.embeddings import Vectors
+from memstream.memory.events import (
+    MemoryEvent,
+    MemoryForgotten,
+    MemorySaved,
+    TenantErased,
+    memories_of,
+)
 from memstream.memory.model import Memory, MemoryType
-from memstream.operations import drop
+from memstream.operations import drop, erase_tenant
+from memstream.streams.lineage import Lineage
 from memstream.streams.topics import ensure_topics
 
 from .helpers import TestStack
@@ -115,9 +126,70 @@ def test_as_of_equals_a_rebuild_of_the_truncated_log_less_what_was_forgotten_sin
         "--to", datetime.now(UTC).isoformat(), "--json",
     )  # fmt: skip
     assert changed.returncode == 0, changed.stderr
-    kinds = {d["memory_id"]: d["change"] for d in json.loads(changed.stdout)}
+    diffs = json.loads(changed.stdout)
+    kinds = {d["memory_id"]: d["change"] for d in diffs}
+    # What a diff shows with content, it shows with the provenance of the write it shows.
+    with_content = [d for d in diffs if d["content"] is not None]
+    assert with_content and all(d["provenance"]["offset"] >= 0 for d in with_content)
     assert kinds["vpn-site"] == "changed" and kinds[kept_then] == "forgotten"
     assert "added" in kinds.values()
 
     unknown = memstream(env, "history", "--tenant", tenant, "never-had-this")
     assert unknown.returncode != 0 and "never held" in unknown.stderr
+
+
+def test_a_kept_log_reads_only_what_came_after_it_and_all_of_it_again_after_an_erasure(
+    stack: TestStack, settings: Settings
+) -> None:
+    tenant = f"kept-{uuid.uuid4().hex[:6]}"
+    with Deployment(settings) as deployment:
+
+        def publish_sealed(events: Sequence[MemoryEvent]) -> None:
+            async def send() -> None:
+                async with deployment.event_publisher() as publisher:
+                    await publisher.publish(events)
+
+            asyncio.run(send())
+            stack.wait_applied(events)
+
+        first = [stack.turn(tenant, f"first {n}", "ok", turn=n) for n in range(3)]
+        publish_sealed(first)
+
+        async def nothing_stored(tenant: str, memories: Sequence[Memory]) -> list[Vectors | None]:
+            return [None] * len(memories)
+
+        # The deployment's lineage, but reading what came since on every question (keep_s 0).
+        lineage = Lineage(
+            deployment.kafka, deployment.topics.memory, deployment.partition_of,
+            deployment.embedder, nothing_stored, bounds=Bounds(settings.max_memories_per_tenant),
+            tuning=deployment.recall_tuning(), default_importance=settings.default_importance,
+            keyring=deployment.keyring(), keep_s=0,
+        )  # fmt: skip
+        read = lineage.log(tenant)
+        assert len(read.events) == 3
+        forgotten = memories_of(first[0])[0].id
+        later: list[MemoryEvent] = [
+            fact(stack, tenant, "The VPN gateway is in Dublin."),
+            MemoryForgotten(tenant, uuid.uuid4().hex, datetime.now(UTC), memory_ids=(forgotten,)),
+            stack.turn(tenant, "later", "ok", turn=9),
+        ]
+        publish_sealed(later)
+        grown = lineage.log(tenant)
+        assert grown.events[0] is read.events[0] and len(grown.events) == 6  # read on, not again
+        now = datetime.now(UTC)
+        fresh = Deployment(settings).lineage()
+        assert lineage.view(tenant, now) == fresh.view(tenant, now)  # provenance included
+        live = deployment.reader().memories(tenant)
+        assert {(m.id, m.content) for m in lineage.view(tenant, now)} == {
+            (m.id, m.content) for m in live
+        }
+        assert forgotten not in {m.id for m in lineage.view(tenant, now)}
+
+        erase_tenant(deployment, tenant)
+        erased = lineage.log(tenant)
+        # Read again from the start: what was sealed under the destroyed key is gone (kept
+        # and read on, the log would still hold the turns and the save).
+        assert {type(e.event) for e in erased.events} == {MemoryForgotten, TenantErased}
+        assert lineage.view(tenant, now) == []
+        with pytest.raises(MemoryNotFoundError):
+            lineage.history(tenant, "vpn-site")

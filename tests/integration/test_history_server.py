@@ -69,3 +69,42 @@ def test_history_and_as_of_over_http_and_mcp(server: str, env: dict[str, str]) -
             assert [m["text"] for m in found["memories"]] == ["The office is in Dublin"]
 
     anyio.run(over_mcp)
+
+
+def test_an_as_of_search_gives_provenance_as_the_live_record_has_it(
+    server: str, env: dict[str, str]
+) -> None:
+    tenant = f"prov-{uuid.uuid4().hex[:8]}"
+    key = create_key(env, "--tenant", tenant)
+    kept, edited = uuid.uuid4().hex, uuid.uuid4().hex
+    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as http:
+        created = http.post(
+            "/v1/long-term-memory/?wait=true",
+            json={
+                "memories": [
+                    {"id": kept, "text": "The office is in Dublin"},
+                    {"id": edited, "text": "The team meets on Mondays"},
+                ]
+            },
+        )
+        assert created.status_code == 200, created.text
+        moment = datetime.now(UTC).isoformat()
+        changed = http.patch(
+            f"/v1/long-term-memory/{edited}?wait=true", json={"text": "The team meets on Fridays"}
+        )
+        assert changed.status_code == 200, changed.text
+
+        then = http.post(
+            "/v1/long-term-memory/search", json={"text": "office team", "as_of": moment}
+        )
+        assert then.status_code == 200, then.text
+        found = {m["id"]: m for m in then.json()["memories"]}
+        assert set(found) == {kept, edited}
+        live = http.get(f"/v1/long-term-memory/{kept}").json()
+        assert live["provenance"]["offset"] is not None
+        assert found[kept]["provenance"] == live["provenance"]  # unchanged since: the same
+        # The edited one, as it stood: the first write's provenance, not the edit's.
+        now = http.get(f"/v1/long-term-memory/{edited}").json()["provenance"]
+        was = found[edited]["provenance"]
+        assert was["event_type"] == now["event_type"] == "MemorySaved"
+        assert was["offset"] < now["offset"] and was["event_id"] != now["event_id"]

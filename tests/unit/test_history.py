@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from memstream.memory import history
 from memstream.memory.bounds import Bounds
 from memstream.memory.events import (
     MemoriesConsolidated,
@@ -16,8 +19,9 @@ from memstream.memory.events import (
     TurnCompleted,
     derive_id,
 )
-from memstream.memory.history import Change, Logged, TenantLog
+from memstream.memory.history import Change, TenantLog
 from memstream.memory.inprocess import InProcessMemoryStore
+from memstream.memory.lineage import Logged, provenance_of
 from memstream.memory.model import MemoryType
 from memstream.memory.ports import Position
 from memstream.providers.minilm import MiniLMEmbedder
@@ -47,7 +51,7 @@ def user_of(event: TurnCompleted) -> str:
 
 def logged(events: list[MemoryEvent]) -> list[Logged]:
     return [
-        Logged(e, Position("memory", 0, offset), T0 + timedelta(hours=offset))
+        Logged(e, Position("memory", 0, offset), T0 + timedelta(hours=offset), e.id)
         for offset, e in enumerate(events)
     ]
 
@@ -131,3 +135,34 @@ def test_an_erasure_removes_everything_and_every_view_before_it() -> None:
     assert log.view(4) == []
     after = {m.id for m in log.view(len(events))}
     assert after == {user_of(turn(9)), derive_id(turn(9).id, "assistant")}
+
+
+def test_checkpoints_and_a_log_extended_fold_as_one_fold_from_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events = story()
+    whole = TenantLog(logged(events), Bounds(6))
+    monkeypatch.setattr(history, "CHECKPOINT_EVERY", 4)  # several checkpoints in 14 events
+    split = logged(events)
+    grown = TenantLog(split[:5], Bounds(6)).extended(split[5:9]).extended(split[9:])
+    for count in range(len(events) + 1):
+        assert grown.state(count) == whole.state(count), f"after event {count}"
+        assert grown.view(count) == whole.view(count)
+    assert grown.touches == whole.touches and grown.gone == whole.gone
+    assert grown.diff(3, 12) == whole.diff(3, 12)
+    shorter = TenantLog(split[:5], Bounds(6))
+    shorter.extended(split[5:])
+    assert len(shorter.events) == 5 and shorter.state(5) == whole.state(5)  # left as it was
+
+
+def test_a_view_gives_each_memory_the_provenance_of_the_record_that_wrote_it() -> None:
+    events = story()
+    log = TenantLog(logged(events), Bounds(0))
+    view = {m.id: m for m in log.view(len(events))}
+    summary_id = derive_id(events[10].id, "summary")
+    assert view[summary_id].provenance == provenance_of(events[10], "memory", 0, 10)
+    # A redelivery (event 11 is turn 2 again) is not applied: its memories keep event 2's.
+    assert view[user_of(turn(2))].provenance == provenance_of(events[2], "memory", 0, 2)
+    assert all(
+        m.provenance is not None and m.provenance.event_id == m.event_id for m in view.values()
+    )

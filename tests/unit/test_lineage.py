@@ -12,8 +12,7 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
-from memstream.memory.history import Logged
-from memstream.memory.lineage import provenance_of, turns_shown
+from memstream.memory.lineage import Logged, provenance_of, turns_shown
 from memstream.memory.model import MemoryType
 from memstream.memory.ports import Position
 from memstream.memory.provenance import provenance_json
@@ -66,7 +65,7 @@ def test_what_a_turn_was_shown_is_traced_to_the_writes_it_saw_summaries_to_their
     asked = turn("asked", 0, shown=(summary_id, "note-1", "never-written"))
     later = saved("The user is vegan.")  # the same id written again, after the turn
     log = [
-        Logged(e, Position("memory", 0, offset), T0)
+        Logged(e, Position("memory", 0, offset), T0, e.id)
         for offset, e in enumerate([told, note, summary, asked, later])
     ]
 

@@ -10,6 +10,7 @@ from typing import Any
 from memstream.cli.forget import instant
 from memstream.deployment import Deployment
 from memstream.memory.history import Diffed, Touch
+from memstream.memory.provenance import provenance_json
 
 __all__ = ["diffed_as_json", "register"]
 
@@ -39,6 +40,7 @@ def diffed_as_json(diffed: Diffed) -> dict[str, Any]:
         "memory_id": diffed.memory_id,
         "change": diffed.change,
         "content": memory.content if memory is not None else None,
+        "provenance": provenance_json(memory.provenance) if memory is not None else None,
         "by": diffed.last.as_json(),
     }
 

@@ -57,6 +57,7 @@ __all__ = [
     "Transcoding",
     "check_transcodings",
     "decode_event",
+    "decode_identified",
     "encode_event",
 ]
 
@@ -208,6 +209,12 @@ def encode_event(event: MemoryEvent, keyring: Keyring | None = None) -> bytes:
 
 def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEvent:
     """Read one message of the memory topic; EventDecodeError says exactly what is wrong."""
+    return decode_identified(raw, context)[0]
+
+
+def decode_identified(raw: bytes, context: DecodeContext | None = None) -> tuple[MemoryEvent, str]:
+    """`decode_event`, and the event's id it checked (worked out once: some ids are digests
+    of the whole record, and a reader that folds many events needs them again)."""
     context = context or DecodeContext()
     try:
         body = json.loads(raw)
@@ -226,10 +233,10 @@ def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEven
         body = _opened(kind, body, context.keyring)
     body = _upcast(row, kind, body, body.get("version", newest), newest)
     event = _fields(row, body, context)
-    given = body.get("id")
-    if given is not None and given != event.id:
+    given, derived = body.get("id"), event.id
+    if given is not None and given != derived:
         raise EventIdMismatchError(
-            f"{kind} carries id {given!r} but its fields give {event.id!r}: the event was "
+            f"{kind} carries id {given!r} but its fields give {derived!r}: the event was "
             "altered, or its producer derives ids differently (docs/events.md gives the "
             "derivation and test vectors; or leave `id` out and it is derived)"
         )
@@ -239,7 +246,7 @@ def decode_event(raw: bytes, context: DecodeContext | None = None) -> MemoryEven
             f"{f'Kafka key {context.key!r}' if context.key else 'no Kafka key'}; the key must "
             "be the tenant id (UTF-8), which keeps a tenant's events in order"
         )
-    return event
+    return event, derived
 
 
 def _opened(kind: str, body: dict[str, Any], keyring: Keyring | None) -> dict[str, Any]:
@@ -275,19 +282,49 @@ def _upcast(
     return body
 
 
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """How one field of an event type is read: worked out once per type, not per payload."""
+
+    name: str
+    type: str
+    decode: Callable[[object], object]
+    required: bool  # no default: a payload (or the reader, for FILLED_BY_READER) must give it
+
+
+_READING: dict[type, tuple[tuple[_Field, ...], frozenset[str]]] = {}
+
+
+def _reading(event: type) -> tuple[tuple[_Field, ...], frozenset[str]]:
+    """The fields of `event` as the decoder reads them, and every name a payload may hold."""
+    known = _READING.get(event)
+    if known is not None:
+        return known
+    read = tuple(
+        _Field(
+            f.name,
+            str(f.type),
+            TRANSCODINGS[str(f.type)].decode,
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for f in dataclasses.fields(event)
+    )
+    _READING[event] = read, frozenset(f.name for f in read) | frozenset(ENVELOPE)
+    return _READING[event]
+
+
 def _fields(row: EventType[Any], body: dict[str, Any], context: DecodeContext) -> MemoryEvent:
-    fields = dataclasses.fields(row.event)
-    unknown = set(body) - {f.name for f in fields} - set(ENVELOPE)
-    if unknown:
+    fields, known = _reading(row.event)
+    if not body.keys() <= known:
         raise EventDecodeError(
-            f"{row.name} has no field {sorted(unknown)[0]!r}; its fields: "
+            f"{row.name} has no field {sorted(set(body) - known)[0]!r}; its fields: "
             f"{', '.join(f.name for f in fields)} (docs/events.md)"
         )
     values: dict[str, Any] = {}
     for f in fields:
         if f.name in body:
             try:
-                values[f.name] = TRANSCODINGS[str(f.type)].decode(body[f.name])
+                values[f.name] = f.decode(body[f.name])
             except _WrongType:
                 raise EventDecodeError(
                     f"{row.name}.{f.name} has the wrong type: {body[f.name]!r} is no {f.type}"
@@ -296,7 +333,7 @@ def _fields(row: EventType[Any], body: dict[str, Any], context: DecodeContext) -
                 raise EventDecodeError(f"{row.name}.{f.name} is invalid: {exc}") from None
         elif (default := context.default(f.name)) is not None:
             values[f.name] = default
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        elif f.required:
             raise EventDecodeError(f"{row.name} lacks field {f.name!r}")
     try:
         return cast(MemoryEvent, row.event(**values))

@@ -174,7 +174,9 @@ class EventType(Generic[E]):
     event: type[E]
     effect: str
     applies: Applies
-    memories: Callable[[E], tuple[Memory, ...]]
+    # The memories an event writes, given the event and its id (worked out once by the caller:
+    # for some types it is a digest of the whole record).
+    memories: Callable[[E, str], tuple[Memory, ...]]
     aliases: Mapping[str, int] = field(default_factory=dict)
     # The ids of `memories`, without building them: set where a turn waits on it.
     memory_ids: Callable[[E], tuple[str, ...]] | None = None
@@ -204,29 +206,32 @@ class EventType(Generic[E]):
 
 def _written(
     event: TurnCompleted | MessageRecorded | MemoriesConsolidated | MemorySaved,
-    part: str,
+    memory_id: str,
     content: str,
     role: str,
     at: datetime,
     memory_type: MemoryType = MemoryType.CONVERSATION,
+    *,
+    event_id: str,
 ) -> Memory:
-    """One memory an event writes; `part` names it within the event (its id's last part)."""
+    """One memory `event` (whose id is `event_id`: worked out once per event, it is a digest)
+    writes under `memory_id`."""
     return Memory(
-        id=derive_id(event.id, part),
+        id=memory_id,
         tenant=event.tenant,
         content=content,
         memory_type=memory_type,
         thread=event.thread,
         timestamp=at,
         importance=event.importance,
-        event_id=event.id,
+        event_id=event_id,
         role=role,
         metadata=event.metadata,
         embedding_model=event.embedding_model,
     )
 
 
-def _nothing(event: object) -> tuple[Memory, ...]:
+def _nothing(event: object, event_id: str) -> tuple[Memory, ...]:
     return ()
 
 
@@ -271,11 +276,13 @@ class TurnCompleted:
         return derive_id(record_effect_key(self.tenant, self.thread, self.run, self.turn))
 
 
-def _turn_memories(event: TurnCompleted) -> tuple[Memory, ...]:
-    query = _written(event, "user", event.query, "user", event.recorded_at)
+def _turn_memories(event: TurnCompleted, event_id: str) -> tuple[Memory, ...]:
+    at = event.recorded_at
+    query = _written(event, derive_id(event_id, "user"), event.query, "user", at, event_id=event_id)
     if event.echo:  # the answer restated what the turn was shown: the user's words only
         return (query,)
-    return (query, _written(event, "assistant", event.answer, "assistant", event.recorded_at))
+    answer = derive_id(event_id, "assistant")
+    return (query, _written(event, answer, event.answer, "assistant", at, event_id=event_id))
 
 
 def _turn_memory_ids(event: TurnCompleted) -> tuple[str, ...]:
@@ -337,11 +344,20 @@ class MessageRecorded:
         return derive_id("memory.message", self.tenant, self.thread, self.source_id)
 
 
+def _message_memories(event: MessageRecorded, event_id: str) -> tuple[Memory, ...]:
+    memory_id = derive_id(event_id, "message")
+    return (
+        _written(
+            event, memory_id, event.content, event.speaker, event.recorded_at, event_id=event_id
+        ),
+    )
+
+
 MESSAGE_RECORDED = EventType(
     MessageRecorded,
     effect="memory.record",
     applies=Applies.RECORD,
-    memories=lambda e: (_written(e, "message", e.content, e.speaker, e.recorded_at),),
+    memories=_message_memories,
     sealed=("content", "metadata"),
 )
 
@@ -431,11 +447,21 @@ class MemoriesConsolidated:
         return derive_id(consolidate_effect_key(self.tenant, self.memory_ids))
 
 
+def _summary_memories(event: MemoriesConsolidated, event_id: str) -> tuple[Memory, ...]:
+    memory_id = derive_id(event_id, "summary")
+    return (
+        _written(
+            event, memory_id, event.summary, "summary", event.timestamp, event.memory_type,
+            event_id=event_id,
+        ),
+    )  # fmt: skip
+
+
 MEMORIES_CONSOLIDATED = EventType(
     MemoriesConsolidated,
     effect="memory.consolidate",
     applies=Applies.CONSOLIDATE,
-    memories=lambda e: (_written(e, "summary", e.summary, "summary", e.timestamp, e.memory_type),),
+    memories=_summary_memories,
     sealed=("summary", "metadata"),
 )
 
@@ -551,7 +577,7 @@ ITEM_NAMESPACE, ITEM_KEY, ITEM_VALUE = "langgraph.namespace", "langgraph.key", "
 ITEM_TTL = "langgraph.ttl_minutes"
 
 
-def _item_memories(event: ItemStored) -> tuple[Memory, ...]:
+def _item_memories(event: ItemStored, event_id: str) -> tuple[Memory, ...]:
     metadata = {
         ITEM_NAMESPACE: json.dumps(list(event.namespace), ensure_ascii=False),
         ITEM_KEY: event.key,
@@ -571,7 +597,7 @@ def _item_memories(event: ItemStored) -> tuple[Memory, ...]:
             thread=".".join(event.namespace),
             timestamp=event.recorded_at,
             importance=event.importance,
-            event_id=event.id,
+            event_id=event_id,
             metadata=metadata,
             embedding_model=event.embedding_model,
             # One field is the content itself; several are each scored apart (best wins).
@@ -592,6 +618,7 @@ ITEM_STORED = EventType(
     effect="store.put",
     applies=Applies.PUT,
     memories=_item_memories,
+    memory_ids=lambda e: (e.memory_id,),
     upcasters=(_upcast_item_v1_v2,),
     sealed=("value", "texts"),
 )
@@ -692,7 +719,7 @@ class MemorySaved:
 
     @property
     def id(self) -> str:
-        revision = json.dumps(
+        revision = _ID_JSON.encode(
             [
                 self.thread,
                 self.content,
@@ -702,17 +729,20 @@ class MemorySaved:
                 self.importance,
                 self.embedding_model,
                 sorted(self.metadata.items()),
-            ],
-            ensure_ascii=False,
-        )
+            ]
+        )  # json.dumps(..., ensure_ascii=False), without building an encoder per call
         digest = hashlib.sha256(revision.encode()).hexdigest()
         return derive_id("memory.save", self.tenant, self.memory_id, digest)
 
 
-def _saved_memories(event: MemorySaved) -> tuple[Memory, ...]:
-    saved = _written(event, "saved", event.content, event.role, event.saved_at, event.memory_type)
+def _saved_memories(event: MemorySaved, event_id: str) -> tuple[Memory, ...]:
     # The client's id is the memory's id: it is how the client gets or deletes it later.
-    return (dataclasses.replace(saved, id=event.memory_id),)
+    return (
+        _written(
+            event, event.memory_id, event.content, event.role, event.saved_at, event.memory_type,
+            event_id=event_id,
+        ),
+    )  # fmt: skip
 
 
 MEMORY_SAVED = EventType(
@@ -720,6 +750,7 @@ MEMORY_SAVED = EventType(
     effect="memory.save",
     applies=Applies.RECORD,
     memories=_saved_memories,
+    memory_ids=lambda e: (e.memory_id,),
     sealed=("content", "metadata"),
 )
 
@@ -817,10 +848,12 @@ def memory_ids_of(event: MemoryEvent) -> tuple[str, ...]:
     row = REGISTRY.of(event)
     if row.memory_ids is not None:
         return row.memory_ids(event)
-    return tuple(m.id for m in row.memories(event))
+    return tuple(m.id for m in row.memories(event, event.id))
 
 
-def memories_of(event: MemoryEvent) -> tuple[Memory, ...]:
-    """The memories an event writes, without embeddings. Pure: same event, same memories."""
-    written: tuple[Memory, ...] = REGISTRY.of(event).memories(event)
+def memories_of(event: MemoryEvent, event_id: str | None = None) -> tuple[Memory, ...]:
+    """The memories an event writes, without embeddings. Pure: same event, same memories.
+    `event_id`: the event's id where the caller worked it out already (a decoder checking it)."""
+    row = REGISTRY.of(event)
+    written: tuple[Memory, ...] = row.memories(event, event.id if event_id is None else event_id)
     return written

@@ -16,11 +16,10 @@ It reads nothing: the caller (streams.lineage) reads the tenant's partition.
 
 from __future__ import annotations
 
-import bisect
 import enum
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -31,15 +30,28 @@ from memstream.memory.events import (
     ItemExpired,
     ItemStored,
     MemoriesConsolidated,
-    MemoryEvent,
     MemoryForgotten,
     memories_of,
 )
+from memstream.memory.lineage import Logged, provenance_of
 from memstream.memory.model import Memory
 from memstream.memory.ports import Position
 from memstream.memory.store import MemoryFilter
 
-__all__ = ["Change", "Diffed", "Fold", "Logged", "Prepared", "TenantLog", "Touch", "prepare"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "Change",
+    "Diffed",
+    "Fold",
+    "Prepared",
+    "TenantLog",
+    "Touch",
+    "prepare",
+]
+
+# The fold is kept every this many events, so the memory at any point is a copy and at most
+# this many applies away, not a fold from the start.
+CHECKPOINT_EVERY = 1000
 
 
 class Change(enum.StrEnum):
@@ -58,15 +70,6 @@ class Change(enum.StrEnum):
 _REMOVING = frozenset(
     {Change.CONSOLIDATED, Change.FORGOTTEN, Change.EVICTED, Change.EXPIRED, Change.ERASED}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Logged:
-    """One of the tenant's events where the log holds it, and when it was written there."""
-
-    event: MemoryEvent
-    position: Position
-    written_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +111,8 @@ class Touch:
 Prepared = tuple[str, tuple[Memory, ...]]
 
 
-def prepare(event: MemoryEvent) -> Prepared:
-    return event.id, memories_of(event)
+def prepare(logged: Logged) -> Prepared:
+    return logged.event_id, memories_of(logged.event, logged.event_id)
 
 
 class Fold:
@@ -123,11 +126,20 @@ class Fold:
         # The eviction order, lazily: an entry whose memory is gone or was rewritten is stale.
         self._order: list[tuple[tuple[int, int, str], str]] = []
 
+    def copy(self) -> Fold:
+        """A fold in this one's state that applies on without changing this one."""
+        copied = Fold(self._bounds)
+        copied.memories = dict(self.memories)
+        copied._tombstones = set(self._tombstones)
+        copied._applied = set(self._applied)
+        copied._order = list(self._order)
+        return copied
+
     def apply(self, logged: Logged, prepared: Prepared | None = None) -> list[Touch]:
         """Apply one event (nothing if its id was applied before); the touches it made.
         `prepared`: its id and memories, worked out once (`prepare`) for many folds."""
         event = logged.event
-        event_id, written = prepared or prepare(event)
+        event_id, written = prepared or prepare(logged)
         if event_id in self._applied:
             return []
         self._applied.add(event_id)
@@ -218,29 +230,61 @@ class Diffed:
     memory: Memory | None  # as it stands at the later point (None: gone, or forgotten since)
 
 
-@dataclass
 class TenantLog:
     """One tenant's events in log order (one partition: offsets order them), and what the
-    whole log says became of each memory."""
+    whole log says became of each memory. Folded once: `extended` folds on from its end."""
 
-    events: Sequence[Logged]
-    bounds: Bounds
-    touches: dict[str, list[Touch]] = field(init=False)
-    gone: frozenset[str] = field(init=False)  # forgotten or erased by now: out of every view
+    def __init__(self, events: Sequence[Logged], bounds: Bounds) -> None:
+        self.bounds = bounds
+        self.events: list[Logged] = []
+        self.touches: dict[str, list[Touch]] = {}
+        self.gone: frozenset[str] = frozenset()  # forgotten or erased by now: out of every view
+        self._prepared: list[Prepared] = []
+        self._times: list[datetime] = []
+        self._first: dict[str, int] = {}  # each event id's first place: the one applied
+        self._fold = Fold(bounds)
+        self._checkpoints: list[Fold] = []  # the fold before events 0, N, 2N, ...
+        self._take(events)
 
-    def __post_init__(self) -> None:
-        self._prepared = [prepare(logged.event) for logged in self.events]
-        fold = Fold(self.bounds)
-        self.touches = {}
-        for touch in self._folded(fold, 0, len(self.events)):
-            self.touches.setdefault(touch.memory_id, []).append(touch)
+    def extended(self, more: Sequence[Logged]) -> TenantLog:
+        """This log with `more` events after its end, folded on from where this one ended;
+        this one is left as it is."""
+        log = TenantLog((), self.bounds)
+        log.events, log._prepared, log._times = [*self.events], [*self._prepared], [*self._times]
+        log.touches = {memory_id: [*touches] for memory_id, touches in self.touches.items()}
+        log._first, log._checkpoints = dict(self._first), [*self._checkpoints]
+        log._fold = self._fold.copy()
+        log._take(more)
+        return log
+
+    def _take(self, events: Sequence[Logged]) -> None:
+        for logged in events:
+            index = len(self.events)
+            if index % CHECKPOINT_EVERY == 0:
+                self._checkpoints.append(self._fold.copy())
+            prepared = prepare(logged)
+            self.events.append(logged)
+            self._prepared.append(prepared)
+            self._times.append(logged.written_at)
+            self._first.setdefault(prepared[0], index)
+            for touch in self._fold.apply(logged, prepared):
+                self.touches.setdefault(touch.memory_id, []).append(touch)
         self.gone = frozenset(self._gone())
-        self._times = [logged.written_at for logged in self.events]
 
     def _folded(self, fold: Fold, start: int, end: int) -> Iterator[Touch]:
         """Apply events `start` to `end` to `fold`; the touches they made."""
         for logged, prepared in zip(self.events[start:end], self._prepared[start:end], strict=True):
             yield from fold.apply(logged, prepared)
+
+    def _fold_to(self, count: int) -> Fold:
+        """A fold of the first `count` events: the checkpoint below, folded on."""
+        kept = min(count // CHECKPOINT_EVERY, len(self._checkpoints) - 1)
+        if kept < 0:
+            return Fold(self.bounds)
+        fold = self._checkpoints[kept].copy()
+        for _ in self._folded(fold, kept * CHECKPOINT_EVERY, count):
+            pass
+        return fold
 
     def _gone(self) -> set[str]:
         gone = {
@@ -263,8 +307,9 @@ class TenantLog:
             gone |= more
 
     @property
-    def offsets(self) -> list[int]:
-        return [logged.position.offset for logged in self.events]
+    def end(self) -> int:
+        """The log offset after the last event read (0: none)."""
+        return self.events[-1].position.offset + 1 if self.events else 0
 
     def cutoff(self, at: datetime) -> int:
         """How many of the events a log truncated at `at` keeps: those before the first one
@@ -274,35 +319,35 @@ class TenantLog:
                 return index
         return len(self._times)
 
-    def cutoff_at_offset(self, offset: int) -> int:
-        """How many of the events lie below log offset `offset`."""
-        return bisect.bisect_left(self.offsets, offset)
-
     def history(self, memory_id: str) -> list[Touch]:
         """Every touch of `memory_id`, in log order ([]: the tenant never had it, as far as
         its readable log says)."""
         return list(self.touches.get(memory_id, ()))
 
     def state(self, count: int) -> dict[str, Memory]:
-        """The memory a rebuild from the first `count` events would hold, exactly."""
-        fold = Fold(self.bounds)
-        for _ in self._folded(fold, 0, count):
-            pass
-        return fold.memories
+        """The memory a rebuild from the first `count` events would hold, exactly (less the
+        provenance, which `view` gives)."""
+        return self._fold_to(count).memories
 
     def view(self, count: int) -> list[Memory]:
         """The memory after the first `count` events, less what the log forgot or erased since
-        (forgetting is retroactive): in (timestamp, id) order."""
-        kept = [m for i, m in self.state(count).items() if i not in self.gone]
+        (forgetting is retroactive), each with its provenance: in (timestamp, id) order."""
+        kept = [self._traced(m) for i, m in self.state(count).items() if i not in self.gone]
         return sorted(kept, key=lambda m: (m.timestamp, m.id))
+
+    def _traced(self, memory: Memory) -> Memory:
+        """`memory` with the provenance the projection stamps: its event where it was applied."""
+        at = self.events[self._first[memory.event_id]]
+        where = at.position
+        return replace(
+            memory, provenance=provenance_of(at.event, where.topic, where.partition, where.offset)
+        )
 
     def diff(self, start: int, end: int) -> list[Diffed]:
         """The memories that differ between the first `start` and the first `end` events."""
         if end < start:
             start, end = end, start
-        fold = Fold(self.bounds)
-        for _ in self._folded(fold, 0, start):
-            pass
+        fold = self._fold_to(start)
         before = dict(fold.memories)
         last = {touch.memory_id: touch for touch in self._folded(fold, start, end)}
         after = fold.memories
@@ -317,6 +362,6 @@ class TenantLog:
                 change = touch.change.value
             else:
                 continue  # came and went within the span, or written again the same
-            shown = now if memory_id not in self.gone else None
+            shown = self._traced(now) if now is not None and memory_id not in self.gone else None
             found.append(Diffed(memory_id, change, touch, shown))
         return sorted(found, key=lambda d: (d.last.position.offset, d.memory_id))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from memstream.memory.events import (
     REGISTRY,
@@ -23,11 +24,29 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
-from memstream.memory.history import Logged
 from memstream.memory.model import Memory
+from memstream.memory.ports import Position
 from memstream.memory.provenance import NO_LOG, Provenance
 
-__all__ = ["ShownMemory", "ShownTurn", "provenance_of", "turns_shown", "with_provenance"]
+__all__ = [
+    "Logged",
+    "ShownMemory",
+    "ShownTurn",
+    "provenance_of",
+    "turns_shown",
+    "with_provenance",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    """One of the tenant's events where the log holds it, and when it was written there;
+    `event_id` is its id (the decoder's, which checked it: some ids are digests)."""
+
+    event: MemoryEvent
+    position: Position
+    written_at: datetime
+    event_id: str
 
 
 def provenance_of(
@@ -95,23 +114,30 @@ def turns_shown(logged: Iterable[Logged], run: str, turn: int | None = None) -> 
     """The turns of `run` (only turn `turn`, if given) in `logged` — a tenant's events in log
     order, each where the log holds it — each with what it was shown, traced to the events
     that wrote it as the log stood at that turn."""
-    writers: dict[str, Provenance] = {}
+    writers: dict[str, Logged] = {}
     found: list[ShownTurn] = []
     for entry in logged:
-        event, at = entry.event, entry.position
-        provenance = provenance_of(event, at.topic, at.partition, at.offset)
-        if provenance is None:
-            continue  # writes no memory
+        event = entry.event
         if isinstance(event, TurnCompleted) and event.run == run and turn in (None, event.turn):
             shown = tuple(_traced(memory_id, writers) for memory_id in event.shown)
-            found.append(ShownTurn(provenance, shown))
+            found.append(ShownTurn(_provenance(entry), shown))
+        # The writes themselves, not their provenance: only the shown ones' is worked out.
         for memory_id in memory_ids_of(event):
-            writers[memory_id] = provenance
+            writers[memory_id] = entry
     return found
 
 
-def _traced(memory_id: str, writers: Mapping[str, Provenance]) -> ShownMemory:
-    provenance = writers.get(memory_id)
-    replaced = provenance.replaced if provenance is not None else ()
-    sources = tuple(writers[r] for r in replaced if r in writers)
+def _provenance(entry: Logged) -> Provenance:
+    at = entry.position
+    provenance = provenance_of(entry.event, at.topic, at.partition, at.offset)
+    assert provenance is not None  # only events that write memories are asked about
+    return provenance
+
+
+def _traced(memory_id: str, writers: Mapping[str, Logged]) -> ShownMemory:
+    writer = writers.get(memory_id)
+    if writer is None:
+        return ShownMemory(memory_id, None)
+    provenance = _provenance(writer)
+    sources = tuple(_provenance(writers[r]) for r in provenance.replaced if r in writers)
     return ShownMemory(memory_id, provenance, sources)

@@ -13,6 +13,7 @@ makes: a check further in (a query, a key, an event) is then a type test, not a 
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 from memstream.errors import InvalidTenantError
@@ -46,6 +47,12 @@ def validate_tenant(tenant: object) -> TenantId:
             f"a tenant id must be a string, got {type(tenant).__name__}; "
             "pass the tenant's id as text"
         )
+    return _checked(tenant)
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked(tenant: str) -> TenantId:
+    # Cached: a log read checks the same few ids once per event (a refused id is not cached).
     if not tenant or tenant.isspace():
         raise InvalidTenantError("the tenant id is empty; every memory belongs to a named tenant")
     if len(tenant) > MAX_TENANT_CHARS:

@@ -36,9 +36,11 @@ from memstream.errors import (
 )
 from memstream.memory.bounds import Bounds
 from memstream.memory.cipher import Keyring
-from memstream.memory.codec import decode_event
+from memstream.memory.codec import decode_identified
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.history import Diffed, Logged, TenantLog, Touch
+from memstream.memory.events import TenantErased
+from memstream.memory.history import Diffed, TenantLog, Touch
+from memstream.memory.lineage import Logged
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.ranking.rank import TermStats, rank
@@ -47,9 +49,20 @@ from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 
-__all__ = ["CANDIDATES", "KEEP_S", "Lineage", "StoredVectors", "read_tenant_log"]
+__all__ = [
+    "CANDIDATES",
+    "HOLD_S",
+    "KEEP_S",
+    "Lineage",
+    "StoredVectors",
+    "TenantRead",
+    "read_tenant_log",
+]
 
-KEEP_S = 30.0  # how long a read of a tenant's log answers before the log is read again
+KEEP_S = 30.0  # how long a read of a tenant's log answers before what came after is read
+# How long a tenant's folded log is kept unasked: a question after that reads it all again.
+HOLD_S = 600.0
+FETCH_BYTES = 16 * 1024 * 1024  # per fetch of the partition (aiokafka's default is 1 MiB)
 # Candidates ranked per search, from each of meaning and words: recall's depth
 # (projections.recall.CANDIDATES, measured on LoCoMo's dev split: docs/benchmarks.md).
 CANDIDATES = 50
@@ -58,6 +71,15 @@ CANDIDATES = 50
 # holds another content or model).
 StoredVectors = Callable[[str, Sequence[Memory]], Coroutine[Any, Any, list[Vectors | None]]]
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRead:
+    """What one read of a tenant's partition found: its readable events in log order, and the
+    partition's end when the read began (where the next read of what came after starts)."""
+
+    events: list[Logged]
+    end: int
 
 
 async def read_tenant_log(
@@ -69,34 +91,46 @@ async def read_tenant_log(
     embedding_model: str,
     default_importance: float,
     keyring: Keyring | None,
-) -> list[Logged]:
-    """The tenant's readable events on `partition` of `topic`, in log order, up to its end now."""
+    start: int = 0,
+) -> TenantRead:
+    """The tenant's readable events on `partition` of `topic` from offset `start` (0: the
+    beginning) up to its end now."""
     key = tenant_key(tenant)
     tp = TopicPartition(topic, partition)
     consumer = AIOKafkaConsumer(
-        **kafka.aiokafka(), group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+        **kafka.aiokafka(),
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        # A few big fetches, not one per MiB: the whole partition is read, most of it
+        # other tenants' records.
+        max_partition_fetch_bytes=FETCH_BYTES,
+        fetch_max_bytes=FETCH_BYTES,
     )
     found: list[Logged] = []
     try:
         await consumer.start()
         consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
         end = (await consumer.end_offsets([tp]))[tp]
+        if start:
+            consumer.seek(tp, start)
+        else:
+            await consumer.seek_to_beginning(tp)
         while await consumer.position(tp) < end:
-            batches = await consumer.getmany(tp, timeout_ms=500, max_records=10_000)
+            batches = await consumer.getmany(tp, timeout_ms=500, max_records=50_000)
             for record in batches.get(tp, ()):
                 if record.key != key or record.offset >= end:
                     continue  # another tenant's, or written after the read began
                 message = RawMessage.of(record)
                 context = worker_context(message, embedding_model, default_importance, keyring)
                 try:
-                    event = decode_event(record.value or b"", context)
+                    event, event_id = decode_identified(record.value or b"", context)
                 except DataKeyErasedError:
                     continue  # erased for good: no view, no history holds it
                 except EventDecodeError:
                     continue  # a dead letter: the projection never applied it either
                 assert message.timestamp is not None  # Kafka stamps every record
-                found.append(Logged(event, message.position, message.timestamp))
+                found.append(Logged(event, message.position, message.timestamp, event_id))
     except KafkaError as exc:
         raise KafkaUnavailableError(
             f"could not read tenant {tenant!r}'s log from Kafka at {kafka.where}: "
@@ -104,7 +138,18 @@ async def read_tenant_log(
         ) from exc
     finally:
         await consumer.stop()
-    return found
+    return TenantRead(found, max(end, start))
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A tenant's folded log, the partition offset its read ended at, and when (monotonic
+    seconds) it was last read to the end and last asked."""
+
+    log: TenantLog
+    end: int
+    read_at: float
+    asked_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +187,7 @@ class Lineage:
         default_importance: float,
         keyring: Keyring | None,
         keep_s: float = KEEP_S,
+        hold_s: float = HOLD_S,
     ) -> None:
         self._kafka = kafka
         self._topic = topic
@@ -153,7 +199,8 @@ class Lineage:
         self._default_importance = default_importance
         self._keyring = keyring
         self._keep_s = keep_s
-        self._logs: dict[str, tuple[float, TenantLog]] = {}
+        self._hold_s = hold_s
+        self._logs: dict[str, _Kept] = {}
         self._views: dict[tuple[str, int], tuple[TenantLog, _View]] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="lineage")
@@ -162,32 +209,45 @@ class Lineage:
         self._pool.shutdown(wait=False)
 
     def log(self, tenant: str) -> TenantLog:
-        """The tenant's log as read at most `keep_s` seconds ago (read now if older)."""
+        """The tenant's log as read at most `keep_s` seconds ago. An older read is brought up
+        to date with what the partition got since; a log that saw an erasure there, or was not
+        asked for `hold_s`, is read again from the start (its erased content must go)."""
         validate_tenant(tenant)
+        now = time.monotonic()
         with self._lock:
             kept = self._logs.get(tenant)
-            if kept is not None and time.monotonic() - kept[0] < self._keep_s:
-                return kept[1]
-        events = self._run(
-            read_tenant_log(
-                self._kafka,
-                self._topic,
-                self._partition_of(tenant),
-                tenant,
-                embedding_model=self._embedder.model_id,
-                default_importance=self._default_importance,
-                keyring=self._keyring,
-            )
-        )
-        log = TenantLog(events, self._bounds)
+            if kept is not None and now - kept.asked_at >= self._hold_s:
+                kept = None
+            if kept is not None and now - kept.read_at < self._keep_s:
+                self._logs[tenant] = replace(kept, asked_at=now)
+                return kept.log
+        read = self._run(self._read(tenant, kept.end if kept is not None else 0))
+        if kept is not None and not any(isinstance(e.event, TenantErased) for e in read.events):
+            log = kept.log.extended(read.events)
+        elif kept is not None:
+            log = TenantLog(self._run(self._read(tenant, 0)).events, self._bounds)
+        else:
+            log = TenantLog(read.events, self._bounds)
         with self._lock:
             now = time.monotonic()
-            # Only reads still fresh are kept (a server asked about many tenants keeps few).
-            self._logs = {t: read for t, read in self._logs.items() if now - read[0] < self._keep_s}
-            self._logs[tenant] = (now, log)
-            current = {id(read[1]) for read in self._logs.values()}
+            # Only logs asked lately are kept (a server asked about many tenants keeps few).
+            self._logs = {t: k for t, k in self._logs.items() if now - k.asked_at < self._hold_s}
+            self._logs[tenant] = _Kept(log, read.end, now, now)
+            current = {id(k.log) for k in self._logs.values()}
             self._views = {k: v for k, v in self._views.items() if id(v[0]) in current}
         return log
+
+    def _read(self, tenant: str, start: int) -> Coroutine[Any, Any, TenantRead]:
+        return read_tenant_log(
+            self._kafka,
+            self._topic,
+            self._partition_of(tenant),
+            tenant,
+            embedding_model=self._embedder.model_id,
+            default_importance=self._default_importance,
+            keyring=self._keyring,
+            start=start,
+        )
 
     def history(self, tenant: str, memory_id: str) -> list[Touch]:
         """Every change to `memory_id`, oldest first; MemoryNotFoundError for an id the tenant
