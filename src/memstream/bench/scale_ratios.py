@@ -38,12 +38,13 @@ from aiokafka import AIOKafkaConsumer
 
 from memstream.bench.corpus import turns
 from memstream.bench.harness import BenchNamespace
+from memstream.bench.recall import RANDOM_VECTORS_MODEL, seeded_message
 from memstream.bench.report import Comparison
 from memstream.bench.stats import Latency, Progress, Spread, ratio
 from memstream.config import Settings
 from memstream.errors import MemstreamError
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.events import MessageRecorded, memories_of
+from memstream.memory.events import memories_of
 from memstream.memory.ports import Embedded, Recaller
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
@@ -59,7 +60,6 @@ __all__ = ["RatioSizes", "Ratios", "measure_ratios"]
 ONE_SHARD_TARGET = "≤ 1.05x"
 ONE_SHARD_RATE_TARGET = "≥ 0.95x"
 ROUTED_TARGET = "p99 ≤ 1.1x"
-_MODEL = "bench-random-unit-vectors"
 _VOCABULARY = [f"word{i}" for i in range(500)]
 _DIMS = 384
 # Projected and asked before the first round, untimed: indexes made, connections opened.
@@ -439,7 +439,7 @@ class _GivenVectors:
     """An embedder whose query vector is the one the bench set (`next`): recall's search,
     fusion and routing are timed, not the model."""
 
-    model_id = _MODEL
+    model_id = RANDOM_VECTORS_MODEL
 
     def __init__(self, dims: int) -> None:
         self.dims = dims
@@ -476,16 +476,7 @@ def _seed(ns: BenchNamespace, sizes: RatioSizes, progress: Progress) -> None:
     words = random.Random(5)
     at = datetime.now(UTC)
     events = [
-        MessageRecorded(
-            tenant=f"tenant-{i % sizes.tenants}",
-            thread="t",
-            source_id=str(i),
-            content=" ".join(words.choices(_VOCABULARY, k=12)),
-            speaker="user",
-            recorded_at=at,
-            importance=0.5,
-            embedding_model=_MODEL,
-        )
+        seeded_message(i, sizes.tenants, " ".join(words.choices(_VOCABULARY, k=12)), at)
         for i in range(sizes.memories)
     ]
     vectors = rng.standard_normal((sizes.memories, _DIMS)).astype(np.float32)
@@ -501,7 +492,7 @@ def _seed(ns: BenchNamespace, sizes: RatioSizes, progress: Progress) -> None:
             writer = RedisProjectionWriter(
                 part.async_client(), ns.keys, max_memories=0, url=part.connection.url
             )
-            await writer.ensure_live_index(_MODEL, _DIMS)
+            await writer.ensure_live_index(RANDOM_VECTORS_MODEL, _DIMS)
             for start in range(0, len(batch), 500):
                 await writer.apply(batch[start : start + 500])
                 done = min(start + 500, len(batch))
