@@ -177,14 +177,13 @@ def measure_ratios(
         }
         run = _Rounds(a, b, _Queries(given, sizes), recallers, embedder, sizes, progress)
         rounds = asyncio.run(run.all(count))
-    return _summary(rounds, run, sizes)
+    return _summary(rounds, run)
 
 
-def _summary(rounds: list[dict[str, float]], run: _Rounds, sizes: RatioSizes) -> Ratios:
+def _summary(rounds: list[dict[str, float]], run: _Rounds) -> Ratios:
     spreads = {name: Spread.of([r[f"{name}_ratio"] for r in rounds]) for name in _RATIOS}
     pooled = run.pooled()
     figures: dict[str, object] = {
-        "sizes": dataclasses.asdict(sizes),
         "ratios": {
             name: {
                 "median": spread.median,
