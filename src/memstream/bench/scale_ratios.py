@@ -156,15 +156,21 @@ def measure_ratios(
     """The ratios over `sizes.rounds` rounds: `sharded_one` names one Redis as a list of
     shards, `one` the same Redis as today's one URL, `three` three shards."""
     given = _GivenVectors(_DIMS)
-    with (
-        BenchNamespace(sharded_one, "one-sharded", embedder) as a,
-        BenchNamespace(one, "one-today", embedder) as b,
-        BenchNamespace(one, "recall-one", given) as r1,
-        BenchNamespace(three, "recall-three", given) as r3,
-    ):
+    with contextlib.ExitStack() as stack:
+        # Freshness has namespaces of its own: a fresh turn landing behind a backlog not yet
+        # projected would have its healer project the backlog first, inside the timing.
+        bulk, fresh = (
+            {
+                side: stack.enter_context(BenchNamespace(settings, f"{use}-{side}", embedder))
+                for side, settings in (("sharded", sharded_one), ("unsharded", one))
+            }
+            for use in ("tput", "fresh")
+        )
+        r1 = stack.enter_context(BenchNamespace(one, "recall-one", given))
+        r3 = stack.enter_context(BenchNamespace(three, "recall-three", given))
         count = _WARM_EVENTS + sizes.rounds * sizes.turns
         events = turns(count, embedder.model_id, tenants=sizes.tenants)
-        for ns in (a, b):
+        for ns in bulk.values():
             ns.publish(events)
         for ns in (r1, r3):
             _seed(ns, sizes, progress)
@@ -175,7 +181,7 @@ def measure_ratios(
             "direct_one": r1.projection.home.recaller(catalogue, tuning=tuning),
             "routed_three": r3.projection.recaller(catalogue, tuning=tuning),
         }
-        run = _Rounds(a, b, _Queries(given, sizes), recallers, embedder, sizes, progress)
+        run = _Rounds(bulk, fresh, _Queries(given, sizes), recallers, embedder, sizes, progress)
         rounds = asyncio.run(run.all(count))
     return _summary(rounds, run)
 
@@ -229,20 +235,22 @@ _SIDES = ("sharded", "unsharded")
 
 
 class _Rounds:
-    """Both projection sides (sharded, unsharded) and the recallers, round after round; keeps
+    """Both sides (sharded, unsharded) of the projection (`bulk`: a backlog each) and of
+    freshness (`fresh`: turns sent one at a time), and the recallers, round after round; keeps
     every sample for the pooled figures."""
 
     def __init__(
         self,
-        sharded: BenchNamespace,
-        unsharded: BenchNamespace,
+        bulk: dict[str, BenchNamespace],
+        fresh: dict[str, BenchNamespace],
         queries: _Queries,
         recallers: dict[str, Recaller],
         embedder: Embedder,
         sizes: RatioSizes,
         progress: Progress,
     ) -> None:
-        self._ns = {"sharded": sharded, "unsharded": unsharded}
+        self._bulk = bulk
+        self._fresh_ns = fresh
         self._queries = queries
         self._recallers = recallers
         self._embedder = embedder
@@ -256,25 +264,28 @@ class _Rounds:
     async def all(self, count: int) -> list[dict[str, float]]:
         """Every round, after an untimed warm-up; each round's figures and ratios."""
         async with contextlib.AsyncExitStack() as stack:
-            consumers = {side: _consumer(ns) for side, ns in self._ns.items()}
-            for consumer in consumers.values():
-                await consumer.start()
-                stack.push_async_callback(consumer.stop)
-            publishers = {
-                side: await stack.enter_async_context(ns.deployment.event_publisher())
-                for side, ns in self._ns.items()
-            }
-            project: dict[str, Project] = {
-                "sharded": await _sharded_side(self._ns["sharded"]),
-                "unsharded": await _unsharded_side(self._ns["unsharded"]),
-            }
+            consumers = {side: await _started(stack, ns) for side, ns in self._bulk.items()}
+            fresh = _Fresh(
+                {
+                    side: await stack.enter_async_context(ns.deployment.event_publisher())
+                    for side, ns in self._fresh_ns.items()
+                },
+                {side: await _started(stack, ns) for side, ns in self._fresh_ns.items()},
+                await _sides(self._fresh_ns),
+            )
+            project = await _sides(self._bulk)
+            # In (offset, partition) order: the same events in the same order on both sides
+            # (their partitions hold the same records), each partition's in its log's order.
             backlog = {
-                side: await _read(consumer, count, self._sizes.timeout_s)
-                for side, consumer in consumers.items()
+                side: sorted(
+                    await _read(consumers[side], count, self._sizes.timeout_s),
+                    key=lambda m: (m.offset, m.partition),
+                )
+                for side in _SIDES
             }
             for side in _SIDES:
                 await project[side](backlog[side][:_WARM_EVENTS])
-            await self._freshness(project, publishers, consumers, list(_SIDES), timed=False)
+            await self._freshness(fresh, list(_SIDES), timed=False)
             for _ in range(_WARM_QUERIES):
                 for recaller in self._recallers.values():
                     recaller.recall(*self._queries.next())
@@ -285,7 +296,7 @@ class _Rounds:
                 start = _WARM_EVENTS + n * self._sizes.turns
                 chunk = {side: backlog[side][start : start + self._sizes.turns] for side in _SIDES}
                 figures = await self._throughput(project, chunk, sides)
-                figures |= await self._freshness(project, publishers, consumers, sides)
+                figures |= await self._freshness(fresh, sides)
                 figures |= self._recall_round(n)
                 for name, r in _RATIOS.items():
                     figures[f"{name}_ratio"] = ratio(figures[r.ours], figures[r.baseline])
@@ -316,13 +327,7 @@ class _Rounds:
         return {f"{side}_events_per_s": round(events / spent[side], 1) for side in _SIDES}
 
     async def _freshness(
-        self,
-        project: dict[str, Project],
-        publishers: dict[str, EventPublisher],
-        consumers: dict[str, AIOKafkaConsumer],
-        sides: list[str],
-        *,
-        timed: bool = True,
+        self, fresh: _Fresh, sides: list[str], *, timed: bool = True
     ) -> dict[str, float]:
         """`fresh` turns per side, one at a time, the sides alternating turn by turn (one turn
         per side, kept out of the figures, when not `timed`: the warm-up)."""
@@ -331,9 +336,10 @@ class _Rounds:
         count = sizes.fresh if timed else 1
         for n, event in enumerate(turns(count, self._embedder.model_id, tenants=sizes.tenants)):
             for side in sides if n % 2 == 0 else sides[::-1]:
-                await publishers[side].publish([event])
+                await fresh.publishers[side].publish([event])
                 sent = time.perf_counter()
-                await project[side](await _read(consumers[side], 1, sizes.timeout_s))
+                read = await _read(fresh.consumers[side], 1, sizes.timeout_s)
+                await fresh.project[side](read)
                 latency[side].append(time.perf_counter() - sent)
         out: dict[str, float] = {}
         if not timed:
@@ -378,6 +384,22 @@ class _Rounds:
         return out
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Fresh:
+    """Freshness's sides: each one's publisher, consumer and projection."""
+
+    publishers: dict[str, EventPublisher]
+    consumers: dict[str, AIOKafkaConsumer]
+    project: dict[str, Project]
+
+
+async def _sides(namespaces: dict[str, BenchNamespace]) -> dict[str, Project]:
+    return {
+        "sharded": await _sharded_side(namespaces["sharded"]),
+        "unsharded": await _unsharded_side(namespaces["unsharded"]),
+    }
+
+
 def _projector(ns: BenchNamespace) -> Callable[..., Projector]:
     deployment = ns.deployment
 
@@ -409,8 +431,10 @@ async def _unsharded_side(ns: BenchNamespace) -> Project:
     return Healer(projector, writer, KafkaLog(ns.kafka, "")).project
 
 
-def _consumer(ns: BenchNamespace) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(
+async def _started(stack: contextlib.AsyncExitStack, ns: BenchNamespace) -> AIOKafkaConsumer:
+    """A group-less consumer of the namespace's memory topic from its start, stopped with
+    `stack`."""
+    consumer = AIOKafkaConsumer(
         ns.topics.memory,
         **ns.kafka.aiokafka(),
         group_id=None,
@@ -418,6 +442,9 @@ def _consumer(ns: BenchNamespace) -> AIOKafkaConsumer:
         auto_offset_reset="earliest",
         max_poll_records=BATCH_SIZE,
     )
+    await consumer.start()
+    stack.push_async_callback(consumer.stop)
+    return consumer
 
 
 async def _read(consumer: AIOKafkaConsumer, count: int, timeout_s: float) -> list[RawMessage]:
