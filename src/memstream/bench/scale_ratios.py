@@ -78,7 +78,7 @@ class RatioSizes:
     fresh: int = 12  # turns sent one at a time per side per round
     memories: int = 3000  # in the recall comparisons, seeded once
     tenants: int = 60
-    queries: int = 600  # per way of asking per round
+    queries: int = 2000  # per way of asking per round (a p99 over 20 tail samples)
     timeout_s: float = 300.0
 
 

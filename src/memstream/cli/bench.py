@@ -166,7 +166,7 @@ def _scale_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale-memories", type=int, default=3000, help="recall's memories")
     parser.add_argument("--scale-tenants", type=int, default=60)
     parser.add_argument(
-        "--scale-queries", type=int, default=600, help="per way of asking in each round"
+        "--scale-queries", type=int, default=2000, help="per way of asking in each round"
     )
     parser.add_argument(
         "--scale-worker-turns", type=int, default=300, help="projected per worker count"
