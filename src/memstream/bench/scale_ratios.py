@@ -11,7 +11,7 @@ beside every round's figures and the figures pooled over all rounds. In each rou
 - freshness: `fresh` turns per side, one at a time, from publish returning to the turn applied
   (consume + project), the sides alternating turn by turn;
 - recall: `queries` per way of asking (routed over one shard, the shard's own recaller, routed
-  to a tenant's shard of 3), the order rotating query by query.
+  to a tenant's shard of 3), each query in the next of every order of the ways.
 
 The sides: the worker's sharded path (MEMSTREAM_REDIS_SHARDS with one URL: `ShardHealers`,
 which follows the layout, then its one shard's healer) against today's (one `Healer` on the
@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -350,13 +351,14 @@ class _Rounds:
         return out
 
     def _recall_round(self, n: int) -> dict[str, float]:
-        """`queries` per way of asking, the order rotating query by query."""
-        ways = list(self._recallers)
-        timings: dict[str, list[float]] = {way: [] for way in ways}
+        """`queries` per way of asking, each query in the next order of the ways."""
+        # Every order in turn, not a rotation of one: a rotation keeps who follows whom (the
+        # routed and direct one-shard recallers share a client), which could favour one way.
+        orders = list(itertools.permutations(self._recallers))
+        timings: dict[str, list[float]] = {way: [] for way in self._recallers}
         for q in range(self._sizes.queries):
             tenant, text = self._queries.next()
-            shift = (n + q) % len(ways)
-            for way in ways[shift:] + ways[:shift]:
+            for way in orders[(n + q) % len(orders)]:
                 t0 = time.perf_counter()
                 self._recallers[way].recall(tenant, text)
                 timings[way].append(time.perf_counter() - t0)
