@@ -9,7 +9,7 @@ import time
 import pytest
 
 from memstream.config import Settings
-from memstream.errors import InfrastructureError
+from memstream.errors import ConfigurationError, InfrastructureError
 from memstream.memory.ports import ShardLayout
 from memstream.projections import backend
 from memstream.projections.backend import RedisProjection
@@ -112,3 +112,24 @@ def test_a_shard_0_that_does_not_answer_keeps_the_last_layout(clock: Clock) -> N
     assert routed.current_layout() == TWO and store.reads == 2
     clock.now += 0.5 * routed.layout_refresh_s  # tried again only a refresh later
     assert routed.current_layout() == TWO and store.reads == 2
+
+
+def test_a_refused_reading_reaches_a_caller_rather_than_only_the_background(
+    clock: Clock,
+) -> None:
+    class Refused(Store):
+        def read(self) -> ShardLayout | None:
+            self.reads += 1
+            if self.reads > 1:
+                raise ConfigurationError("the Redis user may not GET the layout")
+            return None
+
+    store = Refused()
+    routed = projection(store)
+    assert routed.current_layout() == ONE
+    clock.now += routed.layout_refresh_s
+    assert routed.current_layout() == ONE  # the background reading is refused...
+    wait_for(lambda: store.reads == 2 and not routed._refreshing.locked(), "the reading ran")
+    clock.now += routed.layout_window_s - routed.layout_refresh_s
+    with pytest.raises(ConfigurationError, match="may not GET"):  # ...and the caller sees it
+        routed.current_layout()

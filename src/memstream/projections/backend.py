@@ -20,6 +20,7 @@ a URL.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import threading
 import time
@@ -33,7 +34,7 @@ import redis.asyncio
 
 from memstream.agent.journal import Journal
 from memstream.config import Settings
-from memstream.errors import InfrastructureError
+from memstream.errors import InfrastructureError, MemstreamError
 from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
     ApiKeyStore,
@@ -70,6 +71,8 @@ from memstream.projections.shards import (
 )
 
 __all__ = ["LAYOUT_REFRESH_S", "RedisProjection"]
+
+log = logging.getLogger(__name__)
 
 # How long a process routes by the layout it read before it reads the stored one again.
 LAYOUT_REFRESH_S = 1.0
@@ -155,6 +158,8 @@ class RedisProjection:
     def _read_in_background(self) -> None:
         try:
             self._read()
+        except MemstreamError as exc:  # a caller meets it: the next reading is waited for
+            log.warning("reading the shard layout failed: %s", exc)
         finally:
             self._refreshing.release()
 
@@ -164,11 +169,14 @@ class RedisProjection:
             started = time.monotonic()
             if started - self._read_at < self.layout_refresh_s:
                 return
-            self._read_at = started
+            previous, self._read_at = self._read_at, started
             try:
                 stored = self.layouts().read()
             except InfrastructureError:
                 return
+            except MemstreamError:  # not a passing outage (an ACL): let a caller see it
+                self._read_at = previous
+                raise
             if stored is not None and stored.version > self._layout.version:
                 self._layout = stored
 
