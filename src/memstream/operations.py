@@ -325,7 +325,7 @@ def reshard(
 
     Fill each partition's new shard from the log while recall answers from the current
     layout; store the new layout on shard 0 (every process follows it within the
-    projection's `layout_refresh_s`, without a restart); wait until the new shards hold all
+    projection's `layout_window_s`, without a restart); wait until the new shards hold all
     their old shards applied; then drop the moved tenants from their old shards. Shard 0
     stays first; `urls` may grow or shrink the count as long as every shard gets a
     partition. Nothing is lost or doubled: every write is apply-once, and the workers heal a
@@ -359,7 +359,7 @@ def reshard(
             "`memstream stats` and reshard again from the layout it shows."
         )
     switched = time.monotonic()
-    window_s = projection.layout_refresh_s
+    window_s = projection.layout_window_s
     say(f"reshard: layout {new.version} stored; every process follows within {window_s}s")
 
     # The old shards keep the moved tenants until every process routes by the new layout and

@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +21,10 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
 ) -> None:
     # Its own 3 brokers and 3 Redis on free ports, started by the bench (it kills a broker):
     # it needs nothing of the suite's stack.
-    tiny = ["--scale-turns", "40", "--scale-fresh", "4", "--scale-memories", "200"]
-    tiny += ["--scale-tenants", "10", "--scale-queries", "20", "--scale-rate", "5"]
-    tiny += ["--scale-phase-s", "2", "--out", str(tmp_path), "--json"]
+    tiny = ["--scale-rounds", "2", "--scale-turns", "8", "--scale-fresh", "2"]
+    tiny += ["--scale-memories", "200", "--scale-tenants", "10", "--scale-queries", "20"]
+    tiny += ["--scale-worker-turns", "40", "--scale-rate", "5", "--scale-phase-s", "2"]
+    tiny += ["--out", str(tmp_path), "--json"]
     done = subprocess.run(
         [sys.executable, "-m", "memstream", "bench", "scale", *tiny],
         env=env,
@@ -35,14 +37,8 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
     assert done.returncode == 0, done.stderr
     scale = json.loads(done.stdout)["results"]["scale"]
     assert (scale["brokers"], scale["shards"], scale["partitions"]) == (3, 3, 6)
-    one = scale["one_shard"]
-    for side in ("sharded", "unsharded"):
-        assert one[f"{side}_events_per_s"] > 0
-        assert 0 < one[f"{side}_freshness_p50_ms"] <= one[f"{side}_freshness_p99_ms"]
-    assert one["events"] == 40 and one["recall_p99_ms"] > 0
-    recall = scale["recall"]
-    for way in ("routed_one", "direct_one", "routed_one_static", "routed_three"):
-        assert 0 < recall[f"{way}_p50_ms"] <= recall[f"{way}_p99_ms"]
+    assert scale["only"] == "all"
+    _assert_ratios(scale, rounds=2, turns=8, fresh=2, queries=20)
     assert {w: scale["workers"][w]["events"] for w in ("1", "2")} == {"1": 40, "2": 40}
     assert all(scale["workers"][w]["events_per_s"] > 0 for w in ("1", "2"))
     moved = scale["reshard"]
@@ -61,3 +57,52 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
         assert math.isfinite(c["ours"]) and c["ours"] > 0, c
         assert math.isfinite(c["raw"]) and c["raw"] > 0, c
     assert {p.name for p in tmp_path.iterdir()} == {"report.json", "report.md", "report.png"}
+
+
+def test_bench_scale_only_ratios_measures_the_ratios_and_nothing_else(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    tiny = ["--scale-only", "ratios", "--scale-rounds", "3", "--scale-turns", "4"]
+    tiny += ["--scale-fresh", "1", "--scale-memories", "100", "--scale-tenants", "6"]
+    tiny += ["--scale-queries", "10", "--out", str(tmp_path), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream", "bench", "scale", *tiny],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,  # three JVMs started on a busy machine
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    scale = json.loads(done.stdout)["results"]["scale"]
+    assert scale["only"] == "ratios"
+    _assert_ratios(scale, rounds=3, turns=4, fresh=1, queries=10)
+    assert not {"workers", "reshard", "broker_kill"} & set(scale)
+    assert len(scale["comparisons"]) == 4
+
+
+def _assert_ratios(
+    scale: dict[str, Any], *, rounds: int, turns: int, fresh: int, queries: int
+) -> None:
+    """Every ratio of issue 23's targets, per round and as its median with the range."""
+    assert [r["round"] for r in scale["rounds"]] == list(range(1, rounds + 1))
+    for each in scale["rounds"]:
+        for side in ("sharded", "unsharded"):
+            assert each[f"{side}_events_per_s"] > 0 and each[f"{side}_freshness_p50_ms"] > 0
+        for way in ("routed_one", "direct_one", "routed_three"):
+            assert each[f"{way}_p99_ms"] > 0
+    pooled = scale["pooled"]
+    assert pooled["events_per_side"] == rounds * turns
+    assert pooled["fresh_turns_per_side"] == rounds * fresh
+    assert pooled["queries_per_way"] == rounds * queries
+    ratios = scale["ratios"]
+    assert set(ratios) == {"throughput", "freshness_p50", "recall_p99", "routed_three_p99"}
+    for name, spread in ratios.items():
+        per_round = sorted(each[f"{name}_ratio"] for each in scale["rounds"])
+        assert (spread["min"], spread["max"]) == (per_round[0], per_round[-1])
+        middle = (per_round[(rounds - 1) // 2] + per_round[rounds // 2]) / 2
+        assert spread["median"] == pytest.approx(middle, abs=1e-3)
+        assert spread["rounds"] == rounds and spread["pooled"] > 0
+    medians = {c["measure"].split(",")[0]: c for c in scale["comparisons"] if c["unit"] == "x"}
+    assert medians["1 shard: recall p99"]["ours"] == ratios["recall_p99"]["median"]
+    assert len(medians) == 4

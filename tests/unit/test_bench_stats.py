@@ -7,7 +7,7 @@ import pytest
 
 from memstream.bench.baselines import BM25, RecallAtK, cosine_ranking
 from memstream.bench.report import BenchResult, Comparison, RunReport
-from memstream.bench.stats import Latency, percentile, ratio
+from memstream.bench.stats import Latency, Spread, percentile, ratio
 from memstream.errors import InvalidInputError
 
 
@@ -101,3 +101,16 @@ def test_a_report_renders_its_comparisons(tmp_path) -> None:  # type: ignore[no-
     paths = report.write(tmp_path / "out")
     assert [p.name for p in paths] == ["report.json", "report.md", "report.png"]
     assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_spread_is_the_median_of_the_rounds_with_their_range() -> None:
+    odd = Spread.of([1.2, 0.9, 1.0, 1.1, 0.8])
+    assert (odd.median, odd.low, odd.high, odd.rounds) == (1.0, 0.8, 1.2, 5)
+    even = Spread.of([1.0, 1.1, 0.9, 1.3])  # the mean of the middle two
+    assert (even.median, even.low, even.high) == (1.05, 0.9, 1.3)
+    assert str(Spread.of([1.02])) == "1.020 (1.020 to 1.020 over 1 rounds)"
+
+
+def test_a_spread_of_no_rounds_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="no rounds"):
+        Spread.of([])

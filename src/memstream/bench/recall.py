@@ -41,11 +41,25 @@ from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
 
-__all__ = ["run_recall"]
+__all__ = ["RANDOM_VECTORS_MODEL", "run_recall", "seeded_message"]
 
 TARGET = "p99 ≤ 1.3x raw"
-_MODEL = "bench-random-unit-vectors"
+RANDOM_VECTORS_MODEL = _MODEL = "bench-random-unit-vectors"
 _VOCABULARY = [f"word{i}" for i in range(2000)] + ["Caroline", "Melanie", "May", "2023"]
+
+
+def seeded_message(i: int, tenants: int, content: str, at: datetime) -> MessageRecorded:
+    """The `i`th memory seeded for random-vector recall benches, its tenant round-robin."""
+    return MessageRecorded(
+        tenant=f"tenant-{i % tenants}",
+        thread="t",
+        source_id=str(i),
+        content=content,
+        speaker="user",
+        recorded_at=at,
+        importance=0.5,
+        embedding_model=_MODEL,
+    )
 
 
 def _seed(
@@ -66,16 +80,7 @@ def _seed(
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             batch = []
             for row, i in enumerate(range(low, high)):
-                event = MessageRecorded(
-                    tenant=f"tenant-{i % tenants}",
-                    thread="t",
-                    source_id=str(i),
-                    content=" ".join(words.choices(_VOCABULARY, k=12)),
-                    speaker="user",
-                    recorded_at=at,
-                    importance=0.5,
-                    embedding_model=_MODEL,
-                )
+                event = seeded_message(i, tenants, " ".join(words.choices(_VOCABULARY, k=12)), at)
                 batch.append(Embedded(event, memories_of(event), vectors[row : row + 1]))
             await writer.apply(batch)
             progress.tick("memories seeded", high, stop)

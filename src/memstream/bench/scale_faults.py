@@ -5,7 +5,7 @@ while the leader of their partitions is SIGKILLed, on the bench's own cluster.
   namespace, as an agent process has) recalls the tenants that move, again and again, and
   notes which shard its router sent each recall to. Measured: the reshard's duration and
   warm-up, the window after the switch in which a moved tenant's recall still went to its
-  old shard (bounded by the layout's refresh interval), recall errors, and at the end each
+  old shard (bounded by the layout's window, `layout_window_s`), recall errors, and at the end each
   tenant's memories against its turns (lost, doubled).
 - broker kill: agent threads run turns with the memory middleware; after each turn the same
   event is enqueued on a raw librdkafka producer (the baseline). The leader of the busiest

@@ -1,4 +1,5 @@
-"""Shared statistics and progress for the benches: percentiles, rates, ratios, a stderr ticker."""
+"""Shared statistics and progress for the benches: percentiles, rates, ratios, the spread of a
+ratio over rounds, a stderr ticker."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TextIO
 
 from memstream.errors import InvalidInputError
 
-__all__ = ["Latency", "Progress", "percentile", "ratio"]
+__all__ = ["Latency", "Progress", "Spread", "percentile", "ratio"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -52,6 +53,32 @@ class Latency:
             count=len(millis),
             p95_ms=round(percentile(millis, 95), 4),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """A figure taken once per round: its median over the rounds and its range. A ratio of two
+    sides measured in many short interleaved rounds is read as the median; the range says how
+    far one round alone could stray."""
+
+    median: float
+    low: float
+    high: float
+    rounds: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        if not values:
+            raise InvalidInputError("no rounds to take the median of")
+        return cls(
+            median=round(percentile(values, 50), 3),
+            low=round(min(values), 3),
+            high=round(max(values), 3),
+            rounds=len(values),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.median:.3f} ({self.low:.3f} to {self.high:.3f} over {self.rounds} rounds)"
 
 
 class Progress:

@@ -128,25 +128,49 @@ def _asof_options(parser: argparse.ArgumentParser) -> None:
 
 def _scale(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
     from memstream.bench.scale import ScaleSizes, run_scale
+    from memstream.bench.scale_ratios import RatioSizes
 
     sizes = ScaleSizes(
-        turns=args.scale_turns,
-        fresh=args.scale_fresh,
-        memories=args.scale_memories,
+        ratios=RatioSizes(
+            rounds=args.scale_rounds,
+            turns=args.scale_turns,
+            fresh=args.scale_fresh,
+            memories=args.scale_memories,
+            tenants=args.scale_tenants,
+            queries=args.scale_queries,
+        ),
+        worker_turns=args.scale_worker_turns,
         tenants=args.scale_tenants,
-        queries=args.scale_queries,
         stream_rate=args.scale_rate,
         kill_phase_s=args.scale_phase_s,
     )
-    return run_scale(settings, embedder, sizes)
+    return run_scale(settings, embedder, sizes, only=args.scale_only)
 
 
 def _scale_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale-turns", type=int, default=300, help="projected per side")
-    parser.add_argument("--scale-fresh", type=int, default=20, help="freshness turns per side")
+    parser.add_argument(
+        "--scale-only",
+        choices=("all", "ratios"),
+        default="all",
+        help="ratios: only the one-shard and routed comparisons (no workers, reshard, kill)",
+    )
+    parser.add_argument(
+        "--scale-rounds", type=int, default=10, help="interleaved rounds of the ratios"
+    )
+    parser.add_argument(
+        "--scale-turns", type=int, default=64, help="projected per side in each round"
+    )
+    parser.add_argument(
+        "--scale-fresh", type=int, default=12, help="freshness turns per side in each round"
+    )
     parser.add_argument("--scale-memories", type=int, default=3000, help="recall's memories")
     parser.add_argument("--scale-tenants", type=int, default=60)
-    parser.add_argument("--scale-queries", type=int, default=1000, help="per way of asking")
+    parser.add_argument(
+        "--scale-queries", type=int, default=2000, help="per way of asking in each round"
+    )
+    parser.add_argument(
+        "--scale-worker-turns", type=int, default=300, help="projected per worker count"
+    )
     parser.add_argument("--scale-rate", type=float, default=10.0, help="turns/s in the reshard")
     parser.add_argument(
         "--scale-phase-s", type=float, default=4.0, help="turns before and after a broker kill"

@@ -11,14 +11,17 @@ memory lives on the tenant's shard.
 
 The layout is MEMSTREAM_REDIS_SHARDS (else the one MEMSTREAM_REDIS_URL) until `memstream
 reshard` stores a newer one on shard 0 (`projections.layout_store`); every process re-reads
-it at most every `LAYOUT_REFRESH_S` when it routes a call, and follows a newer one without a
-restart. The composition root (`memstream.deployment`) builds it; nothing above
-`projections/` sees a Redis client, a key or a URL.
+it once its reading is `LAYOUT_REFRESH_S` old, in the background so that no routed call waits
+on the read, and follows a newer one without a restart. The composition root
+(`memstream.deployment`) builds it; nothing above `projections/` sees a Redis client, a key or
+a URL.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection
@@ -31,7 +34,7 @@ import redis.asyncio
 
 from memstream.agent.journal import Journal
 from memstream.config import Settings
-from memstream.errors import InfrastructureError
+from memstream.errors import InfrastructureError, MemstreamError
 from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
     ApiKeyStore,
@@ -71,9 +74,14 @@ from memstream.projections.shards import (
 
 __all__ = ["LAYOUT_REFRESH_S", "RedisProjection"]
 
-# How long a process routes by the layout it read before it reads the stored one again: the
-# longest a tenant's recall may still answer from its old shard after a reshard's switch.
+log = logging.getLogger(__name__)
+
+# How long a process routes by the layout it read before it reads the stored one again.
 LAYOUT_REFRESH_S = 1.0
+# A reading this many refresh intervals old is waited for; younger, a call routes by it while
+# a new one is read in the background. So no call routes by a reading older than this
+# (`layout_window_s`: the longest a moved tenant may reach its old shard after a switch).
+_WINDOW_REFRESHES = 1.5
 
 T = TypeVar("T")
 
@@ -121,8 +129,9 @@ class RedisProjection:
         self._base = RedisConnection.from_settings(settings)
         self._layout = ShardLayout(settings.shard_urls)
         self.layout_refresh_s = layout_refresh_s
-        self._read_at = -layout_refresh_s  # never read yet
-        self._lock = threading.Lock()
+        self._read_at = -math.inf  # when the last reading started; never yet
+        self._lock = threading.Lock()  # one reading at a time
+        self._refreshing = threading.Lock()  # held while a background reading runs
         self._shards: dict[str, RedisShard] = {}
         self.router = TenantRouter(self.current_layout, partition_of)
         self.home = self.shard(self._layout.urls[0])
@@ -130,22 +139,48 @@ class RedisProjection:
     # -- the layout -------------------------------------------------------------------------
 
     def current_layout(self) -> ShardLayout:
-        """The layout to route by now: the stored one if newer than what this process holds,
-        read again at most every `layout_refresh_s` (a shard 0 that does not answer keeps
-        the last one read)."""
-        now = time.monotonic()
-        if now - self._read_at < self.layout_refresh_s:
-            return self._layout
-        with self._lock:
-            if now - self._read_at >= self.layout_refresh_s:
-                self._read_at = now
-                try:
-                    stored = self.layouts().read()
-                except InfrastructureError:
-                    stored = None
-                if stored is not None and stored.version > self._layout.version:
-                    self._layout = stored
+        """The layout to route by now: the stored one if newer than what this process holds.
+        Once the last reading is `layout_refresh_s` old the stored one is read again in the
+        background and the call goes on with the one held; a process idle for longer than
+        `layout_window_s` waits for the reading (a shard 0 that does not answer keeps the
+        last one read)."""
+        age = time.monotonic() - self._read_at
+        if age >= self.layout_window_s:
+            self._read()
+        elif age >= self.layout_refresh_s and self._refreshing.acquire(blocking=False):
+            threading.Thread(target=self._read_in_background, daemon=True).start()
         return self._layout
+
+    @property
+    def layout_window_s(self) -> float:
+        """The oldest reading a call routes by: the longest after a reshard's switch that a
+        process may still route a moved tenant to its old shard."""
+        return _WINDOW_REFRESHES * self.layout_refresh_s
+
+    def _read_in_background(self) -> None:
+        try:
+            self._read()
+        except MemstreamError as exc:  # a caller meets it: the next reading is waited for
+            log.warning("reading the shard layout failed: %s", exc)
+        finally:
+            self._refreshing.release()
+
+    def _read(self) -> None:
+        """Read the stored layout, unless another thread started a reading meanwhile."""
+        with self._lock:
+            started = time.monotonic()
+            if started - self._read_at < self.layout_refresh_s:
+                return
+            previous, self._read_at = self._read_at, started
+            try:
+                stored = self.layouts().read()
+            except InfrastructureError:
+                return
+            except MemstreamError:  # not a passing outage (an ACL): let a caller see it
+                self._read_at = previous
+                raise
+            if stored is not None and stored.version > self._layout.version:
+                self._layout = stored
 
     def layouts(self) -> RedisLayoutStore:
         """Where the layout is stored (shard 0)."""
