@@ -1,4 +1,4 @@
-"""The raw baseline of `bench serve`'s writes: a bare FastAPI endpoint that sends to Kafka.
+"""The raw baselines of `bench serve`'s writes: bare FastAPI endpoints doing the same I/O.
 
 The issue's yardstick (issue 22, item 8): one FastAPI route under the same uvicorn (the same
 event loop and HTTP parser) that takes each POST's JSON body, sends it to the memory topic
@@ -6,7 +6,11 @@ with an idempotent, acks=all producer and answers `{"status": "ok"}` once Kafka 
 keys, no validation of the record, no events: what is left between this and `memstream serve`
 is memstream's own work.
 
-Run as `python -m memstream.bench.raw_http PORT TOPIC` (the bench starts it).
+The working-memory routes' baseline does a session write's I/O the least way: read the
+session (one GET), send the messages it did not hold to Kafka and wait, write the session
+whole (one SET with its TTL). No version, no merge of concurrent puts, no windows, no turns.
+
+Run as `python -m memstream.bench.raw_http PORT TOPIC PREFIX` (the bench starts it).
 """
 
 from __future__ import annotations
@@ -21,26 +25,50 @@ from aiokafka import AIOKafkaProducer
 from fastapi import FastAPI
 
 from memstream.config import Settings
+from memstream.projections.baselines import RawSessions
+from memstream.projections.connection import RedisConnection
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.wire import producer_config
 
 __all__ = ["bare_app"]
 
 
-def bare_app(kafka: KafkaConnection, topic: str) -> FastAPI:
-    """`POST /v1/long-term-memory/`, which sends its body to `topic` and waits, and a health
-    route."""
+_SESSION_TTL_S = 3600
+
+
+def bare_app(kafka: KafkaConnection, topic: str, redis: RedisConnection, prefix: str) -> FastAPI:
+    """`POST /v1/long-term-memory/`, which sends its body to `topic` and waits; a session's put
+    and append (kept under `prefix`); and a health route."""
     producers: list[AIOKafkaProducer] = []  # made on the server's loop, at start-up
+    stores: list[RawSessions] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka", {"linger_ms": 2}))
         await producer.start()
         producers.append(producer)
+        stores.append(RawSessions(redis, prefix))
         try:
             yield
         finally:
             await producer.stop()
+            await stores[0].close()
+
+    async def stored(session_id: str) -> list[dict[str, Any]]:
+        document = await stores[0].get(session_id)
+        held: list[dict[str, Any]] = json.loads(document)["messages"] if document else []
+        return held
+
+    async def written(
+        session_id: str, held: list[dict[str, Any]], messages: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        ids = {m.get("id") for m in held}
+        new = [m for m in messages if m.get("id") not in ids]
+        if new:
+            await producers[0].send_and_wait(topic, json.dumps(new).encode(), key=b"raw")
+        session = {"session_id": session_id, "messages": messages}
+        await stores[0].put(session_id, json.dumps(session).encode(), _SESSION_TTL_S)
+        return session
 
     app = FastAPI(lifespan=lifespan)
 
@@ -53,16 +81,32 @@ def bare_app(kafka: KafkaConnection, topic: str) -> FastAPI:
         await producers[0].send_and_wait(topic, json.dumps(body).encode(), key=b"raw")
         return {"status": "ok"}
 
+    @app.put("/v1/working-memory/{session_id}")
+    async def put(session_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await written(session_id, await stored(session_id), body["messages"])
+
+    @app.post("/v1/working-memory/{session_id}/messages")
+    async def append(session_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        held = await stored(session_id)
+        return await written(session_id, held, [*held, *body["messages"]])
+
     return app
 
 
 def main() -> None:
     import uvicorn
 
-    port, topic = sys.argv[1:3]
-    # The brokers and their security come from the MEMSTREAM_* variables the bench passes on.
-    kafka = KafkaConnection.from_settings(Settings.from_env())
-    uvicorn.run(bare_app(kafka, topic), host="127.0.0.1", port=int(port), log_level="warning")
+    port, topic, prefix = sys.argv[1:4]
+    # The brokers, Redis and their security come from the MEMSTREAM_* variables the bench
+    # passes on.
+    settings = Settings.from_env()
+    app = bare_app(
+        KafkaConnection.from_settings(settings),
+        topic,
+        RedisConnection.from_settings(settings),
+        prefix,
+    )
+    uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")
 
 
 if __name__ == "__main__":

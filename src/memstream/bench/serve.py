@@ -19,7 +19,9 @@
   stopped for this part so its embedding does not share the CPU with the server.
 - working memory (bench.sessions): put and append latency, and `memory_prompt` with a
   session against the long-term-only prompt, interleaved; then puts and appends a second
-  from 16 concurrent clients (a session each), against the same bare endpoint's writes.
+  from 16 concurrent clients (a session each), against the bare endpoint's own session put
+  and append (read the session, send its new messages to Kafka and wait, write it whole:
+  `bench.raw_http`), in halves taking turns as the long-term writes do.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +44,7 @@ from memstream.bench.corpus import conversation_texts, turns
 from memstream.bench.harness import BenchNamespace
 from memstream.bench.http_load import Load, concurrently
 from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.sessions import measure_sessions, session_rates
+from memstream.bench.sessions import SessionRates, measure_sessions, session_rates
 from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
@@ -138,15 +140,23 @@ def run_serve(
             ns.stop_worker()
             # Nothing consumes the dead-letter topic during the bench: the bare endpoint's
             # bodies (no events) go there, and are dropped with the namespace.
-            bare = ("memstream.bench.raw_http", "{port}", ns.topics.dead_letters)
+            bare = (
+                "memstream.bench.raw_http",
+                "{port}",
+                ns.topics.dead_letters,
+                f"{ns.keys.namespace}:bare-sessions",
+            )
             with _serving(ns.settings, *bare) as bare_url:
                 progress.say(
                     f"{writes} writes from {CLIENTS} clients to memstream and as many to a bare "
                     "HTTP-to-Kafka endpoint, in alternating halves"
                 )
                 ours, baseline = _alternating(url, bare_url, key, writes)
-            progress.say(f"{writes} session puts, then appends, from {CLIENTS} clients")
-            rates = asyncio.run(session_rates(url, key, texts, writes, CLIENTS))
+                progress.say(
+                    f"{writes} session puts, then appends, from {CLIENTS} clients to memstream "
+                    "and as many to the bare endpoint's sessions, in alternating halves"
+                )
+                rates, bare_rates = _alternating_sessions(url, bare_url, key, texts, writes)
             progress.say(f"{writes} raw Kafka sends from {CLIENTS} clients")
             raw_s, raw_latency = asyncio.run(
                 _raw_writes(ns.kafka, ns.topics, embedder, writes, CLIENTS)
@@ -159,6 +169,7 @@ def run_serve(
     ack, wait, raw_ack = (Latency.of_seconds(s) for s in (acked, waited, raw_single))
     rate, raw_rate, bare_rate = ours.per_s, writes / raw_s, baseline.per_s
     put_rate, append_rate = rates.put.per_s, rates.append.per_s
+    bare_put_rate, bare_append_rate = bare_rates.put.per_s, bare_rates.append.per_s
     overhead = round(search.p50_ms - base.p50_ms, 3)
     return BenchResult(
         name="serve",
@@ -194,8 +205,14 @@ def run_serve(
             "session_appends_per_s": round(append_rate, 1),
             "session_puts_ratio_to_bare_http": ratio(put_rate, bare_rate),
             "session_appends_ratio_to_bare_http": ratio(append_rate, bare_rate),
+            "bare_session_puts_per_s": round(bare_put_rate, 1),
+            "bare_session_appends_per_s": round(bare_append_rate, 1),
+            "session_puts_ratio_to_bare_sessions": ratio(put_rate, bare_put_rate),
+            "session_appends_ratio_to_bare_sessions": ratio(append_rate, bare_append_rate),
             "concurrent_session_put": _latency(rates.put.latency),
             "concurrent_session_append": _latency(rates.append.latency),
+            "concurrent_bare_session_put": _latency(bare_rates.put.latency),
+            "concurrent_bare_session_append": _latency(bare_rates.append.latency),
         },
         comparisons=[
             Comparison(
@@ -242,18 +259,20 @@ def run_serve(
             Comparison(
                 f"session puts/s, {CLIENTS} clients (HTTP)",
                 round(put_rate, 1),
-                round(bare_rate, 1),
+                round(bare_put_rate, 1),
                 "puts/s",
-                "bare FastAPI endpoint to Kafka",
+                "bare FastAPI session put: GET, send to Kafka, SET",
                 True,
+                TARGET_WRITES,
             ),
             Comparison(
                 f"session appends/s, {CLIENTS} clients (HTTP)",
                 round(append_rate, 1),
-                round(bare_rate, 1),
+                round(bare_append_rate, 1),
                 "appends/s",
-                "bare FastAPI endpoint to Kafka",
+                "bare FastAPI session append: GET, send to Kafka, SET",
                 True,
+                TARGET_WRITES,
             ),
             Comparison(
                 "memory_prompt p50, with a session",
@@ -332,6 +351,17 @@ def _timed_write(http: httpx.Client, query: str) -> float:
 
 def _write(http: httpx.AsyncClient, client: int, i: int) -> Awaitable[httpx.Response]:
     return http.post("/v1/long-term-memory/", json={"memories": [_record(i)]})
+
+
+def _alternating_sessions(
+    ours_url: str, bare_url: str, key: str, texts: Sequence[str], writes: int
+) -> tuple[SessionRates, SessionRates]:
+    """`session_rates` of each, in halves taking turns as `_alternating`'s."""
+    halves: dict[str, list[SessionRates]] = {ours_url: [], bare_url: []}
+    for url in (ours_url, bare_url, bare_url, ours_url):
+        count = writes // 2 if halves[url] else writes - writes // 2
+        halves[url].append(asyncio.run(session_rates(url, key, texts, count, CLIENTS)))
+    return SessionRates.total(halves[ours_url]), SessionRates.total(halves[bare_url])
 
 
 def _alternating(ours_url: str, bare_url: str, key: str, writes: int) -> tuple[Load, Load]:

@@ -84,6 +84,10 @@ class SessionRates:
     put: Load
     append: Load
 
+    @classmethod
+    def total(cls, parts: Sequence[SessionRates]) -> SessionRates:
+        return cls(Load.total([p.put for p in parts]), Load.total([p.append for p in parts]))
+
 
 async def session_rates(
     url: str, key: str, texts: Sequence[str], requests: int, clients: int

@@ -25,6 +25,7 @@ from memstream.projections.schema import Fields, Keyspace, memory_index_schema, 
 
 __all__ = [
     "RawHashes",
+    "RawSessions",
     "RedisProbe",
     "raw_knn",
     "raw_pipelined",
@@ -54,6 +55,25 @@ class RawHashes:
                 key = self._keys.memory(memory.tenant, memory.id)
                 pipe.hset(key, mapping=to_hash(memory, vector))  # type: ignore[arg-type]
             await pipe.execute()
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+class RawSessions:
+    """A session kept as one JSON string per key with a TTL: read with GET, written with SET,
+    no version, no index (the least a session store does)."""
+
+    def __init__(self, connection: RedisConnection, prefix: str) -> None:
+        self._client = async_redis_client(connection)
+        self._prefix = prefix
+
+    async def get(self, session_id: str) -> bytes | str | None:
+        found: bytes | str | None = await self._client.get(f"{self._prefix}:{session_id}")
+        return found
+
+    async def put(self, session_id: str, document: bytes, ttl_s: int) -> None:
+        await self._client.set(f"{self._prefix}:{session_id}", document, ex=ttl_s)
 
     async def close(self) -> None:
         await self._client.aclose()
