@@ -5,7 +5,7 @@
 BIN := .venv/bin
 # pytest-xdist processes, each with its own namespace, worker and server (tests/integration);
 # a test file runs whole in one, so its module fixtures (and the secured stack) start once.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 
 install:
 	@bash infra/install.sh
