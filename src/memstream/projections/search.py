@@ -125,14 +125,17 @@ class FilteredSearch:
         keep: Callable[[Memory], bool] | None,
     ) -> SearchPage:
         k = POST_FILTER_DEPTH if keep is not None else offset + limit
+        # Counted before the recall: a memory the worker writes in between is then in the
+        # hits alone, never in the count alone (a total of 1 beside no memories, which a
+        # client polling on `total` read as found), and the hits raise the total to match.
+        counted = None if keep is not None else self._run([self._count(render_filter(where))])
         hits = self._recaller.recall_query(
             text, lambda vector: HybridQuery(where.tenant, text, vector, k, where=where), keep=keep
         )
         page = tuple(hits[offset : offset + limit])
         if keep is not None:
             return SearchPage(page, len(hits))
-        counted = self._run([self._count(render_filter(where))])
-        return SearchPage(page, _total(counted[0]) if counted else 0)
+        return SearchPage(page, max(_total(counted[0]) if counted else 0, len(hits)))
 
     def _window(
         self,
