@@ -39,7 +39,7 @@ typecheck: install-dev
 	@$(BIN)/mypy
 
 test: install-dev up lint typecheck
-	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not cluster"
+	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not cluster"
 
 # The tests on a three-broker, three-shard local cluster they start themselves (marker
 # `cluster`: tests/integration/test_cluster_faults.py, `bench scale`'s smoke test). Not in

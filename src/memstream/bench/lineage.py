@@ -125,7 +125,7 @@ async def _projection(
 
 
 def run_lineage(
-    settings: Settings, embedder: Embedder, *, turns: int = 2000, events: int = 2000
+    settings: Settings, embedder: Embedder, *, turns: int = 10_000, events: int = 4000
 ) -> BenchResult:
     started = time.monotonic()
     progress = Progress("lineage")

@@ -223,8 +223,8 @@ def _lineage(args: argparse.Namespace, settings: Settings, embedder: Embedder) -
 
 
 def _lineage_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--lineage-turns", type=int, default=2000, help="hook turns per side")
-    parser.add_argument("--lineage-events", type=int, default=2000, help="turns applied per side")
+    parser.add_argument("--lineage-turns", type=int, default=10_000, help="hook turns per side")
+    parser.add_argument("--lineage-events", type=int, default=4000, help="turns applied per side")
 
 
 def _store_options(parser: argparse.ArgumentParser) -> None:
