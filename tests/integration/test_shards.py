@@ -19,8 +19,9 @@ import contextlib
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -29,7 +30,7 @@ from memstream.deployment import Deployment
 from memstream.errors import RedisUnavailableError
 from memstream.integrations.langgraph import MemstreamStore, NamespaceTenants
 from memstream.memory.events import MemoryEvent
-from memstream.memory.ports import ProjectionProgress
+from memstream.memory.ports import ProjectionProgress, StoredSession, WorkingMemoryStore
 from memstream.memory.tenancy import tenant_token
 from memstream.operations import drop, erase_tenant, reshard
 from memstream.projections.recall import SearchFilter
@@ -39,6 +40,8 @@ from memstream.testing.stack import wait_until_recallable
 
 from .helpers import OwnRedis, TestStack, running_worker, wait_until
 from .test_cli import memstream
+
+T = TypeVar("T")
 
 pytestmark = pytest.mark.integration
 
@@ -420,67 +423,78 @@ def test_reshard_carries_working_memory_with_its_version_and_ttl(
     with Deployment(settings) as deployment:
         try:
             asyncio.run(deployment.ensure_topics())
-            old = deployment.projection.shard(two[0].url).working_memory()
-            for tenant in tenants:
-                old.put(
-                    tenant,
-                    "a",
-                    f'{{"said": "{tenant} a1"}}',
-                    expected_version=0,
-                    ttl_s=3600,
-                    owner="ann",
-                )
-                old.put(
-                    tenant,
-                    "a",
-                    f'{{"said": "{tenant} a2"}}',
-                    expected_version=1,
-                    ttl_s=3600,
-                    owner="ann",
-                )
-                old.put(
-                    tenant,
-                    "b",
-                    f'{{"said": "{tenant} b1"}}',
-                    expected_version=0,
-                    ttl_s=None,
-                    owner="bob",
+
+            def put(
+                tenant: str, session: str, said: str, version: int, ttl: int | None, owner: str
+            ) -> None:
+                """A put on the old shard's store (a server still routing by layout 1)."""
+                store = deployment.projection.shard(two[0].url).working_memory()
+                document = json.dumps({"said": said})
+                asyncio.run(
+                    _closing(
+                        store,
+                        store.put(
+                            tenant,
+                            session,
+                            document,
+                            expected_version=version,
+                            ttl_s=ttl,
+                            owner=owner,
+                        ),
+                    )
                 )
 
+            for tenant in tenants:
+                put(tenant, "a", f"{tenant} a1", 0, 3600, "ann")
+                put(tenant, "a", f"{tenant} a2", 1, 3600, "ann")
+                put(tenant, "b", f"{tenant} b1", 0, None, "bob")
+
             def during(line: str) -> None:
-                if "layout 2 stored" in line:  # a server that still routes by layout 1
-                    old.put(
-                        late, "a", '{"said": "late"}', expected_version=2, ttl_s=3600, owner="ann"
-                    )
-                    old.put(
-                        late, "c", '{"said": "new"}', expected_version=0, ttl_s=600, owner="ann"
-                    )
+                if "layout 2 stored" in line:
+                    put(late, "a", "late", 2, 3600, "ann")
+                    put(late, "c", "new", 0, 600, "ann")
 
             done = reshard(deployment, [two[0].url, two[1].url], say=during)
             assert done.moved == (1, 3)
 
-            routed = deployment.projection.working_memory()
+            def get(tenant: str, session: str) -> StoredSession | None:
+                routed = deployment.projection.working_memory()
+                return asyncio.run(_closing(routed, routed.get(tenant, session)))
+
+            def listed(tenant: str, owner: str | None) -> tuple[int, list[str]]:
+                routed = deployment.projection.working_memory()
+                listing = routed.sessions(tenant, owner=owner, offset=0, limit=10)
+                return asyncio.run(_closing(routed, listing))
+
             new, home = two[1].client(), two[0].client()
             for tenant in moving:
                 versions = {"a": 3 if tenant == late else 2, "b": 1}
                 if tenant == late:
                     versions["c"] = 1
                 for session, version in versions.items():
-                    stored = routed.get(tenant, session)
+                    stored = get(tenant, session)
                     assert stored is not None and stored.version == version
-                said = json.loads(routed.get(tenant, "a").document)["said"]  # type: ignore[union-attr]
+                said = json.loads(get(tenant, "a").document)["said"]  # type: ignore[union-attr]
                 assert said == ("late" if tenant == late else f"{tenant} a2")
                 assert 0 < new.pttl(keys.session(tenant, "a")) <= 3600 * 1000
                 assert new.pttl(keys.session(tenant, "b")) == -1  # no TTL stays none
-                assert routed.sessions(tenant, owner="ann", offset=0, limit=10) == (
+                assert listed(tenant, "ann") == (
                     len(versions) - 1,
                     sorted(s for s in versions if s != "b"),
                 )
                 assert list(home.scan_iter(match=f"*:wm:{tenant_token(tenant)}:*")) == []
             assert 0 < new.pttl(keys.session(late, "c")) <= 600 * 1000
             for tenant in staying:
-                assert routed.get(tenant, "a").version == 2  # type: ignore[union-attr]
-                assert routed.sessions(tenant, owner=None, offset=0, limit=10) == (2, ["a", "b"])
+                assert get(tenant, "a").version == 2  # type: ignore[union-attr]
+                assert listed(tenant, None) == (2, ["a", "b"])
                 assert list(new.scan_iter(match=f"*:wm:{tenant_token(tenant)}:*")) == []
         finally:
             drop(deployment)
+
+
+async def _closing(store: WorkingMemoryStore, call: Awaitable[T]) -> T:
+    """`call`'s answer, then `store` closed: its asyncio client belongs to this one loop."""
+    try:
+        return await call
+    finally:
+        await store.aclose()

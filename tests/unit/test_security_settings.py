@@ -220,7 +220,7 @@ def test_each_role_is_confined_to_its_namespace() -> None:
         "~acme:process:*",
         "~acme:apikeys",
     ]
-    assert "-@all" in server and "-@dangerous" in server and "+watch" in server
+    assert "-@all" in server and "-@dangerous" in server and "+evalsha" in server
     assert {g.name: g.operations for g in kafka_grants("server", topics)} == {
         **{g.name: g.operations for g in agent},
         "acme.dead-letters": ("Describe",),

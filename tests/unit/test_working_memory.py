@@ -3,6 +3,7 @@ without a version, and the context window as agent-memory-server computes it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,7 +12,6 @@ from memstream.errors import InvalidInputError
 from memstream.memory.events import TurnCompleted
 from memstream.memory.working import (
     DEFAULT_WINDOW_TOKENS,
-    SessionMessage,
     dropped_count,
     dropped_note,
     exchanges,
@@ -25,6 +25,14 @@ from memstream.memory.working import (
 )
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMessage:
+    id: str
+    role: str
+    content: str
+    created_at: datetime
 
 
 def msg(

@@ -376,11 +376,12 @@ class StoredSession:
 class WorkingMemoryStore(Protocol):
     """Sessions' working memory: mutable state per tenant and session, with a TTL, each put
     a compare-and-set on the session's version (raises StaleSessionError, naming the current
-    version, when another put came first)."""
+    version, when another put came first). Read and written on the caller's event loop (the
+    server's every put and append go through it); used on one loop, closed with it."""
 
-    def get(self, tenant: str, session_id: str) -> StoredSession | None: ...
+    async def get(self, tenant: str, session_id: str) -> StoredSession | None: ...
 
-    def put(
+    async def put(
         self,
         tenant: str,
         session_id: str,
@@ -394,15 +395,19 @@ class WorkingMemoryStore(Protocol):
         version. `ttl_s` None keeps it until deleted; `owner` is what `sessions` filters on."""
         ...
 
-    def delete(self, tenant: str, session_id: str) -> bool:
+    async def delete(self, tenant: str, session_id: str) -> bool:
         """Remove the session; False when there was none."""
         ...
 
-    def sessions(
+    async def sessions(
         self, tenant: str, *, owner: str | None, offset: int, limit: int
     ) -> tuple[int, list[str]]:
         """How many live sessions the tenant has (of `owner`, if given), and a page of their
         ids in order."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the connections it opened."""
         ...
 
 

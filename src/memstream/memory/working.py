@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, Protocol, TypeVar
 
 from memstream.errors import InvalidInputError
 from memstream.llm import Message, ModelRequest
@@ -97,12 +98,24 @@ MODEL_WINDOWS: Mapping[str, int] = {
 _NOTE = "earlier message(s) of this session left the window"
 
 
-@dataclass(frozen=True, slots=True)
-class SessionMessage:
-    id: str
-    role: str
-    content: str
-    created_at: datetime
+class SessionMessage(Protocol):
+    """What these rules read of a session's message (the server's wire model has it): the
+    rules hand back the very messages they were given, so nothing is converted."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+
+M = TypeVar("M", bound=SessionMessage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +175,12 @@ def turn_of(
 
 
 def merge_messages(
-    current: Sequence[SessionMessage],
+    current: Sequence[M],
     added_at: Mapping[str, int],
-    put: Sequence[SessionMessage],
+    put: Sequence[M],
     *,
     read: int | None,
-) -> list[SessionMessage]:
+) -> list[M]:
     """The messages a put without a version leaves: the put's, plus the stored messages
     added after the version the putter read (appended by someone else meanwhile), placed
     right after the newest stored message the put carries.
@@ -213,12 +226,12 @@ def token_limit(model_name: str | None, context_window_max: int | None) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
-    kept: tuple[SessionMessage, ...]
-    dropped: tuple[SessionMessage, ...]
+class Window(Generic[M]):
+    kept: tuple[M, ...]
+    dropped: tuple[M, ...]
 
 
-def window(messages: Sequence[SessionMessage], max_tokens: int) -> Window:
+def window(messages: Sequence[M], max_tokens: int) -> Window[M]:
     """What a put keeps: everything while the messages fit in 70% of the window; past that,
     the most recent messages that fit in 40% of it (at least the last one)."""
     if sum(map(message_tokens, messages)) <= int(max_tokens * SUMMARIZATION_THRESHOLD):
@@ -233,7 +246,7 @@ def window(messages: Sequence[SessionMessage], max_tokens: int) -> Window:
     return Window(tuple(messages[-keep:]), tuple(messages[:-keep]))
 
 
-def truncated(messages: Sequence[SessionMessage], max_tokens: int) -> list[SessionMessage]:
+def truncated(messages: Sequence[M], max_tokens: int) -> list[M]:
     """What a read with a window shows: the oldest messages hidden until the rest fit
     (at least the last one stays)."""
     kept = list(messages)

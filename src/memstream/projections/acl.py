@@ -16,7 +16,7 @@ no ACL category in Redis 7.4 (Redis 8 adds @search), so they are named one by on
               BGSAVE, and INFO to wait for them).
     server    `memstream serve`: the agent's reads and search, and writes of only what is
               state rather than projection: sessions' working memory (`{ns}:wm:*`, each put a
-              WATCH/MULTI compare-and-set), its heartbeat (`{ns}:process:*`) and the API keys
+              compare-and-set in a script), its heartbeat (`{ns}:process:*`) and the API keys
               (`{ns}:apikeys`, for `memstream keys` run as this user). Every other key of the
               namespace is read-only to it (Redis 7's `%R~` key permission), so a memory
               reaches the projection only through the log.
@@ -43,8 +43,9 @@ _WRITE = ("+@read", "+@write", "-@dangerous")
 # Key patterns do not filter what SCAN and RANDOMKEY return: they would show the names of
 # other namespaces' keys. Only the importer lists keys (a retired generation's, verify's).
 _NO_LISTING = ("-scan", "-randomkey")
-# The apply-once and swap scripts (redis-py's registered scripts: EVALSHA, EVAL when the
-# server does not know the script yet, SCRIPT LOAD/EXISTS in pipelines).
+# The apply-once, swap and session-put scripts (redis-py's registered scripts: EVALSHA, EVAL
+# when the server does not know the script yet, SCRIPT LOAD/EXISTS in pipelines). A script's
+# commands are held to its caller's key patterns.
 _SCRIPTS = ("+evalsha", "+eval", "+script|load", "+script|exists")
 # A search reads the live generation in the same transaction (projections.live_model), so a
 # swap to a generation of another embedding model cannot fall between the two.
@@ -64,9 +65,9 @@ _RIGHTS = {
         "+FT.CREATE",
         "+FT.ALIASADD",
     ),
-    # working memory's compare-and-set (WATCH, then MULTI/EXEC); writes reach only the keys of
+    # working memory's compare-and-set (put_session.lua); writes reach only the keys of
     # `_keys`' read-write patterns.
-    "server": (*_WRITE, *_NO_LISTING, *_SEARCH, "+watch", "+unwatch"),
+    "server": (*_WRITE, *_NO_LISTING, *_SCRIPTS, *_SEARCH),
     # replay, verify, stats: a new generation's index, FT.ALIASUPDATE (inside the swap
     # script), FT.DROPINDEX and SCAN of the retired generation, FT.AGGREGATE for per-tenant
     # counts.

@@ -305,7 +305,8 @@ class RedisProjection:
 
     def working_memory(self) -> WorkingMemoryStore:
         """Sessions' working memory (the HTTP API's and MCP's working-memory routes), each
-        tenant's on its shard."""
+        tenant's on its shard, on asyncio clients of its own: use it on one event loop and
+        close it there."""
         return ShardedWorkingMemory(_PerShard(self, RedisShard.working_memory))
 
     def processes(self) -> ProcessRegistry:

@@ -121,7 +121,8 @@ class RedisShard:
         return RedisTombstones(self.async_client(), self.keys, url=self._url)
 
     def working_memory(self) -> WorkingMemoryStore:
-        return RedisWorkingMemoryStore(self.client, self.keys, url=self._url)
+        """Sessions' working memory on an asyncio client of its own (the server's loop)."""
+        return RedisWorkingMemoryStore(self.async_client(), self.keys, url=self._url)
 
     def items(self, embedders: Embedders) -> ItemIndex:
         """A key-value store's items: field-by-field similarity and TTL refreshes."""

@@ -157,11 +157,17 @@ class ShardedWorkingMemory:
 
     def __init__(self, shards: Shards[WorkingMemoryStore]) -> None:
         self._shards = shards
+        self._used: dict[int, WorkingMemoryStore] = {}  # the parts asked, closed with this one
 
-    def get(self, tenant: str, session_id: str) -> StoredSession | None:
-        return self._shards.of(tenant).get(tenant, session_id)
+    def _of(self, tenant: str) -> WorkingMemoryStore:
+        part = self._shards.of(tenant)
+        self._used[id(part)] = part
+        return part
 
-    def put(
+    async def get(self, tenant: str, session_id: str) -> StoredSession | None:
+        return await self._of(tenant).get(tenant, session_id)
+
+    async def put(
         self,
         tenant: str,
         session_id: str,
@@ -171,7 +177,7 @@ class ShardedWorkingMemory:
         ttl_s: int | None,
         owner: str | None,
     ) -> int:
-        return self._shards.of(tenant).put(
+        return await self._of(tenant).put(
             tenant,
             session_id,
             document,
@@ -180,13 +186,17 @@ class ShardedWorkingMemory:
             owner=owner,
         )
 
-    def delete(self, tenant: str, session_id: str) -> bool:
-        return self._shards.of(tenant).delete(tenant, session_id)
+    async def delete(self, tenant: str, session_id: str) -> bool:
+        return await self._of(tenant).delete(tenant, session_id)
 
-    def sessions(
+    async def sessions(
         self, tenant: str, *, owner: str | None, offset: int, limit: int
     ) -> tuple[int, list[str]]:
-        return self._shards.of(tenant).sessions(tenant, owner=owner, offset=offset, limit=limit)
+        return await self._of(tenant).sessions(tenant, owner=owner, offset=offset, limit=limit)
+
+    async def aclose(self) -> None:
+        for part in self._used.values():
+            await part.aclose()
 
 
 class ShardedRecaller:

@@ -277,7 +277,7 @@ async def memory_prompt(
     if session_id is not None and session_id.eq is not None:
         session = PromptSession(session_id=session_id.eq)
     request = MemoryPromptRequest(query=query, session=session, long_term_search=search)
-    response = await _call(ctx, lambda s, p: anyio.to_thread.run_sync(s.prompt, p, request))
+    response = await _call(ctx, lambda s, p: s.prompt(p, request))
     return dict(response.model_dump(mode="json"))
 
 
@@ -330,15 +330,13 @@ async def get_working_memory(
         field = service.scoping.tenant_field
         named, other = (namespace, user_id) if field == "namespace" else (user_id, namespace)
         try:
-            return await anyio.to_thread.run_sync(
-                lambda: service.sessions.get(
-                    principal,
-                    session_id,
-                    named=named,
-                    other=other,
-                    window=Window(),
-                    recent_messages_limit=recent_messages_limit,
-                )
+            return await service.sessions.get(
+                principal,
+                session_id,
+                named=named,
+                other=other,
+                window=Window(),
+                recent_messages_limit=recent_messages_limit,
             )
         except SessionNotFoundError:
             return WorkingMemory(session_id=session_id)

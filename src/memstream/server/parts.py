@@ -36,11 +36,13 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
             default_importance=settings.default_importance,
             max_record_chars=settings.max_record_chars,
         )
-        # Both services' writes check for tombstones through one coalescer, on this loop.
+        # Both services' writes check for tombstones through one coalescer, and sessions are
+        # read and written, on this loop.
         tombstones = deployment.projection.tombstones()
         checks = TombstoneChecks(tombstones)
+        store = deployment.projection.working_memory()
         sessions = SessionService(
-            store=deployment.projection.working_memory(),
+            store=store,
             publisher=publisher,
             tombstones=checks,
             scoping=scoping,
@@ -69,3 +71,4 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
             yield service
         finally:
             await tombstones.aclose()
+            await store.aclose()

@@ -209,10 +209,10 @@ async def forget_long_term_memories(
 
 
 @memories.post("/v1/memory/prompt", response_model=MemoryPromptResponse)
-def memory_prompt(
+async def memory_prompt(
     body: MemoryPromptRequest, service: Service, caller: Caller, optimize_query: Ignored = False
 ) -> MemoryPromptResponse:
-    return service.prompt(caller, body)
+    return await service.prompt(caller, body)
 
 
 _NOT_SERVED = (

@@ -290,7 +290,9 @@ class MemoryService:
             raise InvalidInputError("this server reads no log: as_of and history are off")
         return self._lineage
 
-    def prompt(self, principal: Principal, request: MemoryPromptRequest) -> MemoryPromptResponse:
+    async def prompt(
+        self, principal: Principal, request: MemoryPromptRequest
+    ) -> MemoryPromptResponse:
         """The `semantic-memory` section the middleware would show for `query` (the same
         selection and layout, within `max_recall_tokens`), as AMS's prompt messages; with a
         session, its summary and recent messages come first (server.sessions)."""
@@ -311,11 +313,13 @@ class MemoryService:
         session_tenant = getattr(request.session, field) if request.session else None
         if session_tenant is not None and getattr(search, field) is None:
             search = search.model_copy(update={field: TagFilter(eq=session_tenant)})
-        page = self._page(principal, search)
+        page = await anyio.to_thread.run_sync(self._page, principal, search)
         section = relevant_context(page.hits, request.max_recall_tokens * 4)
         text = section or "No relevant long-term memories found."
         session = (
-            self.sessions.prompt_messages(principal, request.session) if request.session else []
+            await self.sessions.prompt_messages(principal, request.session)
+            if request.session
+            else []
         )
         messages = [
             *session,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memstream.server.models import Instant, MemoryRecord
 
 __all__ = [
+    "SESSION_FIELDS",
     "SESSION_ID_PATTERN",
     "AppendMessagesRequest",
     "MemoryMessage",
@@ -83,6 +84,10 @@ class _Session(BaseModel):
     last_accessed: Instant = Field(default_factory=_now)
     created_at: Instant = Field(default_factory=_now)
     updated_at: Instant = Field(default_factory=_now)
+
+
+# The fields a put's body and a stored session share.
+SESSION_FIELDS = tuple(_Session.model_fields)
 
 
 class UpdateWorkingMemory(_Session):

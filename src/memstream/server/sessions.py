@@ -21,15 +21,13 @@ them.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
-from typing import Any
 
 import anyio
+from pydantic import BaseModel, Field
 
 from memstream.errors import (
     InvalidInputError,
@@ -43,7 +41,6 @@ from memstream.memory.monitoring import ModelUsage
 from memstream.memory.ports import WorkingMemoryStore
 from memstream.memory.working import (
     SUMMARIZATION_THRESHOLD,
-    SessionMessage,
     check_model_name,
     dropped_count,
     dropped_note,
@@ -60,6 +57,7 @@ from memstream.server.keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import AckResponse, PromptMessage, PromptSession, TextContent
 from memstream.server.session_models import (
+    SESSION_FIELDS,
     SESSION_ID_PATTERN,
     MemoryMessage,
     SessionListResponse,
@@ -106,46 +104,27 @@ class Window:
         return token_limit(self.model_name, self.context_window_max)
 
 
-@dataclass(slots=True)
-class _State:
-    """A session as stored: the working memory and what memstream keeps beside it."""
+class _State(BaseModel):
+    """A session as stored: the working memory and what memstream keeps beside it. It is
+    read and written as JSON by pydantic's core (a put reads and writes a whole session)."""
 
     memory: WorkingMemory
-    version: int = 0
-    added: dict[str, int] = field(default_factory=dict)  # message id -> version it came in
-    recorded: list[str] = field(default_factory=list)  # exchange keys recorded as turns
-    saved: list[str] = field(default_factory=list)  # MemorySaved ids published
+    version: int = Field(default=0, exclude=True)  # kept beside the document, not in it
+    added: dict[str, int] = Field(default_factory=dict)  # message id -> version it came in
+    recorded: list[str] = Field(default_factory=list)  # exchange keys recorded as turns
+    saved: list[str] = Field(default_factory=list)  # MemorySaved ids published
     # `last_accessed` of recent versions -> the version: agent-memory-client puts back the
     # `last_accessed` it read, which tells which version its put was based on.
-    stamps: dict[str, int] = field(default_factory=dict)
+    stamps: dict[str, int] = Field(default_factory=dict)
 
     def document(self) -> str:
-        return json.dumps(
-            {
-                "memory": self.memory.model_dump(mode="json"),
-                "added": self.added,
-                "recorded": self.recorded[-_REMEMBERED:],
-                "saved": self.saved[-_REMEMBERED:],
-                "stamps": dict(list(self.stamps.items())[-_STAMPS:]),
-            },
-            ensure_ascii=False,
-        )
+        return self.model_dump_json()
 
     @classmethod
     def of(cls, document: str, version: int) -> _State:
-        raw = json.loads(document)
-        return cls(
-            memory=WorkingMemory.model_validate(raw["memory"]),
-            version=version,
-            added={k: int(v) for k, v in raw["added"].items()},
-            recorded=list(raw["recorded"]),
-            saved=list(raw["saved"]),
-            stamps={k: int(v) for k, v in raw["stamps"].items()},
-        )
-
-
-def _messages(messages: Sequence[MemoryMessage]) -> list[SessionMessage]:
-    return [SessionMessage(m.id, m.role, m.content, m.created_at) for m in messages]
+        state = cls.model_validate_json(document)
+        state.version = version
+        return state
 
 
 class SessionService:
@@ -168,7 +147,7 @@ class SessionService:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(
+    async def get(
         self,
         principal: Principal,
         session_id: str,
@@ -181,7 +160,7 @@ class SessionService:
         """The session (404 if absent); with a window, the oldest messages that do not fit
         are left out of the answer (not the session)."""
         tenant = principal.tenant_for([named], self._scoping.tenant_field)
-        state = self._read(tenant, session_id, other)
+        state = await self._read(tenant, session_id, other)
         if state is None:
             raise SessionNotFoundError(
                 f"Session {session_id} not found in this tenant; put it first "
@@ -189,9 +168,8 @@ class SessionService:
             )
         memory = state.memory
         if window.named:
-            shown = {m.id for m in truncated(_messages(memory.messages), window.tokens)}
             memory = memory.model_copy(
-                update={"messages": [m for m in memory.messages if m.id in shown]}
+                update={"messages": truncated(memory.messages, window.tokens)}
             )
         if recent_messages_limit is not None:
             memory = memory.model_copy(
@@ -199,7 +177,7 @@ class SessionService:
             )
         return _response(memory, state.version, window)
 
-    def sessions(
+    async def sessions(
         self,
         principal: Principal,
         *,
@@ -209,10 +187,12 @@ class SessionService:
         limit: int,
     ) -> SessionListResponse:
         tenant = principal.tenant_for([named], self._scoping.tenant_field)
-        total, ids = self._store.sessions(tenant, owner=other, offset=offset, limit=limit)
+        total, ids = await self._store.sessions(tenant, owner=other, offset=offset, limit=limit)
         return SessionListResponse(sessions=ids, total=total)
 
-    def prompt_messages(self, principal: Principal, session: PromptSession) -> list[PromptMessage]:
+    async def prompt_messages(
+        self, principal: Principal, session: PromptSession
+    ) -> list[PromptMessage]:
         """A session's part of a prompt, as AMS builds it: its summary, then its messages
         (with a window, the most recent that fit). An unknown session has none."""
         field_name = self._scoping.tenant_field
@@ -220,11 +200,11 @@ class SessionService:
         other = getattr(session, self._scoping.other_field)
         if not _SESSION_ID.match(session.session_id):
             return []  # no session can have that id
-        state = self._read(tenant, session.session_id, other)
+        state = await self._read(tenant, session.session_id, other)
         if state is None:
             return []
         found = Window(session.model_name, session.context_window_max)
-        shown = _messages(state.memory.messages)
+        shown = state.memory.messages
         if found.named:
             shown = truncated(shown, found.tokens)
         prompt = []
@@ -261,30 +241,21 @@ class SessionService:
             )
         field_name = self._scoping.tenant_field
         tenant = principal.tenant_for([named, getattr(body, field_name)], field_name)
-        fields = body.model_dump(
-            exclude={
-                "session_id",
-                "version",
-                "context_percentage_total_used",
-                "context_percentage_until_summarization",
-                "new_session",
-                "unsaved",
-            }
-        )
+        # The body was validated as it arrived: its session fields are taken as they are.
+        fields = {name: getattr(body, name) for name in SESSION_FIELDS}
         fields[field_name] = tenant
-        sent = WorkingMemory.model_validate({**fields, "session_id": session_id})
+        sent = WorkingMemory.model_construct(session_id=session_id, **fields)
 
         def change(state: _State | None) -> WorkingMemory:
             if state is None or body.version is not None:
                 return sent
             messages = merge_messages(
-                _messages(state.memory.messages),
+                state.memory.messages,
                 state.added,
-                _messages(sent.messages),
+                sent.messages,
                 read=state.stamps.get(_stamp(body.last_accessed)),
             )
-            by_id = {m.id: m for m in [*state.memory.messages, *sent.messages]}
-            return sent.model_copy(update={"messages": [by_id[m.id] for m in messages]})
+            return sent.model_copy(update={"messages": messages})
 
         return await self._commit(tenant, session_id, change, body.version, window)
 
@@ -324,8 +295,8 @@ class SessionService:
     ) -> AckResponse:
         """Remove the session's working memory (what it recorded stays in long-term memory)."""
         tenant = principal.tenant_for([named], self._scoping.tenant_field)
-        if self._read(tenant, session_id, other) is not None:
-            await anyio.to_thread.run_sync(self._store.delete, tenant, session_id)
+        if await self._read(tenant, session_id, other) is not None:
+            await self._store.delete(tenant, session_id)
         return AckResponse(status="ok")
 
     async def _commit(
@@ -338,7 +309,7 @@ class SessionService:
     ) -> WorkingMemoryResponse:
         _checked(session_id)
         for _ in range(_ATTEMPTS):
-            stored = await anyio.to_thread.run_sync(self._store.get, tenant, session_id)
+            stored = await self._store.get(tenant, session_id)
             state = None if stored is None else _State.of(stored.document, stored.version)
             current = 0 if state is None else state.version
             if expected is not None and expected != current:
@@ -359,26 +330,24 @@ class SessionService:
                 m.id: (state.added.get(m.id, version) if state else version)
                 for m in memory.messages
             }
+            stamps = {**(state.stamps if state else {}), _stamp(now): version}
             after = _State(
                 memory=memory,
                 version=version,
                 added=kept,
-                recorded=[*(state.recorded if state else ()), *new.recorded],
-                saved=[*(state.saved if state else ()), *new.saved],
-                stamps={**(state.stamps if state else {}), _stamp(now): version},
+                recorded=[*(state.recorded if state else ()), *new.recorded][-_REMEMBERED:],
+                saved=[*(state.saved if state else ()), *new.saved][-_REMEMBERED:],
+                stamps=dict(list(stamps.items())[-_STAMPS:]),
             )
             other = getattr(memory, self._scoping.other_field)
             try:
-                await anyio.to_thread.run_sync(
-                    partial(
-                        self._store.put,
-                        tenant,
-                        session_id,
-                        after.document(),
-                        expected_version=current,
-                        ttl_s=memory.ttl_seconds,
-                        owner=other,
-                    )
+                await self._store.put(
+                    tenant,
+                    session_id,
+                    after.document(),
+                    expected_version=current,
+                    ttl_s=memory.ttl_seconds,
+                    owner=other,
                 )
             except StaleSessionError as exc:
                 if expected is not None:
@@ -395,7 +364,7 @@ class SessionService:
         saved = set(state.saved if state else ())
         events: list[MemoryEvent] = []
         done = _Recorded()
-        for exchange in exchanges(_messages(memory.messages)):
+        for exchange in exchanges(memory.messages):
             if exchange.key in recorded:
                 continue
             events.append(
@@ -435,11 +404,10 @@ class SessionService:
         self, tenant: str, session_id: str, memory: WorkingMemory, limits: Window
     ) -> WorkingMemory:
         """The session with the messages past the window moved into `context`."""
-        split = window(_messages(memory.messages), limits.tokens)
+        split = window(memory.messages, limits.tokens)
         if not split.dropped:
             return memory
-        kept = {m.id for m in split.kept}
-        messages = [m for m in memory.messages if m.id in kept]
+        messages = list(split.kept)
         if self._summarizer is None:
             context = dropped_note(
                 memory.context, dropped_count(memory.context) + len(split.dropped)
@@ -469,8 +437,8 @@ class SessionService:
             }
         )
 
-    def _read(self, tenant: str, session_id: str, other: str | None) -> _State | None:
-        stored = self._store.get(tenant, _checked(session_id))
+    async def _read(self, tenant: str, session_id: str, other: str | None) -> _State | None:
+        stored = await self._store.get(tenant, _checked(session_id))
         if stored is None:
             return None
         state = _State.of(stored.document, stored.version)
@@ -489,7 +457,7 @@ def _response(memory: WorkingMemory, version: int, window: Window) -> WorkingMem
     total: float | None = None
     until: float | None = None
     if window.named:
-        used = sum(message_tokens(m) for m in _messages(memory.messages))
+        used = sum(map(message_tokens, memory.messages))
         limit = window.tokens
         threshold = int(limit * SUMMARIZATION_THRESHOLD)
         total = min(used / limit * 100.0, 100.0) if memory.messages else 0.0
@@ -498,9 +466,9 @@ def _response(memory: WorkingMemory, version: int, window: Window) -> WorkingMem
             if memory.messages
             else 0.0
         )
-    data: dict[str, Any] = memory.model_dump()
-    return WorkingMemoryResponse(
-        **data,
+    # Built from the session as held, not validated again (FastAPI serialises it as it is).
+    return WorkingMemoryResponse.model_construct(
+        **dict(memory),
         version=version,
         context_percentage_total_used=total,
         context_percentage_until_summarization=until,

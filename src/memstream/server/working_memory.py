@@ -50,7 +50,7 @@ def _scoped(
 
 
 @working_memory.get("/v1/working-memory/", response_model=SessionListResponse)
-def list_sessions(
+async def list_sessions(
     service: Service,
     caller: Caller,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
@@ -61,11 +61,13 @@ def list_sessions(
     """The tenant's live sessions (of `user_id`/`namespace`, the non-tenant field, if given),
     by id, a page at a time."""
     named, other = _scoped(service, namespace, user_id)
-    return service.sessions.sessions(caller, named=named, other=other, offset=offset, limit=limit)
+    return await service.sessions.sessions(
+        caller, named=named, other=other, offset=offset, limit=limit
+    )
 
 
 @working_memory.get("/v1/working-memory/{session_id}", response_model=WorkingMemoryResponse)
-def get_working_memory(
+async def get_working_memory(
     session_id: SessionId,
     service: Service,
     caller: Caller,
@@ -78,7 +80,7 @@ def get_working_memory(
     """A session's working memory (404 if none); with a window, the oldest messages that
     do not fit are left out of the answer."""
     named, other = _scoped(service, namespace, user_id)
-    return service.sessions.get(
+    return await service.sessions.get(
         caller,
         session_id,
         named=named,
