@@ -215,9 +215,10 @@ def create_app(
     app.exception_handler(MemstreamError)(_memstream_error)
     app.exception_handler(StarletteHTTPException)(_http_error)
     app.exception_handler(RequestValidationError)(_invalid_request)
+    # Working memory first: its puts come every turn, and routes are matched in order.
+    app.include_router(working_memory)
     app.include_router(routes.operations)
     app.include_router(routes.memories)
-    app.include_router(working_memory)
     mcp = build_mcp(lambda: app.state.service, http_principal(keys, keyless=keyless))
     app.state.mcp = mcp
     mcp_app = mcp.streamable_http_app(

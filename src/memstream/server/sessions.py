@@ -22,6 +22,7 @@ them.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,7 +39,7 @@ from memstream.errors import (
 from memstream.llm import ModelClient
 from memstream.memory.events import MemoryEvent
 from memstream.memory.monitoring import ModelUsage
-from memstream.memory.ports import WorkingMemoryStore
+from memstream.memory.ports import StoredSession, WorkingMemoryStore
 from memstream.memory.working import (
     SUMMARIZATION_THRESHOLD,
     check_model_name,
@@ -73,6 +74,7 @@ __all__ = ["SessionService", "Window"]
 _ATTEMPTS = 20  # compare-and-set retries of one merge or append before giving up (409)
 _REMEMBERED = 2_000  # recorded exchange keys and saved event ids a session keeps
 _STAMPS = 64  # versions whose `last_accessed` a session remembers
+_PARSED_CHARS = 64 * 1024 * 1024  # the stored sessions a server keeps parsed, in characters
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
@@ -120,11 +122,44 @@ class _State(BaseModel):
     def document(self) -> str:
         return self.model_dump_json()
 
-    @classmethod
-    def of(cls, document: str, version: int) -> _State:
-        state = cls.model_validate_json(document)
-        state.version = version
-        return state
+
+class _Parsed:
+    """The sessions this process read or wrote last, parsed, by their stored document: a
+    session read again unchanged (the same document, character for character, so the same
+    state whoever wrote it) is not parsed again. A put or an append reads the whole session,
+    and parsing it was most of a write's own cost (docs/benchmarks.md, "serve"). The states
+    held are never changed: a change makes new ones."""
+
+    def __init__(self, max_chars: int = _PARSED_CHARS) -> None:
+        self._held: OrderedDict[tuple[str, str], tuple[str, _State]] = OrderedDict()
+        self._chars = 0
+        self._max_chars = max_chars
+
+    def state(self, tenant: str, stored: StoredSession) -> _State:
+        key = (tenant, stored.session_id)
+        held = self._held.get(key)
+        if held is not None and held[0] == stored.document:
+            self._held.move_to_end(key)
+            state = held[1]
+        else:
+            state = _State.model_validate_json(stored.document)
+            self.keep(tenant, stored.session_id, stored.document, state)
+        return state.model_copy(update={"version": stored.version})
+
+    def keep(self, tenant: str, session_id: str, document: str, state: _State) -> None:
+        self.forget(tenant, session_id)
+        if len(document) > self._max_chars // 8:
+            return  # a huge session would push out every other
+        self._held[(tenant, session_id)] = (document, state)
+        self._chars += len(document)
+        while self._chars > self._max_chars:
+            _, (dropped, _) = self._held.popitem(last=False)
+            self._chars -= len(dropped)
+
+    def forget(self, tenant: str, session_id: str) -> None:
+        held = self._held.pop((tenant, session_id), None)
+        if held is not None:
+            self._chars -= len(held[0])
 
 
 class SessionService:
@@ -144,6 +179,7 @@ class SessionService:
         self._scoping = scoping
         self._embedding_model = embedding_model
         self._summarizer = summarizer
+        self._parsed = _Parsed()
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -297,6 +333,7 @@ class SessionService:
         tenant = principal.tenant_for([named], self._scoping.tenant_field)
         if await self._read(tenant, session_id, other) is not None:
             await self._store.delete(tenant, session_id)
+            self._parsed.forget(tenant, session_id)
         return AckResponse(status="ok")
 
     async def _commit(
@@ -310,7 +347,7 @@ class SessionService:
         _checked(session_id)
         for _ in range(_ATTEMPTS):
             stored = await self._store.get(tenant, session_id)
-            state = None if stored is None else _State.of(stored.document, stored.version)
+            state = None if stored is None else self._parsed.state(tenant, stored)
             current = 0 if state is None else state.version
             if expected is not None and expected != current:
                 raise _stale(session_id, expected, current)
@@ -340,11 +377,12 @@ class SessionService:
                 stamps=dict(list(stamps.items())[-_STAMPS:]),
             )
             other = getattr(memory, self._scoping.other_field)
+            document = after.document()
             try:
                 await self._store.put(
                     tenant,
                     session_id,
-                    after.document(),
+                    document,
                     expected_version=current,
                     ttl_s=memory.ttl_seconds,
                     owner=other,
@@ -353,6 +391,7 @@ class SessionService:
                 if expected is not None:
                     raise _stale(session_id, expected, exc.current) from None
                 continue
+            self._parsed.keep(tenant, session_id, document, after)
             return _response(memory, version, window)
         raise _stale(session_id, current, -1)
 
@@ -441,7 +480,7 @@ class SessionService:
         stored = await self._store.get(tenant, _checked(session_id))
         if stored is None:
             return None
-        state = _State.of(stored.document, stored.version)
+        state = self._parsed.state(tenant, stored)
         if other is not None and getattr(state.memory, self._scoping.other_field) != other:
             return None  # AMS keys a session by its user id too: another one's is not found
         return state
