@@ -117,6 +117,8 @@ def test_bench_serve_reports_http_against_in_process_and_raw(
         "10",
         "--serve-writes",
         "48",
+        "--serve-rounds",
+        "2",
         "--serve-sequential",
         "5",
         "--serve-memories",
@@ -128,6 +130,7 @@ def test_bench_serve_reports_http_against_in_process_and_raw(
     assert done.returncode == 0, done.stderr
     serve = json.loads(done.stdout)["results"]["serve"]
     assert serve["memories"] == 40 and serve["clients"] == 16 and serve["writes"] == 48
+    assert serve["rounds"] == 2
     parts = ("search_http", "search_in_process", "get_http", "write_wait_true")
     sessions = ("session_put", "session_append", "prompt_with_session", "prompt_long_term_only")
     for part in (*parts, *sessions):

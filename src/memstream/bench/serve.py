@@ -14,14 +14,15 @@
   concurrent raw `send_and_wait`s of the same events on one producer, and against a bare
   FastAPI endpoint under the same uvicorn that sends each body to Kafka (`bench.raw_http`): the
   first ratio is the whole cost of HTTP, the second memstream's own share of it. Memstream's
-  writes and the bare endpoint's run in halves taking turns (ours, bare, bare, ours), both
-  servers up, so a load that drifts during the run weighs on both alike. The worker is
-  stopped for this part so its embedding does not share the CPU with the server.
+  writes and the bare endpoint's run in rounds (3), each in halves taking turns (ours, bare,
+  bare, ours), both servers up, so a load that drifts during the run weighs on both alike and
+  one slow stretch on one round only. The worker is stopped for this part so its embedding
+  does not share the CPU with the server.
 - working memory (bench.sessions): put and append latency, and `memory_prompt` with a
   session against the long-term-only prompt, interleaved; then puts and appends a second
   from 16 concurrent clients (a session each), against the bare endpoint's own session put
   and append (read the session, send its new messages to Kafka and wait, write it whole:
-  `bench.raw_http`), in halves taking turns as the long-term writes do.
+  `bench.raw_http`), in rounds of halves taking turns as the long-term writes do.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 from aiokafka import AIOKafkaProducer
@@ -65,6 +67,7 @@ TARGET_WRITES = "≥ 0.8x the bare service"
 CLIENTS = 16
 _TENANT = "tenant-0"
 _READY_S = 90.0
+T = TypeVar("T")
 
 
 def run_serve(
@@ -75,6 +78,7 @@ def run_serve(
     writes: int = 800,
     sequential: int = 100,
     memories: int = 1000,
+    rounds: int = 3,
 ) -> BenchResult:
     started = time.monotonic()
     load_before = os.getloadavg()[0]
@@ -148,15 +152,15 @@ def run_serve(
             )
             with _serving(ns.settings, *bare) as bare_url:
                 progress.say(
-                    f"{writes} writes from {CLIENTS} clients to memstream and as many to a bare "
-                    "HTTP-to-Kafka endpoint, in alternating halves"
+                    f"{rounds} x {writes} writes from {CLIENTS} clients to memstream and as many "
+                    "to a bare HTTP-to-Kafka endpoint, in halves taking turns"
                 )
-                ours, baseline = _alternating(url, bare_url, key, writes)
+                ours, baseline = _alternating(url, bare_url, key, writes, rounds)
                 progress.say(
-                    f"{writes} session puts, then appends, from {CLIENTS} clients to memstream "
-                    "and as many to the bare endpoint's sessions, in alternating halves"
+                    f"{rounds} x {writes} session puts, then appends, from {CLIENTS} clients to "
+                    "memstream and as many to the bare endpoint's sessions, in halves taking turns"
                 )
-                rates, bare_rates = _alternating_sessions(url, bare_url, key, texts, writes)
+                rates, bare_rates = _alternating_sessions(url, bare_url, key, texts, writes, rounds)
             progress.say(f"{writes} raw Kafka sends from {CLIENTS} clients")
             raw_s, raw_latency = asyncio.run(
                 _raw_writes(ns.kafka, ns.topics, embedder, writes, CLIENTS)
@@ -189,6 +193,7 @@ def run_serve(
             "write_raw_kafka": _latency(raw_ack),
             "clients": CLIENTS,
             "writes": writes,
+            "rounds": rounds,
             "writes_per_s": round(rate, 1),
             "raw_writes_per_s": round(raw_rate, 1),
             "writes_ratio": ratio(rate, raw_rate),
@@ -354,24 +359,45 @@ def _write(http: httpx.AsyncClient, client: int, i: int) -> Awaitable[httpx.Resp
 
 
 def _alternating_sessions(
-    ours_url: str, bare_url: str, key: str, texts: Sequence[str], writes: int
+    ours_url: str, bare_url: str, key: str, texts: Sequence[str], writes: int, rounds: int
 ) -> tuple[SessionRates, SessionRates]:
-    """`session_rates` of each, in halves taking turns as `_alternating`'s."""
-    halves: dict[str, list[SessionRates]] = {ours_url: [], bare_url: []}
-    for url in (ours_url, bare_url, bare_url, ours_url):
-        count = writes // 2 if halves[url] else writes - writes // 2
-        halves[url].append(asyncio.run(session_rates(url, key, texts, count, CLIENTS)))
-    return SessionRates.total(halves[ours_url]), SessionRates.total(halves[bare_url])
+    """`session_rates` of each, taking turns as `_alternating`'s."""
+    ours, bare = _taking_turns(
+        ours_url,
+        bare_url,
+        lambda url, count: asyncio.run(session_rates(url, key, texts, count, CLIENTS)),
+        writes,
+        rounds,
+    )
+    return SessionRates.total(ours), SessionRates.total(bare)
 
 
-def _alternating(ours_url: str, bare_url: str, key: str, writes: int) -> tuple[Load, Load]:
-    """`writes` writes to each, in halves, memstream's and the bare endpoint's taking turns
-    (ours, bare, bare, ours): a load that drifts during the run weighs on both alike."""
-    halves: dict[str, list[Load]] = {ours_url: [], bare_url: []}
-    for url in (ours_url, bare_url, bare_url, ours_url):
-        count = writes // 2 if halves[url] else writes - writes // 2
-        halves[url].append(asyncio.run(concurrently(url, key, count, CLIENTS, _write)))
-    return Load.total(halves[ours_url]), Load.total(halves[bare_url])
+def _alternating(
+    ours_url: str, bare_url: str, key: str, writes: int, rounds: int
+) -> tuple[Load, Load]:
+    """`writes` writes to each a round, memstream's and the bare endpoint's taking turns."""
+    ours, bare = _taking_turns(
+        ours_url,
+        bare_url,
+        lambda url, count: asyncio.run(concurrently(url, key, count, CLIENTS, _write)),
+        writes,
+        rounds,
+    )
+    return Load.total(ours), Load.total(bare)
+
+
+def _taking_turns(
+    ours_url: str, bare_url: str, run: Callable[[str, int], T], writes: int, rounds: int
+) -> tuple[list[T], list[T]]:
+    """`rounds` rounds of `writes` requests to each, in halves taking turns (ours, bare, bare,
+    ours): a load that drifts weighs on both alike, and one slow stretch (a second of the
+    run) weighs on one round, not the figure (a single round's ratio moved by ±30 %)."""
+    parts: dict[str, list[T]] = {ours_url: [], bare_url: []}
+    for _ in range(rounds):
+        for slot, url in enumerate((ours_url, bare_url, bare_url, ours_url)):
+            half = writes // 2 if slot in (0, 1) else writes - writes // 2
+            parts[url].append(run(url, half))
+    return parts[ours_url], parts[bare_url]
 
 
 async def _raw_writes(

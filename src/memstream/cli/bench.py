@@ -112,6 +112,7 @@ def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
         writes=args.serve_writes,
         sequential=args.serve_sequential,
         memories=args.serve_memories,
+        rounds=args.serve_rounds,
     )
 
 
@@ -286,6 +287,9 @@ def _serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--serve-writes", type=int, default=800, help="from 16 clients")
     parser.add_argument("--serve-sequential", type=int, default=100, help="timed one by one")
     parser.add_argument("--serve-memories", type=int, default=1000, help="the tenant's memories")
+    parser.add_argument(
+        "--serve-rounds", type=int, default=3, help="rounds of concurrent writes, ours and bare"
+    )
 
 
 _BENCHES.update(
