@@ -28,7 +28,7 @@ from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics, ensure_topics
 
 from .helpers import TestStack, running_worker
-from .serving import ams_client, create_key, new_tenant, serving
+from .serving import ams_client, new_tenant, serving, tenant_key
 
 pytestmark = pytest.mark.integration
 
@@ -146,7 +146,7 @@ def tenant() -> str:
 
 @pytest.fixture
 def key(env: dict[str, str], tenant: str) -> str:
-    return create_key(env, "--tenant", tenant)
+    return tenant_key(env, tenant)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Helpers for tests of `memstream serve`: start it as a real process, make keys with the CLI,
-speak MCP to it with the official client."""
+"""Helpers for tests of `memstream serve`: start it as a real process, make keys (in process,
+or with the CLI where the CLI is what is tested), speak MCP to it with the official client."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ from agent_memory_client import MemoryAPIClient, MemoryClientConfig
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.processes import free_port, running
+from memstream.server.parts import api_keys
 
 from .helpers import DEADLINE_S
 
@@ -57,6 +60,14 @@ def create_key(env: dict[str, str], *args: str) -> str:
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("msk_"), done.stdout
     return lines[0]
+
+
+def tenant_key(env: dict[str, str], tenant: str | None) -> str:
+    """A new key for `tenant` (None: an admin key), made as `memstream keys create` makes it
+    but in this process: most tests need a key, not the CLI's second of start-up."""
+    with Deployment(Settings.from_env(env)) as deployment:
+        key, _ = api_keys(deployment).create(tenant)
+    return key
 
 
 def new_tenant(name: str) -> str:

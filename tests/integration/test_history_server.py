@@ -10,14 +10,14 @@ import anyio
 import httpx
 import pytest
 
-from .serving import call_tool, create_key, mcp_over_http
+from .serving import call_tool, mcp_over_http, tenant_key
 
 pytestmark = pytest.mark.integration
 
 
 def test_history_and_as_of_over_http_and_mcp(server: str, env: dict[str, str]) -> None:
     tenant = f"lin-{uuid.uuid4().hex[:8]}"
-    key, stranger = create_key(env, "--tenant", tenant), create_key(env, "--tenant", f"x{tenant}")
+    key, stranger = tenant_key(env, tenant), tenant_key(env, f"x{tenant}")
     memory_id = uuid.uuid4().hex
     with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as http:
         created = http.post(
@@ -75,7 +75,7 @@ def test_an_as_of_search_gives_provenance_as_the_live_record_has_it(
     server: str, env: dict[str, str]
 ) -> None:
     tenant = f"prov-{uuid.uuid4().hex[:8]}"
-    key = create_key(env, "--tenant", tenant)
+    key = tenant_key(env, tenant)
     kept, edited = uuid.uuid4().hex, uuid.uuid4().hex
     with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as http:
         created = http.post(

@@ -15,7 +15,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from .helpers import DEADLINE_S
-from .serving import call_tool, create_key, mcp_over_http
+from .serving import call_tool, create_key, mcp_over_http, tenant_key
 
 pytestmark = pytest.mark.integration
 
@@ -151,7 +151,7 @@ async def test_stdio_tools_for_the_configured_tenant(env: dict[str, str]) -> Non
 
 async def test_http_tools_for_the_keys_tenant(server: str, env: dict[str, str]) -> None:
     tenant = f"mcp-http-{uuid.uuid4().hex[:8]}"
-    async with mcp_over_http(server, create_key(env, "--tenant", tenant)) as session:
+    async with mcp_over_http(server, tenant_key(env, tenant)) as session:
         await _every_tool(session, tenant)
 
 

@@ -16,7 +16,7 @@ from memstream.deployment import Deployment
 from memstream.hooks import RecallConfig, SemanticMemoryMiddleware
 
 from .helpers import TestStack, wait_until
-from .serving import call_tool, create_key, mcp_over_http
+from .serving import call_tool, mcp_over_http, tenant_key
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ async def test_the_middleware_rest_and_mcp_recall_the_same_memories_in_the_same_
     server: str, env: dict[str, str], stack: TestStack
 ) -> None:
     tenant = f"ranking-{uuid.uuid4().hex[:8]}"
-    key = create_key(env, "--tenant", tenant)
+    key = tenant_key(env, tenant)
     client = MemoryAPIClient(MemoryClientConfig(base_url=server))
     client._client.headers["Authorization"] = f"Bearer {key}"
     async with client:

@@ -18,7 +18,7 @@ from agent_memory_client.filters import Namespace, SessionId
 from agent_memory_client.models import ClientMemoryRecord, ForgetPolicy, MemoryTypeEnum
 
 from .helpers import TestStack, wait_until
-from .serving import ams_client, create_key, new_tenant
+from .serving import ams_client, new_tenant, tenant_key
 
 pytestmark = pytest.mark.integration
 
@@ -192,7 +192,7 @@ async def test_another_tenants_key_sees_none_of_it(
     wait_until(lambda: _count(http) == 1, "the memory to be recallable")
 
     other = new_tenant("globex")
-    async with ams_client(server, create_key(env, "--tenant", other)) as globex:
+    async with ams_client(server, tenant_key(env, other)) as globex:
         assert (await globex.search_long_term_memory("launch code name")).total == 0
         with pytest.raises(MemoryNotFoundError):
             await globex.get_long_term_memory(record.id)
@@ -208,7 +208,7 @@ async def test_another_tenants_key_sees_none_of_it(
     _sentinel(http)
     assert _count(http) == 2 and (await client.get_long_term_memory(record.id)).text
 
-    async with ams_client(server, create_key(env, "--admin")) as admin:
+    async with ams_client(server, tenant_key(env, None)) as admin:
         seen = await admin.search_long_term_memory("launch", namespace=Namespace(eq=tenant))
         assert [m.id for m in seen.memories][:1] == [record.id]
         with pytest.raises(MemoryServerError) as unnamed:

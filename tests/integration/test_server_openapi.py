@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ..fuzzing import examples
-from .serving import create_key
+from .serving import tenant_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
@@ -92,7 +92,7 @@ def test_no_5xx_and_every_response_matches_the_schema(
 ) -> None:
     schema = schemathesis.openapi.from_url(f"{server}/openapi.json")
     # The session's namespace is fresh, so a fixed tenant name is too.
-    headers = {"Authorization": f"Bearer {create_key(env, '--tenant', f'fuzz-{mode.value}')}"}
+    headers = {"Authorization": f"Bearer {tenant_key(env, f'fuzz-{mode.value}')}"}
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {op.path for op in operations} >= {
         "/v1/long-term-memory/",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .serving import create_key
+from .serving import tenant_key
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,7 @@ def test_the_readme_client_example_recalls_what_it_saved(
     (example,) = re.findall(r"```py\n(.*?)```", README.read_text(), re.S)
     script = tmp_path / "client_example.py"
     script.write_text(example)
-    key = create_key(env, "--tenant", f"readme-{uuid.uuid4().hex[:8]}")
+    key = tenant_key(env, f"readme-{uuid.uuid4().hex[:8]}")
     result = subprocess.run(
         [sys.executable, str(script)],
         env={**env, "MEMSTREAM_URL": server, "MEMSTREAM_KEY": key},

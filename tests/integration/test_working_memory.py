@@ -24,7 +24,7 @@ from agent_memory_client.models import MemoryMessage, WorkingMemory
 from memstream.memory.monitoring import ModelUsage
 
 from .helpers import TestStack, wait_until
-from .serving import ams_client, create_key, memstream, new_tenant, serving
+from .serving import ams_client, memstream, new_tenant, serving, tenant_key
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +91,7 @@ async def test_a_two_session_conversation_is_recorded_once_and_recalled_across_s
     assert prompt["messages"][0]["content"]["text"] == "Let's plan the flights"
     assert "Lisbon" in prompt["messages"][2]["content"]["text"]
 
-    stranger = create_key(env, "--tenant", new_tenant("other"))
+    stranger = tenant_key(env, new_tenant("other"))
     async with ams_client(server, stranger) as other:
         theirs = await other.memory_prompt("Where am I moving to?", session_id="trip-a")
         assert "Lisbon" not in json.dumps(theirs)
@@ -293,7 +293,7 @@ def chat_url() -> Iterator[str]:
 def test_with_a_chat_model_messages_past_the_window_are_summarised_in_one_counted_call(
     env: dict[str, str], stack: TestStack, chat_url: str, tenant: str, tmp_path: Path
 ) -> None:
-    key = create_key(env, "--tenant", tenant)
+    key = tenant_key(env, tenant)
     with_model = env | {"MEMSTREAM_CHAT_BASE_URL": chat_url, "MEMSTREAM_CHAT_MODEL": "scripted"}
     with (
         serving(with_model, tmp_path / "server.log") as url,

@@ -10,9 +10,10 @@ spread over other tenants, sealed as the deployment's defaults seal them. The li
 is built by the real Replayer, so the as-of view finds the stored vectors of the memories that
 still stand.
 
-Texts come from a small vocabulary embedded once up front with the configured model, and
-the bench's deployment embeds by looking them up (`replay.PrecomputedEmbedder`): the
-projection of the whole log then costs minutes, not hours, on a laptop. The as-of figures
+Texts come from a small vocabulary (2,000 texts, or as many as the log has events) embedded
+once up front with the configured model, and the bench's deployment embeds by looking them
+up (`replay.PrecomputedEmbedder`): the projection of the whole log then costs minutes, not
+hours, on a laptop. The as-of figures
 count how many of the view's vectors were reused and how many embedded (a lookup here; the
 model's time per memory elsewhere: docs/benchmarks.md).
 
@@ -172,7 +173,7 @@ def run_asof(
 ) -> BenchResult:
     started = time.monotonic()
     progress = Progress("asof")
-    texts = _texts(VOCABULARY)
+    texts = _texts(min(VOCABULARY, events))
     progress.say(f"embedding the vocabulary of {len(texts)} texts once")
     vectors = dict(zip(texts, embedder.embed_documents(texts), strict=True))
     cached = PrecomputedEmbedder(embedder.model_id, vectors, embedder.dims)
