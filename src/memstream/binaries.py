@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import stat
+import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,8 @@ __all__ = ["cache_dir", "java", "kafka_libs", "redis_home", "stack_file"]
 _FILES = Path(__file__).parent / "stackfiles"
 _MAVEN = "https://repo1.maven.org/maven2/"
 _TIMEOUT_S = 120.0
+_ATTEMPTS = 4  # tries of one download that fails transiently
+_BACKOFF_S = 1.0  # waited before the second try, twice that before the third, ...
 _JAVA_HELP = (
     "Kafka needs Java 17 or later, and `java` is not on the PATH (nor in $JAVA_HOME/bin). "
     "Install a JRE (Debian/Ubuntu: `sudo apt-get install openjdk-17-jre-headless`; macOS: "
@@ -128,27 +131,41 @@ def _digest(listing: list[tuple[str, str]]) -> str:
 
 
 def _download(client: httpx.Client, url: str, sha256: str, target: Path) -> None:
-    """`url` into `target`, checked against `sha256`; a partial download never stays."""
+    """`url` into `target`, checked against `sha256`; a partial download never stays. A
+    transient failure (a reset or TLS alert on the way, a 5xx or 429) is tried again, up to
+    `_ATTEMPTS` times: one of 46 jars failing once should not fail an install."""
     if target.exists() and _sha256(target) == sha256:
         return
     partial = target.with_name(target.name + ".partial")
-    try:
-        digest = hashlib.sha256()
-        with client.stream("GET", url) as response, partial.open("wb") as out:
-            response.raise_for_status()
-            for chunk in response.iter_bytes(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
-    except (httpx.HTTPError, OSError) as exc:
-        partial.unlink(missing_ok=True)
-        raise StackError(
-            f"could not download {url} ({exc}); check the network (an HTTPS proxy is read from "
-            "HTTPS_PROXY) and run this again"
-        ) from None
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            digest = hashlib.sha256()
+            with client.stream("GET", url) as response, partial.open("wb") as out:
+                response.raise_for_status()
+                for chunk in response.iter_bytes(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+            break
+        except (httpx.HTTPError, OSError) as exc:
+            partial.unlink(missing_ok=True)
+            if attempt < _ATTEMPTS and _transient(exc):
+                time.sleep(_BACKOFF_S * attempt)
+                continue
+            raise StackError(
+                f"could not download {url} ({exc}); check the network (an HTTPS proxy is read "
+                "from HTTPS_PROXY) and run this again"
+            ) from None
     if digest.hexdigest() != sha256:
         partial.unlink(missing_ok=True)
         raise StackError(f"{url} does not have the sha256 memstream pins ({sha256}); not used")
     partial.rename(target)
+
+
+def _transient(exc: Exception) -> bool:
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        return status >= 500 or status == 429
+    return isinstance(exc, httpx.TransportError)
 
 
 def _sha256(path: Path) -> str:

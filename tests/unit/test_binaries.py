@@ -69,3 +69,40 @@ def test_a_download_is_kept_only_when_its_sha256_matches(tmp_path: Path) -> None
     assert list(tmp_path.iterdir()) == []
     binaries._download(_client(body), "https://x/a.jar", hashlib.sha256(body).hexdigest(), target)
     assert target.read_bytes() == body
+
+
+def _answering(*answers: int | Exception) -> tuple[httpx.Client, list[int]]:
+    """A client whose requests get `answers` in turn (a status, or an error raised), and the
+    list of statuses it answered."""
+    given: list[int] = []
+    left = list(answers)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        now = left.pop(0)
+        if isinstance(now, Exception):
+            raise now
+        given.append(now)
+        return httpx.Response(now, content=b"the jar" if now == 200 else b"")
+
+    return httpx.Client(transport=httpx.MockTransport(answer)), given
+
+
+def test_a_transient_failure_is_tried_again_and_a_missing_file_is_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(binaries, "_BACKOFF_S", 0.0)
+    pinned = hashlib.sha256(b"the jar").hexdigest()
+    alert = httpx.ConnectError("[SSL: TLSV1_ALERT_DECODE_ERROR] tlsv1 alert decode error")
+    client, given = _answering(alert, 503, 200)
+    binaries._download(client, "https://x/a.jar", pinned, tmp_path / "a.jar")
+    assert (tmp_path / "a.jar").read_bytes() == b"the jar" and given == [503, 200]
+
+    client, given = _answering(404, 200)
+    with pytest.raises(StackError, match=r"could not download https://x/b\.jar .*404"):
+        binaries._download(client, "https://x/b.jar", pinned, tmp_path / "b.jar")
+    assert given == [404] and not (tmp_path / "b.jar").exists()
+
+    client, _ = _answering(*[alert] * binaries._ATTEMPTS)
+    with pytest.raises(StackError, match=r"alert decode error.*run this again"):
+        binaries._download(client, "https://x/c.jar", pinned, tmp_path / "c.jar")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jar"]  # no partial file left
