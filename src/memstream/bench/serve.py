@@ -155,12 +155,24 @@ def run_serve(
                     f"{rounds} x {writes} writes from {CLIENTS} clients to memstream and as many "
                     "to a bare HTTP-to-Kafka endpoint, in halves taking turns"
                 )
-                ours, baseline = _alternating(url, bare_url, key, writes, rounds)
+                ours, baseline = _taking_turns(
+                    (url, bare_url),
+                    lambda at, n: asyncio.run(concurrently(at, key, n, CLIENTS, _write)),
+                    Load.total,
+                    writes,
+                    rounds,
+                )
                 progress.say(
                     f"{rounds} x {writes} session puts, then appends, from {CLIENTS} clients to "
                     "memstream and as many to the bare endpoint's sessions, in halves taking turns"
                 )
-                rates, bare_rates = _alternating_sessions(url, bare_url, key, texts, writes, rounds)
+                rates, bare_rates = _taking_turns(
+                    (url, bare_url),
+                    lambda at, n: asyncio.run(session_rates(at, key, texts, n, CLIENTS)),
+                    SessionRates.total,
+                    writes,
+                    rounds,
+                )
             progress.say(f"{writes} raw Kafka sends from {CLIENTS} clients")
             raw_s, raw_latency = asyncio.run(
                 _raw_writes(ns.kafka, ns.topics, embedder, writes, CLIENTS)
@@ -358,46 +370,24 @@ def _write(http: httpx.AsyncClient, client: int, i: int) -> Awaitable[httpx.Resp
     return http.post("/v1/long-term-memory/", json={"memories": [_record(i)]})
 
 
-def _alternating_sessions(
-    ours_url: str, bare_url: str, key: str, texts: Sequence[str], writes: int, rounds: int
-) -> tuple[SessionRates, SessionRates]:
-    """`session_rates` of each, taking turns as `_alternating`'s."""
-    ours, bare = _taking_turns(
-        ours_url,
-        bare_url,
-        lambda url, count: asyncio.run(session_rates(url, key, texts, count, CLIENTS)),
-        writes,
-        rounds,
-    )
-    return SessionRates.total(ours), SessionRates.total(bare)
-
-
-def _alternating(
-    ours_url: str, bare_url: str, key: str, writes: int, rounds: int
-) -> tuple[Load, Load]:
-    """`writes` writes to each a round, memstream's and the bare endpoint's taking turns."""
-    ours, bare = _taking_turns(
-        ours_url,
-        bare_url,
-        lambda url, count: asyncio.run(concurrently(url, key, count, CLIENTS, _write)),
-        writes,
-        rounds,
-    )
-    return Load.total(ours), Load.total(bare)
-
-
 def _taking_turns(
-    ours_url: str, bare_url: str, run: Callable[[str, int], T], writes: int, rounds: int
-) -> tuple[list[T], list[T]]:
-    """`rounds` rounds of `writes` requests to each, in halves taking turns (ours, bare, bare,
-    ours): a load that drifts weighs on both alike, and one slow stretch (a second of the
-    run) weighs on one round, not the figure (a single round's ratio moved by ±30 %)."""
-    parts: dict[str, list[T]] = {ours_url: [], bare_url: []}
+    urls: tuple[str, str],
+    run: Callable[[str, int], T],
+    total: Callable[[Sequence[T]], T],
+    writes: int,
+    rounds: int,
+) -> tuple[T, T]:
+    """`run`'s figures for memstream and the bare endpoint (`urls`), each `total`led over
+    `rounds` rounds of `writes` requests in halves taking turns (ours, bare, bare, ours): a
+    load that drifts weighs on both alike, and one slow stretch (a second of the run) on one
+    round, not the figure (a single round's ratio moved by ±30 %)."""
+    ours, bare = urls
+    parts: dict[str, list[T]] = {ours: [], bare: []}
     for _ in range(rounds):
-        for slot, url in enumerate((ours_url, bare_url, bare_url, ours_url)):
+        for slot, url in enumerate((ours, bare, bare, ours)):
             half = writes // 2 if slot in (0, 1) else writes - writes // 2
             parts[url].append(run(url, half))
-    return parts[ours_url], parts[bare_url]
+    return total(parts[ours]), total(parts[bare])
 
 
 async def _raw_writes(
