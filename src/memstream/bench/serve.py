@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -155,23 +156,17 @@ def run_serve(
                     f"{rounds} x {writes} writes from {CLIENTS} clients to memstream and as many "
                     "to a bare HTTP-to-Kafka endpoint, in halves taking turns"
                 )
-                ours, baseline = _taking_turns(
-                    (url, bare_url),
-                    lambda at, n: asyncio.run(concurrently(at, key, n, CLIENTS, _write)),
-                    Load.total,
-                    writes,
-                    rounds,
+                halves = partial(_taking_turns, (url, bare_url), writes=writes, rounds=rounds)
+                ours, baseline = halves(
+                    lambda at, n: asyncio.run(concurrently(at, key, n, CLIENTS, _write)), Load.total
                 )
                 progress.say(
                     f"{rounds} x {writes} session puts, then appends, from {CLIENTS} clients to "
                     "memstream and as many to the bare endpoint's sessions, in halves taking turns"
                 )
-                rates, bare_rates = _taking_turns(
-                    (url, bare_url),
+                rates, bare_rates = halves(
                     lambda at, n: asyncio.run(session_rates(at, key, texts, n, CLIENTS)),
                     SessionRates.total,
-                    writes,
-                    rounds,
                 )
             progress.say(f"{writes} raw Kafka sends from {CLIENTS} clients")
             raw_s, raw_latency = asyncio.run(
