@@ -37,7 +37,6 @@ OFFICIAL_KAFKA = "docker.io/apache/kafka:4.1.1"
 OFFICIAL_REDIS = "docker.io/library/redis:8"
 _INTERNAL_KAFKA = "kafka:19094"
 _READY_S = 180.0
-_START_ATTEMPTS = 3  # starts of one container the engine fails on its side
 
 
 def engine_problem() -> str | None:
@@ -141,35 +140,22 @@ class ContainerStack:
         command: list[str] | None = None,
         ports: Mapping[int, int] | None = None,
     ) -> DockerContainer:
-        from docker.errors import APIError
         from testcontainers.core.container import DockerContainer
 
-        attempt = 1
-        while True:
-            container = (
-                DockerContainer(image)
-                .with_name(f"memstream-test-{alias}-{uuid.uuid4().hex[:8]}")
-                .with_network(self._network)
-                .with_network_aliases(alias)
-                .with_envs(**env)
-            )
-            for inner, outer in (ports or {}).items():
-                container = container.with_bind_ports(inner, outer)
-            if command:
-                container = container.with_command(command)
-            try:
-                container.start()
-            except APIError as exc:
-                # The engine's own failure (podman's "write child: broken pipe", a 500) passes;
-                # a refusal of the request (a 4xx: no such image, a port taken) does not.
-                with contextlib.suppress(Exception):  # it may not have been created
-                    container.stop()
-                if attempt == _START_ATTEMPTS or not exc.is_server_error():
-                    raise
-                attempt += 1
-                continue
-            self._containers.append(container)
-            return container
+        container = (
+            DockerContainer(image)
+            .with_name(f"memstream-test-{alias}-{uuid.uuid4().hex[:8]}")
+            .with_network(self._network)
+            .with_network_aliases(alias)
+            .with_envs(**env)
+        )
+        for inner, outer in (ports or {}).items():
+            container = container.with_bind_ports(inner, outer)
+        if command:
+            container = container.with_command(command)
+        self._containers.append(container)
+        container.start()
+        return container
 
     def _wait(self, ready: Callable[[], bool], what: str, container: DockerContainer) -> None:
         deadline = time.monotonic() + _READY_S
