@@ -47,7 +47,9 @@ if ! curl -sf --unix-socket "$socket" http://d/_ping >/dev/null 2>&1; then
   step "starting podman's Docker-compatible socket at $socket"
   mkdir -p "$(dirname "$socket")"
   # No timeout: it serves until the machine stops (CI's machine is discarded after the run).
-  nohup podman system service --time=0 "unix://$socket" >/var/log/podman-service.log 2>&1 &
+  # Started from / : a service whose working folder is deleted (a CI clone removed after its
+  # run) fails every container start with 500 "write child: broken pipe".
+  (cd / && nohup podman system service --time=0 "unix://$socket" >/var/log/podman-service.log 2>&1 &)
   for _ in $(seq 100); do
     curl -sf --unix-socket "$socket" http://d/_ping >/dev/null 2>&1 && break
     sleep 0.1
