@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import cached_property
@@ -94,9 +94,9 @@ class Deployment:
         self._lineage: Lineage | None = None
 
     @classmethod
-    def from_env(cls) -> Deployment:
-        """The deployment the MEMSTREAM_* environment variables describe."""
-        return cls(Settings.from_env())
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Deployment:
+        """The deployment the MEMSTREAM_* environment variables (or `environ`'s) describe."""
+        return cls(Settings.from_env(environ))
 
     def __enter__(self) -> Deployment:
         return self

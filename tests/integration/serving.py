@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -23,7 +22,7 @@ from memstream.deployment import Deployment
 from memstream.processes import free_port, running
 from memstream.server.parts import api_keys
 
-from .helpers import DEADLINE_S
+from .commands import memstream_process
 
 
 @contextlib.contextmanager
@@ -42,20 +41,9 @@ def serving(env: dict[str, str], log: Path, *args: str) -> Iterator[str]:
         yield url
 
 
-def memstream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memstream", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
-        check=False,
-    )
-
-
 def create_key(env: dict[str, str], *args: str) -> str:
     """A new key from `memstream keys create`, whose stdout must be the key alone."""
-    done = memstream(env, "keys", "create", *args)
+    done = memstream_process(env, "keys", "create", *args)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("msk_"), done.stdout

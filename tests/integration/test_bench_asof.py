@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_cli import memstream
+from .commands import memstream
 
 pytestmark = pytest.mark.integration
 

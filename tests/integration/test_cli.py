@@ -1,32 +1,18 @@
-"""The operator commands against the real stack, run as a user runs them."""
+"""The operator commands against the real stack, run as a user runs them: each a process of
+its own."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+from .commands import memstream_process
 from .helpers import TestStack, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def memstream(
-    env: dict[str, str], *args: str, input: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memstream", *args],
-        input=input,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def write_lines(path: Path, rows: list[object]) -> Path:
@@ -54,11 +40,13 @@ def test_import_wait_then_recall_json(
             "answer": "Mostly sunsets over the lake.",
         },
     ]
-    imported = memstream(env, "import", str(write_lines(tmp_path / "in.jsonl", rows)), "--wait")
+    imported = memstream_process(
+        env, "import", str(write_lines(tmp_path / "in.jsonl", rows)), "--wait"
+    )
     assert imported.returncode == 0, imported.stderr
     assert "imported 2 events for 1 tenants; recallable" in imported.stderr
 
-    recalled = memstream(
+    recalled = memstream_process(
         env,
         "recall",
         "--tenant",
@@ -85,7 +73,7 @@ def test_import_wait_then_recall_json(
     assert [t["event_type"] for t in turns] == ["TurnCompleted"]
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
 
-    again = memstream(env, "import", str(tmp_path / "in.jsonl"), "--wait")
+    again = memstream_process(env, "import", str(tmp_path / "in.jsonl"), "--wait")
     assert again.returncode == 0, again.stderr
     assert stack.stored_memories(tenant) == 3  # the second import added nothing
 
@@ -93,7 +81,7 @@ def test_import_wait_then_recall_json(
 def test_recall_of_an_unknown_tenant_is_an_empty_list(
     stack: TestStack, env: dict[str, str]
 ) -> None:
-    recalled = memstream(
+    recalled = memstream_process(
         env, "recall", "--tenant", f"nobody-{uuid.uuid4().hex}", "--json", "anything"
     )
     assert recalled.returncode == 0, recalled.stderr
@@ -101,7 +89,7 @@ def test_recall_of_an_unknown_tenant_is_an_empty_list(
 
 
 def test_recall_refuses_an_invalid_tenant_clearly(stack: TestStack, env: dict[str, str]) -> None:
-    recalled = memstream(env, "recall", "--tenant", "   ", "anything")
+    recalled = memstream_process(env, "recall", "--tenant", "   ", "anything")
     assert recalled.returncode == 2
     assert "the tenant id is empty" in recalled.stderr
 
@@ -117,7 +105,7 @@ def test_import_rejects_a_bad_line_by_number_and_sends_nothing(
     )
     before = stack.end_offsets(stack.topics.memory)
 
-    result = memstream(env, "import", str(path), "--wait")
+    result = memstream_process(env, "import", str(path), "--wait")
 
     assert result.returncode == 2
     assert "line 3: 'content' must be non-empty text" in result.stderr
@@ -126,14 +114,14 @@ def test_import_rejects_a_bad_line_by_number_and_sends_nothing(
 
 
 def test_up_is_idempotent_when_the_stack_runs(stack: TestStack, env: dict[str, str]) -> None:
-    result = memstream(env, "up")
+    result = memstream_process(env, "up")
     assert result.returncode == 0, result.stderr
     assert "kafka: already running" in result.stdout
     assert "redis: already running" in result.stdout
 
 
 def test_an_unreachable_redis_is_named_with_what_to_do(env: dict[str, str]) -> None:
-    result = memstream(
+    result = memstream_process(
         env | {"MEMSTREAM_REDIS_URL": "redis://:secret@127.0.0.1:1/0"},
         "recall",
         "--tenant",
@@ -150,7 +138,9 @@ def test_an_unreachable_kafka_imports_nothing_and_says_so(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     path = write_lines(tmp_path / "one.jsonl", [{"tenant": "a", "thread": "t", "content": "x"}])
-    result = memstream(env | {"MEMSTREAM_KAFKA_BOOTSTRAP": "127.0.0.1:1"}, "import", str(path))
+    result = memstream_process(
+        env | {"MEMSTREAM_KAFKA_BOOTSTRAP": "127.0.0.1:1"}, "import", str(path)
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("memstream: could not create memstream's topics on Kafka")
     assert "MEMSTREAM_KAFKA_BOOTSTRAP" in result.stderr
@@ -159,7 +149,7 @@ def test_an_unreachable_kafka_imports_nothing_and_says_so(
 def test_chat_remembers_across_threads_of_a_tenant(stack: TestStack, env: dict[str, str]) -> None:
     tenant = f"chat-{uuid.uuid4().hex[:6]}"
     offline = env | {"MEMSTREAM_CHAT_BASE_URL": ""}
-    told = memstream(
+    told = memstream_process(
         offline,
         "chat",
         "--tenant",
@@ -173,7 +163,7 @@ def test_chat_remembers_across_threads_of_a_tenant(stack: TestStack, env: dict[s
     assert "(usage: 1 calls," in told.stdout
     wait_until(lambda: stack.stored_memories(tenant) == 2, "the told turn to be projected")
 
-    asked = memstream(
+    asked = memstream_process(
         offline,
         "chat",
         "--tenant",

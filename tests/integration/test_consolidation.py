@@ -16,8 +16,8 @@ from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import ConsolidateConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.monitoring import ModelUsage
 
+from .commands import memstream
 from .helpers import TestStack, wait_until
-from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 

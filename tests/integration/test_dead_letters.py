@@ -23,8 +23,8 @@ from memstream.memory.model import Memory
 from memstream.operations import drop
 from memstream.processes import running
 
+from .commands import memstream
 from .helpers import TestStack, running_worker, wait_until
-from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 

@@ -33,8 +33,8 @@ from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import KEYS_CONFIG
 from memstream.streams.wire import Record, event_record
 
+from .commands import memstream
 from .helpers import OwnRedis, TestStack, running_worker, wait_until
-from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from memstream import Settings, decode_event, encode_event
 from memstream.deployment import Deployment
 from memstream.operations import drop
 
+from .commands import memstream
 from .helpers import TestStack, running_worker, wait_until
-from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 

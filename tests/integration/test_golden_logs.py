@@ -23,8 +23,8 @@ from memstream.deployment import Deployment
 from memstream.operations import drop, projection_lag
 from tests.fixtures.logs.record import projected
 
+from .commands import memstream
 from .helpers import running_worker, wait_until
-from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 

@@ -29,8 +29,8 @@ from memstream.operations import drop, erase_tenant
 from memstream.streams.lineage import Lineage
 from memstream.streams.topics import ensure_topics
 
+from .commands import memstream
 from .helpers import TestStack
-from .test_cli import memstream
 from .test_rebuild import workload
 
 pytestmark = pytest.mark.integration

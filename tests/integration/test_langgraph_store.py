@@ -38,8 +38,8 @@ from memstream.memory.embeddings import Embedder
 from memstream.memory.events import ItemStored, item_memory_id
 from memstream.providers import embedder_from_settings
 
+from .commands import memstream
 from .helpers import TestStack, wait_until
-from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 

@@ -31,8 +31,8 @@ from memstream.memory.events import ItemExpired, item_memory_id
 from memstream.memory.model import Memory
 from memstream.providers import embedder_from_settings
 
+from .commands import memstream
 from .helpers import TestStack, wait_until
-from .test_cli import memstream
 from .test_langgraph_store import SameEmbeddings
 
 pytestmark = pytest.mark.integration

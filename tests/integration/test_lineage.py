@@ -14,8 +14,8 @@ from memstream.deployment import Deployment
 from memstream.eventsourced import EventSourcedStores
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 
+from .commands import memstream
 from .helpers import TestStack, wait_until
-from .serving import memstream
 
 pytestmark = pytest.mark.integration
 

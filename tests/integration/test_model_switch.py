@@ -26,8 +26,8 @@ from memstream.memory.events import memories_of
 from memstream.operations import drop
 from memstream.providers.minilm import minilm_model_id
 
+from .commands import memstream
 from .helpers import running_worker, wait_until
-from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ from memstream import TurnCompleted, memories_of
 from memstream.memory.events import MemoriesConsolidated, MemoryForgotten
 from memstream.memory.model import MemoryType
 
+from .commands import memstream
 from .conftest import MAX_MEMORIES
 from .helpers import TestStack
-from .test_cli import memstream
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,9 @@ from memstream.cli.stack import LocalStack
 from memstream.deployment import Deployment
 from memstream.operations import drop
 
+from .commands import memstream_process
 from .helpers import TestStack, wait_until
-from .serving import create_key, free_port, memstream, serving
+from .serving import create_key, free_port, serving
 
 pytestmark = pytest.mark.integration
 
@@ -131,9 +132,9 @@ def test_a_revoked_key_is_refused_within_the_key_cache_bound(
     headers = {"Authorization": f"Bearer {key}"}
     assert httpx.post(f"{server}/v1/long-term-memory/search", json={}, headers=headers).is_success
     key_id = key.split("_")[1]
-    listed = memstream(env, "keys", "list")
+    listed = memstream_process(env, "keys", "list")
     assert key_id in listed.stdout and key not in listed.stdout  # the secret is never shown
-    assert memstream(env, "keys", "revoke", key_id).returncode == 0
+    assert memstream_process(env, "keys", "revoke", key_id).returncode == 0
     # The server trusts a verified key for MEMSTREAM_SERVER_KEY_CACHE_S (2 s): the revocation,
     # made by another process, holds once that has passed (the CLI's own start took longer).
     bound = Settings.from_env(env).server_key_cache_s
@@ -145,7 +146,7 @@ def test_a_revoked_key_is_refused_within_the_key_cache_bound(
     wait_until(refused, "the revoked key to be refused", timeout=bound + 5)
     again = httpx.post(f"{server}/v1/long-term-memory/search", json={}, headers=headers)
     _refused(again, 401, "revoked")
-    assert memstream(env, "keys", "revoke", key_id).returncode == 1
+    assert memstream_process(env, "keys", "revoke", key_id).returncode == 1
 
 
 def test_ams_routes_not_served_answer_501(http: httpx.Client) -> None:
@@ -166,7 +167,7 @@ def test_without_keys_loopback_only_and_wait_times_out(env: dict[str, str], tmp_
     namespace = f"test-{uuid.uuid4().hex[:10]}"
     bare = {**env, "MEMSTREAM_NAMESPACE": namespace}
     try:
-        refused = memstream(bare, "serve", "--host", "0.0.0.0", "--port", "1")
+        refused = memstream_process(bare, "serve", "--host", "0.0.0.0", "--port", "1")
         assert refused.returncode == 2 and "no API key exists" in refused.stderr
         with serving(bare, tmp_path / "server.log") as url:
             assert "no API keys configured" in (tmp_path / "server.log").read_text()
@@ -190,13 +191,13 @@ def test_up_serve_starts_the_server_beside_the_stack(
     if stack.pid("kafka") is None or stack.pid("redis") is None:
         pytest.skip("the stack was not started by `memstream up`, so `up --serve` cannot join it")
     port = free_port()
-    started = memstream({**env, "MEMSTREAM_SERVER_PORT": str(port)}, "up", "--serve")
+    started = memstream_process({**env, "MEMSTREAM_SERVER_PORT": str(port)}, "up", "--serve")
     pid = stack.pid("server")
     try:
         assert started.returncode == 0, started.stderr
         assert "kafka: already running" in started.stdout and "server: ready" in started.stdout
         assert httpx.get(f"http://127.0.0.1:{port}/v1/health").status_code == 200
-        assert "server: running" in memstream(env, "status").stdout
+        assert "server: running" in memstream_process(env, "status").stdout
     finally:
         if pid is not None:
             os.kill(pid, signal.SIGTERM)

@@ -38,8 +38,8 @@ from memstream.projections.schema import Keyspace
 from memstream.streams.wire import partition_of
 from memstream.testing.stack import wait_until_recallable
 
+from .commands import memstream
 from .helpers import OwnRedis, TestStack, running_worker, wait_until
-from .test_cli import memstream
 
 T = TypeVar("T")
 

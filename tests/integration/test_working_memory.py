@@ -23,8 +23,9 @@ from agent_memory_client.models import MemoryMessage, WorkingMemory
 
 from memstream.memory.monitoring import ModelUsage
 
+from .commands import memstream
 from .helpers import TestStack, wait_until
-from .serving import ams_client, memstream, new_tenant, serving, tenant_key
+from .serving import ams_client, new_tenant, serving, tenant_key
 
 pytestmark = pytest.mark.integration
 

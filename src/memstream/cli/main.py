@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from memstream import __version__
 from memstream.cli import (
@@ -76,14 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Run the command `argv` names (default: sys.argv) with the settings `environ` (default:
+    os.environ) gives; the exit status."""
     args = build_parser().parse_args(argv)
     if args.command != "worker":
         # The drivers log each failed connection attempt; the command's own error says it once.
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
-        with Deployment.from_env() as deployment:
+        with Deployment.from_env(environ) as deployment:
             return int(args.run(args, deployment) or 0)
     except MemstreamError as exc:
         print(f"memstream: {exc}", file=sys.stderr)
