@@ -5,10 +5,10 @@
 BIN := .venv/bin
 # pytest-xdist processes, each with its own namespace, worker and server (tests/integration);
 # a test file runs whole in one, so its module fixtures (and the secured stack) start once,
-# and the longest files are handed out first (tests/conftest.py, LONGEST_FIRST). Three on 2
-# cores: most of the suite waits on Kafka, Redis and subprocesses (pytest 318-341 s; two gave
-# 390-456 s, four 353 s: docs/operations.md).
-TEST_WORKERS ?= 3
+# and the longest files are handed out first (tests/conftest.py, LONGEST_FIRST). Four on 2
+# cores: much of the suite waits on Kafka, Redis and the processes it starts (pytest 214 s;
+# three gave 241-244 s, five 247 s: docs/operations.md).
+TEST_WORKERS ?= 4
 
 install:
 	@bash infra/install.sh
