@@ -1,6 +1,6 @@
 """The `memstream` command in tests: run in this process (its parser, code, output and exit
 status, without a second of interpreter start-up and imports each time), or as a process of its
-own where the process is what is tested (test_cli, `serve`, `up`)."""
+own where the process is what is tested (test_cli.py, `keys`, `serve`, `up`, `status`)."""
 
 from __future__ import annotations
 
