@@ -22,9 +22,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
-
 from memstream.deployment import Deployment
 from memstream.errors import (
     InvalidInputError,
@@ -38,6 +35,7 @@ from memstream.memory.monitoring import Monitor
 from memstream.memory.ports import SessionMove, ShardLayout, ShardReport
 from memstream.memory.tenancy import validate_tenant
 from memstream.processes import running
+from memstream.streams.admin import KafkaAdmin
 from memstream.streams.dead_letters import DeadLetterRetry
 from memstream.streams.heal import Healer, KafkaLog
 from memstream.streams.projector import DeadLetters, Projector, ShardProjectors
@@ -120,20 +118,16 @@ def drop(deployment: Deployment) -> None:
     """Delete everything of the deployment's namespace: every generation's index and keys,
     and its topics. For tests and benches; irreversible."""
     deployment.projection.drop()
-    with contextlib.suppress(KafkaError):  # the keys are gone; a topic left is harmless
+    with contextlib.suppress(KafkaUnavailableError):  # the keys are gone; a topic left is harmless
         asyncio.run(_delete_topics(deployment))
 
 
 async def _delete_topics(deployment: Deployment) -> None:
-    admin = AIOKafkaAdminClient(**deployment.kafka.aiokafka())
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
+    async with KafkaAdmin(deployment.kafka) as admin:
+        existing = set(await admin.call("list the topics", lambda client: client.list_topics()))
         names = [spec.name for spec in deployment.topics.specs() if spec.name in existing]
         if names:
-            await admin.delete_topics(names)
-    finally:
-        await admin.close()
+            await admin.call("delete the topics", lambda client: client.delete_topics(names))
 
 
 def heartbeat(

@@ -23,7 +23,6 @@ import asyncio
 import os
 import signal
 import statistics
-import subprocess
 import threading
 import time
 import uuid
@@ -44,13 +43,12 @@ from memstream.errors import RedisUnavailableError
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.events import MemoryEvent
 from memstream.memory.tenancy import tenant_key, tenant_token
-from memstream.processes import free_port, port_free
 from memstream.projections.schema import Keyspace
 from memstream.streams.topics import partition_leaders
 from memstream.streams.wire import partition_of
 from memstream.testing.stack import wait_until_recallable
-from memstream.topology import PORT_STRIDE
 
+from .clusters import in_sync, local_cluster, projecting
 from .helpers import TestStack, start_worker, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -66,43 +64,23 @@ TURN_EVERY_S = 0.1  # each thread's pace: ~40 turns/s in all, what one worker ke
 HOOK_BOUND_S = 1.0
 # A JVM's start and a backlog's projection on the busy shared machine.
 _SLOW_S = 180.0
-_SERVERS = ("MEMSTREAM_KAFKA_BOOTSTRAP", "MEMSTREAM_REDIS_URL", "MEMSTREAM_STATE_DIR")
-
-
-def cluster_ports(brokers: int = BROKERS, shards: int = 1) -> dict[str, str]:
-    """Base ports whose brokers', controllers' and Redis shards' siblings (memstream.topology's
-    rule) are free too."""
-    while True:
-        kafka, controller, redis = free_port(), free_port(), free_port()
-        ports = [base + PORT_STRIDE * i for base in (kafka, controller) for i in range(brokers)]
-        ports += [redis + PORT_STRIDE * i for i in range(shards)]
-        if len(set(ports)) == len(ports) and all(map(port_free, ports)):
-            return {
-                "MEMSTREAM_KAFKA_PORT": str(kafka),
-                "MEMSTREAM_KAFKA_CONTROLLER_PORT": str(controller),
-                "MEMSTREAM_REDIS_PORT": str(redis),
-            }
 
 
 @pytest.fixture(scope="module")
 def local(
     env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[dict[str, str], LocalStack]]:
-    """Three brokers and three Redis shards of this module's own, and the settings that
-    reach them: only the state folder, as on a machine after `memstream up`."""
-    own = {key: value for key, value in env.items() if key not in _SERVERS}
-    own |= cluster_ports(BROKERS, SHARDS) | {
-        "MEMSTREAM_STATE_DIR": str(tmp_path_factory.mktemp("cluster") / "stack"),
-        "MEMSTREAM_PARTITIONS": str(PARTITIONS),
-        "MEMSTREAM_MAX_MEMORIES": "0",  # unbounded: every memory stays to be counted
-        "MEMSTREAM_WORKER_SESSION_TIMEOUT": "6",  # the broker's minimum: a quick takeover
-    }
-    stack = LocalStack(Settings.from_env(own))
-    try:
-        stack.up(brokers=BROKERS, shards=SHARDS, say=lambda _: None)
-        yield own, stack
-    finally:
-        stack.down(say=lambda _: None)
+    """Three brokers and three Redis shards of this module's own."""
+    with local_cluster(
+        env,
+        tmp_path_factory.mktemp("cluster") / "stack",
+        BROKERS,
+        SHARDS,
+        MEMSTREAM_PARTITIONS=str(PARTITIONS),
+        MEMSTREAM_MAX_MEMORIES="0",  # unbounded: every memory stays to be counted
+        MEMSTREAM_WORKER_SESSION_TIMEOUT="6",  # the broker's minimum: a quick takeover
+    ) as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -157,25 +135,6 @@ class Placed:
             for key in client.scan_iter(match=f"*{token}*")
             if token in key.decode().split(":")  # not a tenant whose id merely starts alike
         ]
-
-
-def projecting(deployment: Deployment, worker: subprocess.Popen[bytes], log: Path) -> None:
-    """Wait until `worker` projects the deployment's namespace (a probe event applied)."""
-    probe = TestStack(deployment.settings).turn("__probe__", "is the worker up?", "yes")
-
-    async def publish() -> None:
-        await deployment.ensure_topics()
-        async with deployment.event_publisher() as publisher:
-            await publisher.publish([probe])
-
-    asyncio.run(publish())
-    status = deployment.status()
-
-    def applied() -> bool:
-        assert worker.poll() is None, f"the worker exited:\n{log.read_text()[-3000:]}"
-        return not status.unapplied([probe])
-
-    wait_until(applied, "the worker to project", _SLOW_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,14 +229,7 @@ def test_the_leader_of_busy_partitions_killed_mid_stream_blocks_no_turn_and_lose
         assert stores.publisher.flush(60)
 
         local.up(brokers=BROKERS, shards=SHARDS, say=lambda _: None)  # the killed one alone
-        wait_until(
-            lambda: (
-                (now := asyncio.run(partition_leaders(stack.kafka, stack.topics.memory))) != {}
-                and all(isr == BROKERS for _, isr in now.values())
-            ),
-            "the restarted broker to rejoin every partition's in-sync replicas",
-            timeout=_SLOW_S,
-        )
+        in_sync(stack.kafka, stack.topics.memory, BROKERS)
         wait_until(lambda: applied() == sum(turns.values()), "every turn to be projected", _SLOW_S)
         assert worker.poll() is None  # the same worker rode out the failover
 

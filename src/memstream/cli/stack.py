@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from memstream.binaries import cache_dir, java, kafka_libs, redis_home, stack_file
@@ -44,6 +43,7 @@ from memstream.memory.ports import ProcessReport
 from memstream.operations import projection_lag, shard_states
 from memstream.processes import project_root
 from memstream.projections.connection import redis_client
+from memstream.streams.admin import KafkaAdmin
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import replication
 from memstream.topology import TOPOLOGY_FILE, Broker, LocalTopology
@@ -469,15 +469,12 @@ def broker_answers(kafka: KafkaConnection) -> bool:
     request (within about 3 s)."""
 
     async def probe() -> bool:
-        admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=3000)
         try:
-            await admin.start()
-            await admin.list_topics()
+            async with KafkaAdmin(kafka, deadline_s=3.0) as admin:
+                await admin.call("list the topics", lambda client: client.list_topics())
             return True
         except Exception:  # noqa: BLE001 - any failure means "not ready yet"
             return False
-        finally:
-            await admin.close()
 
     return asyncio.run(probe())
 

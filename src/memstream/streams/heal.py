@@ -42,7 +42,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from memstream.errors import InfrastructureError, KafkaUnavailableError, RedisUnavailableError
@@ -54,6 +53,7 @@ from memstream.memory.ports import (
     ShardLayout,
     ShardWriters,
 )
+from memstream.streams.admin import KafkaAdmin
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 
@@ -91,14 +91,11 @@ class KafkaLog:
 
     async def committed(self, partitions: Collection[Position]) -> dict[str, int]:
         wanted = [TopicPartition(p.topic, p.partition) for p in partitions]
-        admin = AIOKafkaAdminClient(**self._kafka.aiokafka(), request_timeout_ms=10_000)
-        try:
-            await admin.start()
-            offsets = await admin.list_consumer_group_offsets(self._group, partitions=wanted)
-        except KafkaError as exc:
-            raise self._unavailable("read the group's committed offsets", exc) from exc
-        finally:
-            await admin.close()
+        async with KafkaAdmin(self._kafka) as admin:
+            offsets = await admin.call(
+                f"read the committed offsets of group {self._group}",
+                lambda client: client.list_consumer_group_offsets(self._group, partitions=wanted),
+            )
         return {
             f"{tp.topic}/{tp.partition}": meta.offset - 1
             for tp, meta in offsets.items()

@@ -25,7 +25,12 @@ from memstream.config import Settings
 if TYPE_CHECKING:
     import faust
 
-__all__ = ["KafkaConnection"]
+__all__ = ["RIDE_OUT_S", "KafkaConnection"]
+
+# How long a request that meets a lost broker keeps trying, on the brokers left, before it
+# fails: longer than a KRaft cluster takes to fence a dead broker and move its partitions,
+# coordinators and controller (broker.session.timeout.ms, 9 s by default, then an election).
+RIDE_OUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,7 @@ from memstream.memory.cipher import (
     new_data_key,
     record_key,
 )
-from memstream.streams.kafka import KafkaConnection
+from memstream.streams.kafka import RIDE_OUT_S, KafkaConnection
 from memstream.streams.topics import Topics
 from memstream.streams.wire import producer_config
 
@@ -54,20 +54,30 @@ __all__ = ["KafkaKeyring", "keys_clients"]
 
 log = logging.getLogger(__name__)
 
-_TIMEOUT_S = 15.0
+# A broker lost is ridden out, not reported (streams.kafka.RIDE_OUT_S).
+_TIMEOUT_S = RIDE_OUT_S
 # How long sealing may wait for the keys topic when it meets a tenant with no key known here
 # (on the agent side, the publisher's thread: the turn itself never waits); beyond it the key
 # is made here and its record waits in the producer (Kafka away), and the topic is not asked
 # again for _OFFLINE_S.
 _HOT_PATH_S = 2.0
 _OFFLINE_S = 5.0
-_NO_LEADER_YET = {
+_LEADER_MOVING = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     # The client's own metadata has not seen the just-created topic's partition yet.
     KafkaError._UNKNOWN_PARTITION,
+    # The broker asked died (or left the metadata) while it was asked: ask the new leader.
+    KafkaError._DESTROY_BROKER,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
 }
+
+
+def _passing(error: KafkaError) -> bool:
+    """Whether `error` passes once the cluster has moved a partition off a lost broker."""
+    return bool(error.retriable()) or error.code() in _LEADER_MOVING
 
 
 def keys_clients(kafka: KafkaConnection, topics: Topics) -> tuple[Producer, Consumer]:
@@ -261,6 +271,8 @@ class KafkaKeyring:
                             # The end, even where compaction left no record at the last offsets.
                             self._next = max(self._next, message.offset() or 0)
                             continue
+                        if _passing(error):
+                            continue  # a broker lost: the client fetches from the new leader
                         raise KafkaException(error)
                     self.state.apply(message.key(), message.value())
                     self._next = (message.offset() or 0) + 1
@@ -282,10 +294,9 @@ class KafkaKeyring:
                 return int(high)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
-                retriable = isinstance(error, KafkaError) and (
-                    error.retriable() or error.code() in _NO_LEADER_YET
-                )
-                if not retriable or time.monotonic() > deadline:
+                if not (isinstance(error, KafkaError) and _passing(error)):
+                    raise
+                if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)  # the leader election takes milliseconds; nothing to wait on
 

@@ -17,15 +17,15 @@ die without losing it or stopping writes (`replication`).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from memstream.errors import KafkaUnavailableError
+from memstream.streams.admin import KafkaAdmin, until_settled
 from memstream.streams.kafka import KafkaConnection
 
 __all__ = [
@@ -114,65 +114,60 @@ def replication(brokers: int) -> tuple[int, int]:
 
 async def ensure_topics(kafka: KafkaConnection, topics: Topics) -> list[str]:
     """Create whichever of the namespace's topics are missing, replicated for the brokers the
-    cluster has now (`replication`); return the names created."""
-    admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=10_000)
-    try:
-        await admin.start()
-        existing = set(await admin.list_topics())
+    cluster has now (`replication`); return the names created. Where they all exist this is
+    one metadata request, which any broker that answers serves (`KafkaAdmin`)."""
+    async with KafkaAdmin(kafka) as admin:
+        existing = set(await admin.call("list the topics", lambda client: client.list_topics()))
         missing = [spec for spec in topics.specs() if spec.name not in existing]
         if missing:
-            replicas, min_isr = replication(len((await admin.describe_cluster())["brokers"]))
-            # Another process may create them first: the goal is reached all the same.
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(
-                    [
-                        NewTopic(
-                            spec.name,
-                            spec.partitions,
-                            replicas,
-                            topic_configs={**spec.config, "min.insync.replicas": str(min_isr)},
-                        )
-                        for spec in missing
-                    ]
+            cluster = await admin.call(
+                "describe the cluster", lambda client: client.describe_cluster()
+            )
+            replicas, min_isr = replication(len(cluster["brokers"]))
+            new = [
+                NewTopic(
+                    spec.name,
+                    spec.partitions,
+                    replicas,
+                    topic_configs={**spec.config, "min.insync.replicas": str(min_isr)},
                 )
+                for spec in missing
+            ]
+
+            async def create(client: AIOKafkaAdminClient) -> None:
+                response = await client.create_topics(new)
+                for topic, code, *message in response.topic_errors:
+                    # Another process, or this call's earlier try, created it: the goal is
+                    # reached all the same.
+                    if code and code != TopicAlreadyExistsError.errno:
+                        raise for_code(code)(f"{topic}: {message[0] if message else ''}")
+
+            names = ", ".join(spec.name for spec in missing)
+            await admin.call(f"create the topics {names}", create)
         return [spec.name for spec in missing]
-    except KafkaError as exc:
-        raise KafkaUnavailableError(
-            f"could not create memstream's topics on Kafka at {kafka.where}: "
-            f"{await kafka.explain(exc)}. Check "
-            "that the broker runs (`memstream status`), MEMSTREAM_KAFKA_BOOTSTRAP points at it "
-            "and the MEMSTREAM_KAFKA_* security settings are the broker's."
-        ) from exc
-    finally:
-        await admin.close()
 
 
 async def topic_partitions(kafka: KafkaConnection, topic: str) -> list[TopicPartition]:
     """The partitions of `topic` as the broker knows them now ([] if it does not exist)."""
-    admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=10_000)
-    try:
-        await admin.start()
-        (described,) = await admin.describe_topics([topic])
-        return [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
-    except KafkaError as exc:
-        raise await _unreachable(kafka, f"describe {topic}", exc) from exc
-    finally:
-        await admin.close()
+    async with KafkaAdmin(kafka) as admin:
+        (described,) = await admin.call(
+            f"describe {topic}", lambda client: client.describe_topics([topic])
+        )
+    return [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
 
 
 async def partition_leaders(kafka: KafkaConnection, topic: str) -> dict[int, tuple[int, int]]:
     """partition -> (its leader's node id, how many replicas are in sync) as the cluster
-    reports them now; {} when it cannot tell (the broker asked is down: the next call asks
-    another). The fault tests and `bench scale` watch a failover with it."""
-    admin = AIOKafkaAdminClient(**kafka.aiokafka(), request_timeout_ms=5000)
+    reports them now; {} when it cannot tell within a few seconds. The fault tests and `bench
+    scale` watch a failover with it."""
     try:
-        await admin.start()
-        (described,) = await admin.describe_topics([topic])
-        return {p["partition"]: (p["leader"], len(p["isr"])) for p in described["partitions"]}
-    except KafkaError:
+        async with KafkaAdmin(kafka, deadline_s=5.0) as admin:
+            (described,) = await admin.call(
+                f"describe {topic}", lambda client: client.describe_topics([topic])
+            )
+    except KafkaUnavailableError:
         return {}
-    finally:
-        await admin.close()
+    return {p["partition"]: (p["leader"], len(p["isr"])) for p in described["partitions"]}
 
 
 async def end_offsets(kafka: KafkaConnection, topic: str) -> dict[int, int]:
@@ -183,7 +178,8 @@ async def end_offsets(kafka: KafkaConnection, topic: str) -> dict[int, int]:
     consumer = AIOKafkaConsumer(**kafka.aiokafka(), request_timeout_ms=10_000)
     try:
         await consumer.start()
-        offsets = await consumer.end_offsets(partitions)
+        # A partition whose leader just died has none until the cluster moves it.
+        offsets = await until_settled(lambda: consumer.end_offsets(partitions))
         return {tp.partition: offset for tp, offset in offsets.items()}
     except KafkaError as exc:
         raise await _unreachable(kafka, f"read the end offsets of {topic}", exc) from exc
