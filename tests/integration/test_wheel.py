@@ -1,5 +1,6 @@
 """A Python user's first contact: the built wheel installed in a fresh virtualenv outside the
-checkout runs its own stack (`memstream up --worker`), imports, recalls and stops (`down`).
+checkout, with a fresh HOME, runs its own stack (`memstream up --worker`, and a cluster with
+`--brokers 3 --shards 3`), imports, recalls and stops (`down`).
 
 Lean on purpose: the wheel is built without build isolation, and the virtualenv reads its
 dependencies from the test's own environment (a .pth line) instead of downloading them again;
@@ -21,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from memstream.binaries import cache_dir
-from memstream.processes import free_port
 
+from .clusters import cluster_ports
 from .helpers import DEADLINE_S
 
 pytestmark = pytest.mark.integration
@@ -91,9 +92,26 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-def test_an_installed_wheel_runs_its_own_stack(installed: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("brokers", "shards", "state_dir"),
+    [
+        pytest.param(1, 1, False, id="one-broker"),
+        pytest.param(1, 1, True, id="one-broker-state-dir"),
+        pytest.param(3, 3, False, id="cluster", marks=pytest.mark.cluster),
+        pytest.param(3, 3, True, id="cluster-state-dir", marks=pytest.mark.cluster),
+    ],
+)
+def test_an_installed_wheel_runs_its_own_stack_in_a_fresh_home(
+    installed: Path, tmp_path: Path, brokers: int, shards: int, state_dir: bool
+) -> None:
+    """A new user's machine: HOME an empty folder (no ~/.local), no XDG_* settings, the
+    command run outside any checkout, the state in the user's state folder or, with
+    MEMSTREAM_STATE_DIR, in a folder of the user's choosing."""
     bin_ = installed / "bin"
     home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "elsewhere"
+    work.mkdir()
     env = {
         key: value
         for key, value in os.environ.items()
@@ -104,13 +122,13 @@ def test_an_installed_wheel_runs_its_own_stack(installed: Path, tmp_path: Path) 
         PATH=f"{bin_}:{env.get('PATH', '')}",
         MEMSTREAM_CACHE_DIR=str(cache_dir()),  # the suite's downloads: no second fetch
         MEMSTREAM_NAMESPACE=f"wheel-{uuid.uuid4().hex[:8]}",
-        MEMSTREAM_KAFKA_PORT=str(free_port()),
-        MEMSTREAM_KAFKA_CONTROLLER_PORT=str(free_port()),
-        MEMSTREAM_REDIS_PORT=str(free_port()),
-        MEMSTREAM_PARTITIONS="1",
+        MEMSTREAM_PARTITIONS=str(shards),
+        **cluster_ports(brokers, shards),
     )
-    work = tmp_path / "elsewhere"
-    work.mkdir()
+    state = home / ".local" / "state" / "memstream" / ".run"
+    if state_dir:
+        state = work / "state"
+        env["MEMSTREAM_STATE_DIR"] = str(state)
     memstream = str(bin_ / "memstream")
 
     located = _run(
@@ -120,11 +138,18 @@ def test_an_installed_wheel_runs_its_own_stack(installed: Path, tmp_path: Path) 
     version = _run([memstream, "--version"], env, work)
     assert version.startswith("memstream 0.")
 
+    up = [memstream, "up", "--worker"]
+    if brokers > 1:
+        up += ["--brokers", str(brokers), "--shards", str(shards)]
     try:
-        started = _run([memstream, "up", "--worker"], env, work)
-        assert "kafka: ready" in started and "worker: ready" in started
-        # No checkout above the working folder: the state goes to the user's state folder.
-        assert (home / ".local" / "state" / "memstream" / ".run" / "kafka.pid").is_file()
+        started = _run(up, env, work)
+        first = "kafka" if brokers == 1 else "kafka-1"
+        assert f"{first}: ready" in started and "worker: ready" in started, started
+        assert (state / f"{first}.pid").is_file()
+        user_state = home / ".local" / "state" / "memstream"
+        assert user_state.stat().st_mode & 0o077 == 0  # the user's alone, as XDG asks
+        if state_dir:  # the state where the user put it, none in the user's folder
+            assert not (user_state / ".run").exists()
         turns = work / "turns.jsonl"
         turns.write_text(json.dumps(TURN) + "\n")
         _run([memstream, "import", str(turns), "--wait"], env, work)
@@ -138,4 +163,4 @@ def test_an_installed_wheel_runs_its_own_stack(installed: Path, tmp_path: Path) 
         stopped = subprocess.run(
             [memstream, "down"], env=env, cwd=work, capture_output=True, text=True, check=False
         )
-    assert stopped.returncode == 0 and "kafka: stopped" in stopped.stdout, stopped.stderr
+    assert stopped.returncode == 0 and f"{first}: stopped" in stopped.stdout, stopped.stderr

@@ -366,6 +366,10 @@ class LocalStack:
         return None
 
     def _start(self, service: _Service) -> None:
+        # The services run in the root (an installed package's is the user's state folder,
+        # which a fresh HOME lacks, and a state folder set elsewhere does not make), private
+        # as XDG asks of a state folder.
+        self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._state.mkdir(parents=True, exist_ok=True)
         command = service.prepare()
         with self._log(service.name).open("ab") as log:
