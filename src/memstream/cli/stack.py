@@ -304,12 +304,19 @@ class LocalStack:
         unset, so a fresh machine needs no hand step. Production sets its own key."""
         path = self._state / "master.key"
         if not path.exists():
-            self._state.mkdir(parents=True, exist_ok=True)
+            self._make_folders()
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as out:
                 out.write(base64.b64encode(os.urandom(32)).decode() + "\n")
             say(f"master key: made a development key in {path}")
         return path
+
+    def _make_folders(self) -> None:
+        """The root, where the services run (an installed package's is the user's state
+        folder, which a fresh HOME lacks), private as XDG asks of a state folder; and the state
+        folder, which MEMSTREAM_STATE_DIR may put elsewhere."""
+        self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._state.mkdir(parents=True, exist_ok=True)
 
     def down(self, say: Callable[[str], None] = print) -> None:
         """Stop every service `up` started (the server, the worker, then the brokers and
@@ -366,11 +373,7 @@ class LocalStack:
         return None
 
     def _start(self, service: _Service) -> None:
-        # The services run in the root (an installed package's is the user's state folder,
-        # which a fresh HOME lacks, and a state folder set elsewhere does not make), private
-        # as XDG asks of a state folder.
-        self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._state.mkdir(parents=True, exist_ok=True)
+        self._make_folders()
         command = service.prepare()
         with self._log(service.name).open("ab") as log:
             # A session of its own: the service outlives this command and ignores its Ctrl-C.
