@@ -225,6 +225,21 @@ def test_only_the_projection_backend_and_the_stack_commands_import_redis() -> No
     assert offenders == []
 
 
+def test_only_the_admin_module_makes_kafkas_admin_client() -> None:
+    """aiokafka's admin client sends to a random broker: a dead one fails the request.
+    `streams.admin.KafkaAdmin` is the one way in, which rides out a lost broker."""
+    offenders = sorted(
+        module
+        for module, path in _modules().items()
+        if module != "memstream.streams.admin"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None))
+        == "AIOKafkaAdminClient"
+    )
+    assert offenders == []
+
+
 # -- the guard's guards: the reader sees each import form, and the checks catch what they must
 
 

@@ -22,8 +22,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from aiokafka.admin import AIOKafkaAdminClient
-
 from memstream.bench.cluster import OwnCluster
 from memstream.bench.corpus import turns
 from memstream.bench.harness import BenchNamespace
@@ -35,6 +33,7 @@ from memstream.config import Settings
 from memstream.errors import InvalidInputError, MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.operations import worker_process
+from memstream.streams.admin import KafkaAdmin
 
 __all__ = ["ScaleSizes", "run_scale"]
 
@@ -220,17 +219,15 @@ def _log(name: str) -> Iterator[Path]:
 
 async def _settled(ns: BenchNamespace, members: int, timeout_s: float) -> None:
     """Wait until the worker group is stable with `members` members (partitions shared)."""
-    admin = AIOKafkaAdminClient(**ns.kafka.aiokafka(), request_timeout_ms=10_000)
-    await admin.start()
-    try:
+    group = ns.topics.worker_group
+    async with KafkaAdmin(ns.kafka) as admin:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            (response,) = await admin.describe_consumer_groups([ns.topics.worker_group])
-            group = response.groups[0]
-            state, joined = group[2], group[5]
+            (response,) = await admin.call(
+                f"describe group {group}", lambda client: client.describe_consumer_groups([group])
+            )
+            state, joined = response.groups[0][2], response.groups[0][5]
             if state == "Stable" and len(joined) == members:
                 return
             await asyncio.sleep(0.2)
-    finally:
-        await admin.close()
     raise MemstreamError(f"the {members} workers did not share the partitions in {timeout_s}s")
