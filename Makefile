@@ -48,7 +48,8 @@ test: install-dev up lint
 	[ $$tests -eq 0 ] && [ $$typing -eq 0 ]
 
 # The tests on a three-broker, three-shard local cluster they start themselves (marker
-# `cluster`: tests/integration/test_cluster_faults.py, `bench scale`'s smoke test). Not in
+# `cluster`: tests/integration/test_cluster_faults.py and test_broker_loss.py, the installed
+# wheel's cluster in test_wheel.py, `bench scale`'s smoke test). Not in
 # `make test`: they are a CI step of their own (.ci/run), each a few minutes of JVMs.
 # CLUSTER_RUNS=3 runs them three times in a row, stopping at the first failure.
 CLUSTER_RUNS ?= 1
