@@ -75,8 +75,7 @@ class _ReachingClient(AIOKafkaAdminClient):  # type: ignore[misc]
                 continue
             self.unreachable.pop(node, None)
             return response
-        if failure is None:  # no broker in the metadata at all
-            await self._client.force_metadata_update()
+        if failure is None:  # no broker in the metadata: the next try asks again
             raise KafkaUnavailableError("the cluster's metadata lists no broker")
         raise failure
 
