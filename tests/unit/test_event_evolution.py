@@ -37,10 +37,12 @@ from memstream.memory.events import (
     REGISTRY,
     Applies,
     EventType,
+    Origin,
     Registry,
     derive_id,
     memory_ids_of,
 )
+from memstream.memory.lineage import provenance_of
 from memstream.memory.schemas import schema_files
 
 from ..fuzzing import examples
@@ -48,6 +50,7 @@ from ..fuzzing import examples
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "events"
 AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+WHERE = Origin("t", AT)
 CONTEXT = DecodeContext(key=b"acme", timestamp=AT, embedding_model="model@1", importance=0.5)
 
 
@@ -289,20 +292,38 @@ def test_every_field_of_every_event_type_has_a_transcoding() -> None:
         def id(self) -> str:
             return "x"
 
+    odd = EventType(
+        Odd, effect="x", applies=Applies.RECORD, memories=lambda e, _: (), origin=lambda e: WHERE
+    )
     with pytest.raises(TypeError, match=r"Odd\.when is a complex"):
-        check_transcodings(
-            Registry(EventType(Odd, effect="x", applies=Applies.RECORD, memories=lambda e: ()))
-        )
+        check_transcodings(Registry(odd))
 
 
 def test_a_row_needs_one_upcaster_per_older_version_and_names_are_unique() -> None:
     with pytest.raises(TypeError, match="needs 2 upcasters"):
         EventType(
-            TurnCompleted, effect="memory.record", applies=Applies.RECORD, memories=memories_of
+            TurnCompleted,
+            effect="memory.record",
+            applies=Applies.RECORD,
+            memories=memories_of,
+            origin=lambda e: WHERE,
         )
     row = REGISTRY.of(decode_event(minimal_turn(), CONTEXT))
     with pytest.raises(TypeError, match="written as 'TurnCompleted'"):
         Registry(row, dataclasses.replace(row, aliases={}))
+
+
+def test_a_row_that_writes_memories_says_where_they_come_from() -> None:
+    row = REGISTRY.of(decode_event(minimal_turn(), CONTEXT))
+    with pytest.raises(TypeError, match="TurnCompleted writes memories: say where they come"):
+        dataclasses.replace(row, origin=None)
+    # Every registered type that writes memories gives them their provenance (lineage).
+    for path in golden():
+        event = decode_event(path.read_bytes().strip())
+        if memories_of(event):
+            provenance = provenance_of(event)
+            assert provenance is not None, path.name
+            assert provenance.event_type == REGISTRY.of(event).name
 
 
 def test_the_checked_in_schemas_are_the_codes() -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "MemoryForgotten",
     "MemorySaved",
     "MessageRecorded",
+    "Origin",
     "Registry",
     "TenantErased",
     "TurnCompleted",
@@ -163,6 +164,19 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """Where the memories an event writes come from, as their provenance names it
+    (memory.lineage): the thread (a store item's namespace, dotted), when, the agent run and
+    turn if a turn wrote them, and the memories a summary replaced."""
+
+    thread: str
+    at: datetime
+    run: str = ""
+    turn: int | None = None
+    replaced: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class EventType(Generic[E]):
     """One event type's row: everything that reads or writes that type asks here.
 
@@ -184,6 +198,9 @@ class EventType(Generic[E]):
     # The content fields, encrypted under the tenant's data key when the writer seals
     # (memory.cipher, docs/erasure.md); every other field is routing and stays clear.
     sealed: tuple[str, ...] = ()
+    # Where the memories it writes come from: set on every type that writes memories, so each
+    # of them carries its provenance.
+    origin: Callable[[E], Origin] | None = None
 
     def __post_init__(self) -> None:
         names = {f.name for f in dataclasses.fields(self.event)}  # type: ignore[arg-type]
@@ -193,6 +210,11 @@ class EventType(Generic[E]):
             raise TypeError(
                 f"{self.name} is version {self.version}: it needs {self.version - 1} upcasters "
                 f"(one from each older version), has {len(self.upcasters)}"
+            )
+        if self.origin is None and self.memories is not _nothing:
+            raise TypeError(
+                f"{self.name} writes memories: say where they come from (`origin`), or their "
+                "provenance would be missing"
             )
 
     @property
@@ -309,6 +331,7 @@ TURN_COMPLETED = EventType(
     aliases={"TurnRecorded": 1},
     upcasters=(_upcast_turn_v1_v2, _upcast_turn_v2_v3),
     sealed=("query", "answer", "metadata"),
+    origin=lambda e: Origin(e.thread, e.recorded_at, e.run, e.turn),
 )
 
 
@@ -359,6 +382,7 @@ MESSAGE_RECORDED = EventType(
     applies=Applies.RECORD,
     memories=_message_memories,
     sealed=("content", "metadata"),
+    origin=lambda e: Origin(e.thread, e.recorded_at),
 )
 
 
@@ -463,6 +487,7 @@ MEMORIES_CONSOLIDATED = EventType(
     applies=Applies.CONSOLIDATE,
     memories=_summary_memories,
     sealed=("summary", "metadata"),
+    origin=lambda e: Origin(e.thread, e.timestamp, replaced=e.memory_ids),
 )
 
 
@@ -621,6 +646,7 @@ ITEM_STORED = EventType(
     memory_ids=lambda e: (e.memory_id,),
     upcasters=(_upcast_item_v1_v2,),
     sealed=("value", "texts"),
+    origin=lambda e: Origin(".".join(e.namespace), e.recorded_at),
 )
 
 
@@ -752,6 +778,7 @@ MEMORY_SAVED = EventType(
     memories=_saved_memories,
     memory_ids=lambda e: (e.memory_id,),
     sealed=("content", "metadata"),
+    origin=lambda e: Origin(e.thread, e.saved_at),
 )
 
 

@@ -16,11 +16,7 @@ from datetime import datetime
 
 from memstream.memory.events import (
     REGISTRY,
-    ItemStored,
-    MemoriesConsolidated,
     MemoryEvent,
-    MemorySaved,
-    MessageRecorded,
     TurnCompleted,
     memory_ids_of,
 )
@@ -54,21 +50,10 @@ def provenance_of(
 ) -> Provenance | None:
     """The provenance of the memories `event` writes, read at `topic`/`partition`@`offset`
     (the defaults: not from a log); None for an event that writes no memory."""
-    run, turn = "", None
-    replaced: tuple[str, ...] = ()
-    if isinstance(event, TurnCompleted):
-        thread, at, run, turn = event.thread, event.recorded_at, event.run, event.turn
-    elif isinstance(event, MessageRecorded):
-        thread, at = event.thread, event.recorded_at
-    elif isinstance(event, MemorySaved):
-        thread, at = event.thread, event.saved_at
-    elif isinstance(event, ItemStored):
-        thread, at = ".".join(event.namespace), event.recorded_at
-    elif isinstance(event, MemoriesConsolidated):
-        thread, at, replaced = event.thread, event.timestamp, event.memory_ids
-    else:
-        return None
     row = REGISTRY.of(event)
+    if row.origin is None:
+        return None
+    origin = row.origin(event)
     return Provenance(
         event_id=event.id,
         event_type=row.name,
@@ -76,11 +61,11 @@ def provenance_of(
         topic=topic,
         partition=partition,
         offset=offset,
-        thread=thread,
-        run=run,
-        turn=turn,
-        recorded_at=at,
-        replaced=replaced,
+        thread=origin.thread,
+        run=origin.run,
+        turn=origin.turn,
+        recorded_at=origin.at,
+        replaced=origin.replaced,
     )
 
 
