@@ -123,7 +123,7 @@ def drop(deployment: Deployment) -> None:
 
 
 async def _delete_topics(deployment: Deployment) -> None:
-    async with KafkaAdmin(deployment.kafka) as admin:
+    async with KafkaAdmin(deployment.kafka, "delete the namespace's topics") as admin:
         existing = set(await admin.call("list the topics", lambda client: client.list_topics()))
         names = [spec.name for spec in deployment.topics.specs() if spec.name in existing]
         if names:

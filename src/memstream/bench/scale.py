@@ -220,7 +220,7 @@ def _log(name: str) -> Iterator[Path]:
 async def _settled(ns: BenchNamespace, members: int, timeout_s: float) -> None:
     """Wait until the worker group is stable with `members` members (partitions shared)."""
     group = ns.topics.worker_group
-    async with KafkaAdmin(ns.kafka) as admin:
+    async with KafkaAdmin(ns.kafka, f"watch group {group}") as admin:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             (response,) = await admin.call(

@@ -477,7 +477,7 @@ def broker_answers(kafka: KafkaConnection) -> bool:
 
     async def probe() -> bool:
         try:
-            async with KafkaAdmin(kafka, deadline_s=3.0) as admin:
+            async with KafkaAdmin(kafka, "list the topics", deadline_s=3.0) as admin:
                 await admin.call("list the topics", lambda client: client.list_topics())
             return True
         except Exception:  # noqa: BLE001 - any failure means "not ready yet"

@@ -85,18 +85,21 @@ class _ReachingClient(AIOKafkaAdminClient):  # type: ignore[misc]
 
 
 class KafkaAdmin:
-    """An admin client of `kafka` for one task (`async with KafkaAdmin(kafka) as admin`),
-    whose calls (`admin.call`) ride out one broker's loss.
+    """An admin client of `kafka` for one task, `doing` ("create memstream's topics"), whose
+    calls ride out one broker's loss: `async with KafkaAdmin(kafka, doing) as admin`.
 
-    `call(what, lambda client: client.describe_topics([...]))` runs the request on aiokafka's
-    admin client, sending it to a broker that answers, and tries the whole call again while
-    the error is one Kafka calls retriable (a broker down, a coordinator moving), for up to
-    `deadline_s`; then it raises KafkaUnavailableError saying what could not be done, on
-    which brokers, and why.
+    `admin.call(what, lambda client: client.describe_topics([...]))` runs the request on
+    aiokafka's admin client, sending it to a broker that answers, and tries the whole call
+    again while the error is one Kafka calls retriable (a broker down, a coordinator moving),
+    for up to `deadline_s`; then it raises KafkaUnavailableError saying what could not be
+    done, which brokers were not reached, and why.
     """
 
-    def __init__(self, kafka: KafkaConnection, *, deadline_s: float = RIDE_OUT_S) -> None:
+    def __init__(
+        self, kafka: KafkaConnection, doing: str, *, deadline_s: float = RIDE_OUT_S
+    ) -> None:
         self._kafka = kafka
+        self._doing = doing
         self._deadline_s = deadline_s
         self._client = _ReachingClient(**kafka.aiokafka(), request_timeout_ms=_REQUEST_TIMEOUT_MS)
 
@@ -106,7 +109,7 @@ class KafkaAdmin:
             await self._client.start()
         except KafkaError as exc:
             await self._client.close()
-            raise await self._unavailable("reach the cluster", exc) from exc
+            raise await self._unavailable(await self._kafka.explain(exc)) from exc
         return self
 
     async def __aexit__(
@@ -128,23 +131,20 @@ class KafkaAdmin:
                 between=self._client._client.force_metadata_update,
             )
         except (KafkaError, KafkaUnavailableError) as exc:
-            raise await self._unavailable(what, exc) from exc
-
-    async def _unavailable(self, what: str, exc: BaseException) -> KafkaUnavailableError:
-        unreachable = self._client.unreachable
-        tried = (
-            "; brokers not reached: "
-            + ", ".join(
-                f"{self._client.where(node)} ({why})" for node, why in sorted(unreachable.items())
+            unreachable = ", ".join(
+                f"{self._client.where(node)} ({why})"
+                for node, why in sorted(self._client.unreachable.items())
             )
-            if unreachable
-            else ""
-        )
+            raise await self._unavailable(
+                f"{what} failed for {self._deadline_s:.0f}s: {await self._kafka.explain(exc)}"
+                + (f"; brokers not reached: {unreachable}" if unreachable else "")
+            ) from exc
+
+    async def _unavailable(self, why: str) -> KafkaUnavailableError:
         return KafkaUnavailableError(
-            f"could not {what} on Kafka at {self._kafka.where} within {self._deadline_s:.0f}s: "
-            f"{await self._kafka.explain(exc)}{tried}. Check that the brokers run (`memstream "
-            "status`), MEMSTREAM_KAFKA_BOOTSTRAP points at them and the MEMSTREAM_KAFKA_* "
-            "security settings are the brokers'."
+            f"could not {self._doing} on Kafka at {self._kafka.where}: {why}. Check that the "
+            "brokers run (`memstream status`), MEMSTREAM_KAFKA_BOOTSTRAP points at them and "
+            "the MEMSTREAM_KAFKA_* security settings are the brokers'."
         )
 
 

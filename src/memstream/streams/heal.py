@@ -91,7 +91,7 @@ class KafkaLog:
 
     async def committed(self, partitions: Collection[Position]) -> dict[str, int]:
         wanted = [TopicPartition(p.topic, p.partition) for p in partitions]
-        async with KafkaAdmin(self._kafka) as admin:
+        async with KafkaAdmin(self._kafka, "read the worker group's offsets") as admin:
             offsets = await admin.call(
                 f"read the committed offsets of group {self._group}",
                 lambda client: client.list_consumer_group_offsets(self._group, partitions=wanted),

@@ -116,7 +116,7 @@ async def ensure_topics(kafka: KafkaConnection, topics: Topics) -> list[str]:
     """Create whichever of the namespace's topics are missing, replicated for the brokers the
     cluster has now (`replication`); return the names created. Where they all exist this is
     one metadata request, which any broker that answers serves (`KafkaAdmin`)."""
-    async with KafkaAdmin(kafka) as admin:
+    async with KafkaAdmin(kafka, "create memstream's topics") as admin:
         existing = set(await admin.call("list the topics", lambda client: client.list_topics()))
         missing = [spec for spec in topics.specs() if spec.name not in existing]
         if missing:
@@ -149,7 +149,7 @@ async def ensure_topics(kafka: KafkaConnection, topics: Topics) -> list[str]:
 
 async def topic_partitions(kafka: KafkaConnection, topic: str) -> list[TopicPartition]:
     """The partitions of `topic` as the broker knows them now ([] if it does not exist)."""
-    async with KafkaAdmin(kafka) as admin:
+    async with KafkaAdmin(kafka, f"describe {topic}") as admin:
         (described,) = await admin.call(
             f"describe {topic}", lambda client: client.describe_topics([topic])
         )
@@ -161,7 +161,7 @@ async def partition_leaders(kafka: KafkaConnection, topic: str) -> dict[int, tup
     reports them now; {} when it cannot tell within a few seconds. The fault tests and `bench
     scale` watch a failover with it."""
     try:
-        async with KafkaAdmin(kafka, deadline_s=5.0) as admin:
+        async with KafkaAdmin(kafka, f"describe {topic}", deadline_s=5.0) as admin:
             (described,) = await admin.call(
                 f"describe {topic}", lambda client: client.describe_topics([topic])
             )
