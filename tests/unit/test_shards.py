@@ -22,7 +22,7 @@ from memstream.memory.ports import (
     ShardLayout,
     TenantStats,
 )
-from memstream.projections.shards import ShardedProgress, ShardedTombstones, TenantRouter
+from memstream.memory.sharding import ShardedProgress, ShardedTombstones, TenantRouter
 from memstream.streams.heal import ShardHealers
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.wire import partition_of

@@ -3,7 +3,7 @@ the Settings, and the only door into Redis for the rest of memstream.
 
 `RedisProjection(settings, partition_of)` holds one `RedisShard` per Redis of the shard
 layout and hands out the ports of `memory.ports`: tenant-scoped reads (reader, recaller,
-search, progress) go to the tenant's shard (`projections.shards`); the worker, `replay` and
+search, progress) go to the tenant's shard (`memory.sharding`); the worker, `replay` and
 `verify` take a shard's writer, generations and comparer one shard at a time
 (`live_writer(url)`, `session(shard)`), since positions, generations and swaps are each
 shard's own. API keys, heartbeats and the layout itself live on shard 0; sessions' working
@@ -54,14 +54,7 @@ from memstream.memory.ports import (
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.search import MemorySearch
-from memstream.projections.acl import REDIS_ROLES, redis_acl_command
-from memstream.projections.connection import RedisConnection
-from memstream.projections.journal import RedisJournal
-from memstream.projections.layout_store import RedisLayoutStore
-from memstream.projections.schema import Keyspace
-from memstream.projections.session_moves import RedisSessionMove
-from memstream.projections.shard import RedisShard
-from memstream.projections.shards import (
+from memstream.memory.sharding import (
     ShardedItems,
     ShardedLookup,
     ShardedProgress,
@@ -71,6 +64,13 @@ from memstream.projections.shards import (
     ShardedWorkingMemory,
     TenantRouter,
 )
+from memstream.projections.acl import REDIS_ROLES, redis_acl_command
+from memstream.projections.connection import RedisConnection
+from memstream.projections.journal import RedisJournal
+from memstream.projections.layout_store import RedisLayoutStore
+from memstream.projections.schema import Keyspace
+from memstream.projections.session_moves import RedisSessionMove
+from memstream.projections.shard import RedisShard
 
 __all__ = ["LAYOUT_REFRESH_S", "RedisProjection"]
 

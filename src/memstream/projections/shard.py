@@ -5,7 +5,7 @@ Redis — the writer, generations, reader, recaller, progress (status), the serv
 store, the processes' heartbeats and the comparer of `verify` — plus the filtered search of
 the HTTP API and the chores of one server (rewriting its files after an erasure, dropping a
 namespace). `projections.backend.RedisProjection` holds one per shard and routes each tenant
-to its own (`projections.shards`); nothing above `projections/` sees one.
+to its own (`memory.sharding`); nothing above `projections/` sees one.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The shard layout and the router: which Redis holds which tenant, and the tenant-scoped ports
-that send each call to it.
+"""The shard layout's router: which shard holds which tenant, and the tenant-scoped ports that
+send each call to it. Backend-neutral: a backend hands in its shards' ports (Redis's are
+projections/shard.py's).
 
 A tenant lives on one shard, `partition(tenant) mod shards`, with the partition computed as
 every producer computes it (murmur2 of the tenant key over the memory topic's partition count;
