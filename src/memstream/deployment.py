@@ -53,9 +53,9 @@ from memstream.processes import project_root
 from memstream.projections.backend import RedisProjection
 from memstream.providers import EmbedderCatalogue, chat_model
 from memstream.streams.background_publisher import BackgroundPublisher
+from memstream.streams.data_keys import KafkaKeyring
 from memstream.streams.event_publisher import EventPublisher
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.keys import KafkaKeyring
 from memstream.streams.lineage import Lineage
 from memstream.streams.replay import Replayer
 from memstream.streams.topics import Topics, ensure_topics, topic_partitions

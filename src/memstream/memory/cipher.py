@@ -17,7 +17,7 @@ makes every copy of that content in the log unreadable for good: that is the era
 
 This module is pure: the keyring that finds and creates data keys is a port (`Keyring`);
 `KeyringState` is the state a keyring builds from the key records it reads, shared by the
-Kafka keyring (streams.keys) and tests.
+Kafka keyring (streams.data_keys) and tests.
 """
 
 from __future__ import annotations

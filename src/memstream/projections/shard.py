@@ -49,9 +49,9 @@ from memstream.projections.connection import (
     text,
 )
 from memstream.projections.generations import RedisGenerations
+from memstream.projections.heartbeats import RedisProcessRegistry
 from memstream.projections.items import RedisItemIndex
 from memstream.projections.live_model import LiveModel
-from memstream.projections.processes import RedisProcessRegistry
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace

@@ -5,7 +5,7 @@ Four components talk to Kafka, each as its own user:
     agent     the agent side: the hook's producer (librdkafka) writes turns and forgets to
               the memory topic and Skipped notices to the monitoring topic, and seals turns
               under its tenants' data keys: it reads the keys topic and writes a tenant's
-              first key there (streams.keys). It reads no memory (recall reads Redis).
+              first key there (streams.data_keys). It reads no memory (recall reads Redis).
     worker    `memstream worker` (Faust): consumes the memory topic in its group, writes
               consolidation summaries back to it, dead letters and monitoring notices to
               theirs, reads its group's committed offsets (healing), reads the keys topic

@@ -6,7 +6,7 @@
     {ns}.dead-letters  messages the projector could not use, byte for byte, with the reason
                        in their headers; kept forever so nothing is lost silently.
     {ns}.monitoring    operational events (DeadLettered, Skipped, ...), kept a week.
-    {ns}.keys          tenants' data keys, wrapped (streams.keys), compacted: a destroyed
+    {ns}.keys          tenants' data keys, wrapped (streams.data_keys), compacted: a destroyed
                        key is physically gone once the cleaner has run (KEYS_CONFIG).
 
 Topics are created explicitly (the local broker has auto-creation off), idempotently, each

@@ -170,7 +170,7 @@ def build_app(
     `shards` are the projection's shards (their layout, and each one's writer and
     generations); `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries
     it writes, `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S
-    (streams.keys); with `metrics`, Faust's sensors and memstream's own are kept in its
+    (streams.data_keys); with `metrics`, Faust's sensors and memstream's own are kept in its
     registry."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
