@@ -1,0 +1,174 @@
+"""Memory events: what the log says happened to a tenant's memory, one registry row per type.
+
+Every event is a frozen dataclass with a past-tense name, a schema `version`, and a
+deterministic `id` derived from its effect key, so a producer retry, a redelivery or a replay
+of the same effect always carries the same id and the projection applies it at most once.
+Everything non-deterministic (clock readings, importance, the embedding model) is decided
+before the event is written and carried in it; turning an event into memories
+(`memories_of`) is a pure function.
+
+Four kinds of effect reach the log: memories recorded (`TurnCompleted`, `MessageRecorded`,
+`MemorySaved` under a client's own id, `ItemStored` by the LangGraph store),
+memories forgotten (`MemoryForgotten`, the users' right to erasure; `TenantErased`, a whole
+tenant crypto-shredded; `ItemExpired`, a store item whose TTL ran out), groups of memories
+replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job), and
+requests for that (`ConsolidationRequested`).
+
+The log is kept forever, so every type has one `EventType` row, right below its class in its
+family's module (`recorded`, `forgetting`, `consolidation`, `store`; what every type shares is
+in `base`), listed in `REGISTRY` here: its wire name and older names, its version, the
+upcasters that lift each older version of its payload to the current one, the effect that
+writes it, how the projection applies it, the memories it writes and where they come from.
+The codec (`memory.codec`), the hooks' effect journal, the projection's writer, lineage and
+the JSON Schemas all read that row: adding an event type is a class, its row and a line in
+`REGISTRY`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memstream.memory.events.base import (
+    ID_NAMESPACE,
+    Applies,
+    Event,
+    EventType,
+    Origin,
+    consolidate_effect_key,
+    derive_id,
+    record_effect_key,
+)
+from memstream.memory.events.consolidation import (
+    CONSOLIDATION_REQUESTED,
+    MEMORIES_CONSOLIDATED,
+    ConsolidationRequested,
+    MemoriesConsolidated,
+)
+from memstream.memory.events.forgetting import (
+    MEMORY_FORGOTTEN,
+    TENANT_ERASED,
+    MemoryForgotten,
+    TenantErased,
+)
+from memstream.memory.events.recorded import (
+    MEMORY_SAVED,
+    MESSAGE_RECORDED,
+    TURN_COMPLETED,
+    MemorySaved,
+    MessageRecorded,
+    TurnCompleted,
+    check_memory_id,
+)
+from memstream.memory.events.store import (
+    ITEM_EXPIRED,
+    ITEM_KEY,
+    ITEM_NAMESPACE,
+    ITEM_STORED,
+    ITEM_TTL,
+    ITEM_VALUE,
+    ItemExpired,
+    ItemStored,
+    item_memory_id,
+)
+from memstream.memory.model import Memory
+
+__all__ = [
+    "ID_NAMESPACE",
+    "ITEM_KEY",
+    "ITEM_NAMESPACE",
+    "ITEM_TTL",
+    "ITEM_VALUE",
+    "REGISTRY",
+    "Applies",
+    "ConsolidationRequested",
+    "Event",
+    "EventType",
+    "ItemExpired",
+    "ItemStored",
+    "MemoriesConsolidated",
+    "MemoryEvent",
+    "MemoryForgotten",
+    "MemorySaved",
+    "MessageRecorded",
+    "Origin",
+    "Registry",
+    "TenantErased",
+    "TurnCompleted",
+    "check_memory_id",
+    "consolidate_effect_key",
+    "derive_id",
+    "item_memory_id",
+    "memories_of",
+    "memory_ids_of",
+    "record_effect_key",
+]
+
+
+MemoryEvent = (
+    TurnCompleted
+    | MessageRecorded
+    | MemoryForgotten
+    | MemoriesConsolidated
+    | ConsolidationRequested
+    | ItemStored
+    | ItemExpired
+    | MemorySaved
+    | TenantErased
+)
+
+
+class Registry:
+    """Every event type, found by class or by any wire name it was ever written under."""
+
+    def __init__(self, *rows: EventType[Any]) -> None:
+        self.rows = rows
+        self._by_class = {row.event: row for row in rows}
+        self._by_name: dict[str, tuple[EventType[Any], int]] = {}
+        for row in rows:
+            for name, version in [*row.aliases.items(), (row.name, row.version)]:
+                if name in self._by_name:
+                    raise TypeError(f"two event types (or versions) are written as {name!r}")
+                self._by_name[name] = (row, version)
+
+    def of(self, event: MemoryEvent) -> EventType[Any]:
+        try:
+            return self._by_class[type(event)]
+        except KeyError:
+            raise TypeError(f"{type(event).__name__} is not a registered event type") from None
+
+    def named(self, name: str) -> tuple[EventType[Any], int] | None:
+        """The row written as `name`, and the version a payload of that name has by default."""
+        return self._by_name.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+
+REGISTRY = Registry(
+    TURN_COMPLETED,
+    MESSAGE_RECORDED,
+    MEMORY_FORGOTTEN,
+    MEMORIES_CONSOLIDATED,
+    CONSOLIDATION_REQUESTED,
+    ITEM_STORED,
+    ITEM_EXPIRED,
+    MEMORY_SAVED,
+    TENANT_ERASED,
+)
+
+
+def memory_ids_of(event: MemoryEvent) -> tuple[str, ...]:
+    """The ids of the memories `event` writes (`memories_of`'s ids, cheaper where it can be)."""
+    row = REGISTRY.of(event)
+    if row.memory_ids is not None:
+        return row.memory_ids(event)
+    return tuple(m.id for m in row.memories(event, event.id))
+
+
+def memories_of(event: MemoryEvent, event_id: str | None = None) -> tuple[Memory, ...]:
+    """The memories an event writes, without embeddings. Pure: same event, same memories.
+    `event_id`: the event's id where the caller worked it out already (a decoder checking it)."""
+    row = REGISTRY.of(event)
+    written: tuple[Memory, ...] = row.memories(event, event.id if event_id is None else event_id)
+    return written

@@ -1,0 +1,223 @@
+"""What every event type is: its deterministic id, the row (`EventType`) that says how it is
+read, written and applied, and where its memories come from (`Origin`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from json.encoder import encode_basestring
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from memstream.errors import InvalidInputError
+from memstream.memory.model import Memory, MemoryType
+
+# Fixed forever: changing it changes every id and breaks apply-once across a replay.
+ID_NAMESPACE = uuid.UUID("6f1b3f1e-8d7c-5b8e-9a61-4d2f0c3b7a10")
+
+
+# json.dumps(parts, ensure_ascii=False), without building an encoder on every call.
+ID_JSON = json.JSONEncoder(ensure_ascii=False)
+_NAMESPACE_BYTES = ID_NAMESPACE.bytes
+_QUOTE: Callable[[str], str] = encode_basestring  # a JSON string, as ensure_ascii=False writes it
+
+
+@lru_cache(maxsize=8192)
+def derive_id(*parts: object) -> str:
+    """uuid5 in ID_NAMESPACE of the JSON array of `parts` (docs/events.md, with test vectors)."""
+    # JSON keeps the parts apart unambiguously ("a|b","c" vs "a","b|c"). Cached: an event's
+    # id and its memories' ids are asked for many times on the hot path of a turn. What
+    # uuid.uuid5 computes, spelled out (half its time: no UUID object on the turn's path).
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + _id_json(parts).encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _id_json(parts: tuple[object, ...]) -> str:
+    # Texts and plain ints (what ids are made of) joined by hand, a third of the encoder's
+    # time on a turn's path; anything else goes through the encoder. Same text either way.
+    written = []
+    for part in parts:
+        if isinstance(part, str):
+            written.append(_QUOTE(part))
+        elif type(part) is int:  # not bool, which JSON writes as true/false
+            written.append(str(part))
+        else:
+            return ID_JSON.encode(parts)
+    return "[" + ", ".join(written) + "]"
+
+
+@lru_cache(maxsize=8192)
+def record_effect_key(tenant: str, thread: str, run: str, turn: int) -> str:
+    """The effect key of `memory.record` for one turn: the natural key of a TurnCompleted."""
+    return _id_json(("memory.record", tenant, thread, run, turn))
+
+
+def consolidate_effect_key(tenant: str, memory_ids: tuple[str, ...]) -> str:
+    """The effect key of `memory.consolidate`: the tenant and the group's sorted memory ids."""
+    return json.dumps(["memory.consolidate", tenant, *sorted(memory_ids)], ensure_ascii=False)
+
+
+def check_metadata(metadata: Mapping[str, str]) -> None:
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidInputError(
+                f"metadata must map strings to strings; {key!r}: {value!r} is not; "
+                "convert numbers and lists to text first"
+            )
+
+
+def check_time(at: datetime) -> None:
+    if at.tzinfo is None:
+        raise InvalidInputError(
+            f"timestamp {at.isoformat()} has no time zone; give it one (UTC is usual)"
+        )
+
+
+class Applies(enum.StrEnum):
+    """How the projection applies an event (the kinds apply_once.lua knows)."""
+
+    RECORD = "record"  # write the event's memories (none for a request: only its marker)
+    FORGET = "forget"  # delete and tombstone the memories the event selects
+    CONSOLIDATE = "consolidate"  # replace a group with the summary, if every member is there
+    PUT = "put"  # write a store item's memory into its slot, replacing what the slot held
+    ERASE = "erase"  # delete the whole tenant: its memories and tombstones
+    EXPIRE = "expire"  # delete a store item whose put lapsed, if the slot still holds it
+
+
+class Event(Protocol):
+    """What every memory event has: a wire name and version, an id and a tenant."""
+
+    type: ClassVar[str]
+    version: ClassVar[int]
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tenant(self) -> str: ...
+
+
+E = TypeVar("E", bound=Event)
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where the memories an event writes come from, as their provenance names it
+    (memory.lineage): the thread (a store item's namespace, dotted), when, the agent run and
+    turn if a turn wrote them, and the memories a summary replaced."""
+
+    thread: str
+    at: datetime
+    run: str = ""
+    turn: int | None = None
+    replaced: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EventType(Generic[E]):
+    """One event type's row: everything that reads or writes that type asks here.
+
+    `aliases` maps each older wire name to the last version written under it (a payload that
+    names no version is of that one). `upcasters[n]` lifts a payload of version n + 1 to
+    n + 2, so a payload of any version is lifted step by step to the class's version.
+    """
+
+    event: type[E]
+    effect: str
+    applies: Applies
+    # The memories an event writes, given the event and its id (worked out once by the caller:
+    # for some types it is a digest of the whole record).
+    memories: Callable[[E, str], tuple[Memory, ...]]
+    aliases: Mapping[str, int] = field(default_factory=dict)
+    # The ids of `memories`, without building them: set where a turn waits on it.
+    memory_ids: Callable[[E], tuple[str, ...]] | None = None
+    upcasters: tuple[Upcaster, ...] = ()
+    # The content fields, encrypted under the tenant's data key when the writer seals
+    # (memory.cipher, docs/erasure.md); every other field is routing and stays clear.
+    sealed: tuple[str, ...] = ()
+    # Where the memories it writes come from: set on every type that writes memories, so each
+    # of them carries its provenance.
+    origin: Callable[[E], Origin] | None = None
+
+    def __post_init__(self) -> None:
+        names = {f.name for f in dataclasses.fields(self.event)}  # type: ignore[arg-type]
+        if not set(self.sealed) <= names:
+            raise TypeError(f"{self.name} seals fields it does not have: {self.sealed}")
+        if len(self.upcasters) != self.version - 1:
+            raise TypeError(
+                f"{self.name} is version {self.version}: it needs {self.version - 1} upcasters "
+                f"(one from each older version), has {len(self.upcasters)}"
+            )
+        if self.origin is None and self.memories is not writes_nothing:
+            raise TypeError(
+                f"{self.name} writes memories: say where they come from (`origin`), or their "
+                "provenance would be missing"
+            )
+
+    @property
+    def name(self) -> str:
+        return self.event.type
+
+    @property
+    def version(self) -> int:
+        return self.event.version
+
+
+class Writing(Protocol):
+    """What an event that writes memories in a thread carries for each of them."""
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def thread(self) -> str: ...
+
+    @property
+    def importance(self) -> float: ...
+
+    @property
+    def metadata(self) -> Mapping[str, str]: ...
+
+    @property
+    def embedding_model(self) -> str: ...
+
+
+def written_memory(
+    event: Writing,
+    memory_id: str,
+    content: str,
+    role: str,
+    at: datetime,
+    memory_type: MemoryType = MemoryType.CONVERSATION,
+    *,
+    event_id: str,
+) -> Memory:
+    """One memory `event` (whose id is `event_id`: worked out once per event, it is a digest)
+    writes under `memory_id`."""
+    return Memory(
+        id=memory_id,
+        tenant=event.tenant,
+        content=content,
+        memory_type=memory_type,
+        thread=event.thread,
+        timestamp=at,
+        importance=event.importance,
+        event_id=event_id,
+        role=role,
+        metadata=event.metadata,
+        embedding_model=event.embedding_model,
+    )
+
+
+def writes_nothing(event: object, event_id: str) -> tuple[Memory, ...]:
+    return ()
