@@ -200,6 +200,11 @@ class TestStack:
 
         wait_until(projecting, "the worker to project its probe")
 
+    def read_whole(self, topic: str) -> list[ConsumerRecord]:
+        """Every record of `topic`, up to its end now."""
+        ends = self.end_offsets(topic)
+        return self.read_topic(topic, lambda records: len(records) >= sum(ends.values()))
+
     def read_topic(
         self, topic: str, until: Callable[[list[ConsumerRecord]], bool]
     ) -> list[ConsumerRecord]:
