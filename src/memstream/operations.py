@@ -32,7 +32,7 @@ from memstream.errors import (
 from memstream.health import Heartbeat, LastError
 from memstream.memory.events import MemoryEvent, TenantErased
 from memstream.memory.monitoring import Monitor
-from memstream.memory.ports import SessionMove, ShardLayout, ShardReport
+from memstream.memory.ports import Resharding, SessionMove, ShardLayout, ShardReport
 from memstream.memory.tenancy import validate_tenant
 from memstream.processes import running
 from memstream.streams.admin import KafkaAdmin
@@ -325,9 +325,9 @@ def reshard(
     partition. Nothing is lost or doubled: every write is apply-once, and the workers heal a
     partition's new shard from the log."""
     started = time.monotonic()
-    projection = deployment.projection
-    stored = projection.layouts().read()
-    old = projection.current_layout()
+    resharding = deployment.projection.resharding()
+    stored = resharding.stored()
+    old = deployment.projection.current_layout()
     new = ShardLayout(tuple(urls), old.version + 1)
     partitions = _reshard_partitions(deployment, old, new)
     moved = tuple(p for p in range(partitions) if old.url_of(p) != new.url_of(p))
@@ -337,23 +337,23 @@ def reshard(
     # A second pass takes in what arrived during the first (short: positions hold), so that
     # little is left for the workers to heal into the new shards after the switch.
     for _ in range(2):
-        asyncio.run(_warm(deployment, new, moved))
+        asyncio.run(_warm(deployment, resharding, new, moved))
     warm_s = time.monotonic() - started
     say(f"reshard: the new shards caught up with the log in {warm_s:.1f}s")
     # Working memory is not in the log: it is copied, once before the switch (all of it) and
     # once after every process routes by the new layout (what was put meanwhile).
-    moves = _session_moves(deployment, old, new, moved)
+    moves = _session_moves(deployment, resharding, old, new, moved)
     copied = [move.copy(carries) for move, carries in moves]
     say(f"reshard: copied {sum(map(len, copied))} sessions to their new shards")
 
-    if not projection.layouts().publish(new, replaces=stored.version if stored else 0):
+    if not resharding.publish(new, replaces=stored.version if stored else 0):
         raise ReshardError(
             "another reshard stored a layout while this one ran; nothing was switched (the "
             "shards this one filled keep copies that the next reshard overwrites). Run "
             "`memstream stats` and reshard again from the layout it shows."
         )
     switched = time.monotonic()
-    window_s = projection.layout_window_s
+    window_s = resharding.window_s
     say(f"reshard: layout {new.version} stored; every process follows within {window_s}s")
 
     # The old shards keep the moved tenants until every process routes by the new layout and
@@ -365,8 +365,8 @@ def reshard(
         behind = [
             p
             for p in moved
-            if _position(deployment, new.url_of(p), fields[p])
-            < _position(deployment, old.url_of(p), fields[p])
+            if resharding.positions(new.url_of(p)).get(fields[p], -1)
+            < resharding.positions(old.url_of(p)).get(fields[p], -1)
         ]
         now = time.monotonic()
         if not behind and caught_up_s is None:
@@ -394,7 +394,7 @@ def reshard(
     for url in old.urls:
         leaving = {p for p in moved if old.url_of(p) == url}
         if leaving:
-            dropped += projection.drop_moved(
+            dropped += resharding.drop_moved(
                 url,
                 lambda tenant, leaving=leaving: partition_of(tenant) in leaving,  # type: ignore[misc]
                 [fields[p] for p in leaving],
@@ -406,7 +406,11 @@ def reshard(
 
 
 def _session_moves(
-    deployment: Deployment, old: ShardLayout, new: ShardLayout, moved: Sequence[int]
+    deployment: Deployment,
+    resharding: Resharding,
+    old: ShardLayout,
+    new: ShardLayout,
+    moved: Sequence[int],
 ) -> list[tuple[SessionMove, Callable[[str], bool]]]:
     """One session move per (old shard, new shard) pair that partitions move between, with
     which tenants it carries."""
@@ -416,7 +420,7 @@ def _session_moves(
     partition_of = deployment.partition_of
     return [
         (
-            deployment.projection.session_move(source, target),
+            resharding.session_move(source, target),
             lambda tenant, own=frozenset(own): partition_of(tenant) in own,  # type: ignore[misc]
         )
         for (source, target), own in pairs.items()
@@ -450,7 +454,9 @@ def _reshard_partitions(deployment: Deployment, old: ShardLayout, new: ShardLayo
     return partitions
 
 
-async def _warm(deployment: Deployment, new: ShardLayout, moved: Sequence[int]) -> None:
+async def _warm(
+    deployment: Deployment, resharding: Resharding, new: ShardLayout, moved: Sequence[int]
+) -> None:
     """Fill each moved partition's new shard from the log, up to the log's end now."""
     topic = deployment.topics.memory
     ends = await end_offsets(deployment.kafka, topic)
@@ -458,7 +464,7 @@ async def _warm(deployment: Deployment, new: ShardLayout, moved: Sequence[int]) 
     for p in moved:
         targets.setdefault(new.url_of(p), []).append(p)
     for url, own in targets.items():
-        async with deployment.projection.session(url) as session:
+        async with resharding.session(url) as session:
             projector = Projector(
                 deployment.embedders,
                 session.writer,
@@ -470,7 +476,3 @@ async def _warm(deployment: Deployment, new: ShardLayout, moved: Sequence[int]) 
             await projector.start()
             healer = Healer(projector, session.writer, KafkaLog(deployment.kafka, ""))
             await healer.catch_up({f"{topic}/{p}": ends[p] - 1 for p in own if ends[p] > 0})
-
-
-def _position(deployment: Deployment, url: str, field: str) -> int:
-    return deployment.projection.positions_at(url).get(field, -1)

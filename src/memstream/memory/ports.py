@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -463,3 +464,40 @@ class ProjectionSession:
     writer: ProjectionWriter
     generations: Generations
     comparer: GenerationComparer
+
+
+class Resharding(Protocol):
+    """What moving the projection onto other shards (`operations.reshard`) needs of its
+    backend: the stored layout, and each shard by URL, to fill, compare and empty."""
+
+    @property
+    def window_s(self) -> float:
+        """How long after a layout is stored every process routes by it: the longest a moved
+        tenant may still reach its old shard."""
+        ...
+
+    def stored(self) -> ShardLayout | None:
+        """The layout stored; None when none ever was (the settings' holds)."""
+        ...
+
+    def publish(self, layout: ShardLayout, *, replaces: int) -> bool:
+        """Store `layout` if the stored one is still version `replaces` (0: none); False if
+        another reshard stored one meanwhile."""
+        ...
+
+    def session(self, url: str) -> AbstractAsyncContextManager[ProjectionSession]:
+        """Shard `url`'s writer, generations and comparer (the warm-up fills it from the log)."""
+        ...
+
+    def positions(self, url: str) -> Mapping[str, int]:
+        """Shard `url`'s live positions, by partition field (`topic/partition`)."""
+        ...
+
+    def session_move(self, source_url: str, target_url: str) -> SessionMove:
+        """Carrying moved tenants' working memory from shard `source_url` to `target_url`."""
+        ...
+
+    def drop_moved(self, url: str, moved: Callable[[str], bool], fields: Collection[str]) -> int:
+        """Delete from shard `url` the tenants that `moved` and the positions `fields` of their
+        partitions; the number of tenants deleted."""
+        ...

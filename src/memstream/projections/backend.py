@@ -24,8 +24,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Collection
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import cached_property
 from typing import Generic, TypeVar
 
@@ -46,6 +46,7 @@ from memstream.memory.ports import (
     ProjectionSession,
     ProjectionWriter,
     Recaller,
+    Resharding,
     SessionMove,
     ShardLayout,
     ShardReport,
@@ -241,25 +242,9 @@ class RedisProjection:
         async with part.session(max_memories=max_memories) as session:
             yield session
 
-    def positions_at(self, url: str) -> dict[str, int]:
-        """Shard `url`'s live positions (a reshard compares a partition's two shards)."""
-        return self.shard(url).status().positions()
-
-    def drop_moved(self, url: str, moved: Callable[[str], bool], fields: Collection[str]) -> int:
-        """Delete from shard `url` the tenants that `moved` to another shard and the positions
-        `fields` of their partitions; the number of tenants deleted."""
-        return self.shard(url).drop_moved(moved, fields)
-
-    def session_move(self, source_url: str, target_url: str) -> SessionMove:
-        """Carrying moved tenants' working memory from shard `source_url` to `target_url`."""
-        source, target = self.shard(source_url), self.shard(target_url)
-        return RedisSessionMove(
-            source.client,
-            target.client,
-            self.keys,
-            source_url=source.connection.url,
-            target_url=target.connection.url,
-        )
+    def resharding(self) -> Resharding:
+        """Moving the projection onto other shards (`operations.reshard`)."""
+        return RedisResharding(self)
 
     def reader(self) -> MemoryLookup:
         return ShardedLookup(_PerShard(self, RedisShard.reader))
@@ -336,3 +321,40 @@ class RedisProjection:
 def _owner(layout: ShardLayout, shard: int) -> Callable[[int], bool]:
     """Whether a partition is `shard`'s in `layout`."""
     return lambda partition: layout.of_partition(partition) == shard
+
+
+class RedisResharding:
+    """The `Resharding` port over a `RedisProjection`: the layout on shard 0, each shard by
+    URL."""
+
+    def __init__(self, projection: RedisProjection) -> None:
+        self._projection = projection
+
+    @property
+    def window_s(self) -> float:
+        return self._projection.layout_window_s
+
+    def stored(self) -> ShardLayout | None:
+        return self._projection.layouts().read()
+
+    def publish(self, layout: ShardLayout, *, replaces: int) -> bool:
+        return self._projection.layouts().publish(layout, replaces=replaces)
+
+    def session(self, url: str) -> AbstractAsyncContextManager[ProjectionSession]:
+        return self._projection.session(url)
+
+    def positions(self, url: str) -> Mapping[str, int]:
+        return self._projection.shard(url).status().positions()
+
+    def session_move(self, source_url: str, target_url: str) -> SessionMove:
+        source, target = self._projection.shard(source_url), self._projection.shard(target_url)
+        return RedisSessionMove(
+            source.client,
+            target.client,
+            self._projection.keys,
+            source_url=source.connection.url,
+            target_url=target.connection.url,
+        )
+
+    def drop_moved(self, url: str, moved: Callable[[str], bool], fields: Collection[str]) -> int:
+        return self._projection.shard(url).drop_moved(moved, fields)
