@@ -18,7 +18,6 @@ import redis
 from agent_memory_client import MemoryAPIClient
 
 from memstream import Settings
-from memstream.cli.secure import SecureStack
 from memstream.deployment import Deployment
 from memstream.errors import StackError
 from memstream.operations import drop
@@ -28,6 +27,7 @@ from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics, ensure_topics
 
 from .helpers import TestStack, running_worker
+from .secure_stack import SecureStack
 from .serving import ams_client, new_tenant, serving, tenant_key
 
 pytestmark = pytest.mark.integration

@@ -34,7 +34,6 @@ from confluent_kafka.admin import (
 )
 
 from memstream import Settings, TurnCompleted
-from memstream.cli.secure import ADMIN, SecureStack
 from memstream.deployment import Deployment
 from memstream.errors import KafkaUnavailableError, RedisUnavailableError
 from memstream.operations import drop, erase_tenant, worker_process
@@ -48,6 +47,7 @@ from memstream.streams.topics import Topics, ensure_topics
 from memstream.streams.wire import Record
 
 from .helpers import wait_until
+from .secure_stack import ADMIN, SecureStack
 from .serving import create_key, serving
 
 pytestmark = pytest.mark.integration

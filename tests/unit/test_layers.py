@@ -76,7 +76,7 @@ PROJECTION_USERS_ABOVE = {
 
 # Who may import the Redis driver: the projection backend, the stack commands and the benches'
 # raw baselines (which measure against Redis itself).
-REDIS_IMPORTERS = ("memstream.projections", "memstream.cli.stack", "memstream.cli.secure")
+REDIS_IMPORTERS = ("memstream.projections", "memstream.cli.stack")
 _REDIS = ("redis", "redisvl")
 
 
