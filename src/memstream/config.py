@@ -134,6 +134,12 @@ class Settings:
         "brokers, as `memstream up` recorded them (topology.json in MEMSTREAM_STATE_DIR), "
         "else 127.0.0.1:MEMSTREAM_KAFKA_PORT.",
     )
+    backend: str = _setting(
+        "MEMSTREAM_BACKEND",
+        "redis",
+        "The projection's store, by name (memstream.backends.BACKENDS): `redis`, Redis with "
+        "the search module, the only one today.",
+    )
     redis_url: str = _setting(
         "MEMSTREAM_REDIS_URL",
         "",

@@ -10,8 +10,8 @@ released by `close()`; nothing connects while the Deployment is built.
 
 It only wires: the server builds its own parts from it (`server.parts`), and what is done
 with a deployment — erase a tenant, drop a namespace, run a worker — is in
-`memstream.operations`. A second projection backend is a package with an object like
-`RedisProjection`, built in `__init__` here.
+`memstream.operations`. The projection is a `ProjectionBackend` (memstream.backends),
+chosen by MEMSTREAM_BACKEND from `BACKENDS`: a second backend is a package and a line there.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from memstream.backends import ProjectionBackend, projection_backend
 from memstream.config import Settings
 from memstream.errors import ConfigurationError, InfrastructureError, InvalidInputError
 from memstream.eventsourced import EventSourcedStores
@@ -50,7 +51,6 @@ from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedders
 from memstream.processes import project_root
-from memstream.projections.backend import RedisProjection
 from memstream.providers import EmbedderCatalogue, chat_model
 from memstream.streams.background_publisher import BackgroundPublisher
 from memstream.streams.data_keys import KafkaKeyring
@@ -80,8 +80,7 @@ class Deployment:
         self.topics = Topics(settings.namespace, settings.partitions)
         self._partitions: int | None = None  # the memory topic's, once read from the broker
         self._absent_until = 0.0  # monotonic time before which the topic is taken as absent
-        # The only backend today; a second one is chosen here, from the settings.
-        self.projection = RedisProjection(settings, self.partition_of)
+        self.projection: ProjectionBackend = projection_backend(settings, self.partition_of)
         self.embedders = EmbedderCatalogue(settings, embedder)
         self._embedder = embedder
         self._stores: EventSourcedStores | None = None

@@ -262,7 +262,7 @@ async def dead_letter_retry(deployment: Deployment) -> AsyncIterator[DeadLetterR
     async with contextlib.AsyncExitStack() as sessions:
         parts = [
             await sessions.enter_async_context(projection.session(shard))
-            for shard in range(len(projection.shards))
+            for shard in range(projection.current_layout().count)
         ]
 
         def projector(dead_letters: DeadLetters, monitor: Monitor) -> ShardProjectors:

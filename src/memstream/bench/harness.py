@@ -22,6 +22,7 @@ from memstream.errors import MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent
 from memstream.operations import drop, worker_process
+from memstream.projections.backend import RedisProjection
 from memstream.projections.status import ProjectionStatus
 
 __all__ = ["BenchNamespace"]
@@ -36,8 +37,9 @@ class BenchNamespace:
             dataclasses.replace(settings, namespace=namespace), embedder=embedder
         )
         self.settings = self.deployment.settings
-        # A bench measures the Redis projection against raw Redis: it reads Redis directly.
-        self.projection = self.deployment.projection
+        # A bench measures the Redis projection against raw Redis: it reads Redis directly,
+        # through a projection of its own (no client leaves a deployment's backend).
+        self.projection = RedisProjection(self.settings, self.deployment.partition_of)
         self.keys = self.projection.keys
         self.topics = self.deployment.topics
         self.kafka = self.deployment.kafka

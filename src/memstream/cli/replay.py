@@ -49,7 +49,7 @@ def add_shard(parser: argparse.ArgumentParser, help: str) -> None:
 def chosen_shards(args: argparse.Namespace, deployment: Deployment) -> list[int]:
     """The shards a command works on: `--shard`, else the tenant's, else all of them. A
     shard the layout does not have is a usage error naming the ones it has."""
-    count = len(deployment.projection.shards)
+    count = deployment.projection.current_layout().count
     if args.shard is not None:
         if not 0 <= args.shard < count:
             raise InvalidInputError(
@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
 
     rebuilt = asyncio.run(rebuild_all())
     print(file=sys.stderr)
-    sharded = len(deployment.projection.shards) > 1
+    sharded = deployment.projection.current_layout().count > 1
     for shard, done in zip(shards, rebuilt, strict=True):
         what = (
             f"tenant {args.tenant!r} of generation {done.live}"
