@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from importlib import import_module
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from memstream.agent.journal import Journal
 from memstream.config import Settings
@@ -40,6 +40,9 @@ from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.search import MemorySearch
 
 __all__ = ["BACKENDS", "ProjectionBackend", "projection_backend"]
+
+if TYPE_CHECKING:
+    from memstream.projections.backend import RedisProjection
 
 
 class ProjectionBackend(Protocol):
@@ -134,3 +137,9 @@ def projection_backend(settings: Settings, partition_of: Callable[[str], int]) -
         ) from None
     made: ProjectionBackend = getattr(import_module(module), factory)(settings, partition_of)
     return made
+
+
+if TYPE_CHECKING:  # mypy checks here that each registered backend is one
+
+    def _redis(backend: RedisProjection) -> ProjectionBackend:
+        return backend
