@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -26,7 +27,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from memstream.errors import KafkaUnavailableError
 from memstream.streams.admin import KafkaAdmin, until_settled
-from memstream.streams.kafka import KafkaConnection
+from memstream.streams.kafka import RIDE_OUT_S, KafkaConnection
 
 __all__ = [
     "KEYS_CONFIG",
@@ -149,10 +150,7 @@ async def ensure_topics(kafka: KafkaConnection, topics: Topics) -> list[str]:
 
 async def topic_partitions(kafka: KafkaConnection, topic: str) -> list[TopicPartition]:
     """The partitions of `topic` as the broker knows them now ([] if it does not exist)."""
-    async with KafkaAdmin(kafka, f"describe {topic}") as admin:
-        (described,) = await admin.call(
-            f"describe {topic}", lambda client: client.describe_topics([topic])
-        )
+    described = await _described(kafka, topic, RIDE_OUT_S)
     return [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
 
 
@@ -161,13 +159,18 @@ async def partition_leaders(kafka: KafkaConnection, topic: str) -> dict[int, tup
     reports them now; {} when it cannot tell within a few seconds. The fault tests and `bench
     scale` watch a failover with it."""
     try:
-        async with KafkaAdmin(kafka, f"describe {topic}", deadline_s=5.0) as admin:
-            (described,) = await admin.call(
-                f"describe {topic}", lambda client: client.describe_topics([topic])
-            )
+        described = await _described(kafka, topic, 5.0)
     except KafkaUnavailableError:
         return {}
     return {p["partition"]: (p["leader"], len(p["isr"])) for p in described["partitions"]}
+
+
+async def _described(kafka: KafkaConnection, topic: str, deadline_s: float) -> dict[str, Any]:
+    async with KafkaAdmin(kafka, f"describe {topic}", deadline_s=deadline_s) as admin:
+        (described,) = await admin.call(
+            "the metadata request", lambda client: client.describe_topics([topic])
+        )
+    return dict(described)
 
 
 async def end_offsets(kafka: KafkaConnection, topic: str) -> dict[int, int]:
