@@ -3,6 +3,7 @@ from other producers, the published schemas and the id derivation's test vectors
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import json
@@ -39,10 +40,12 @@ from memstream.memory.events import (
     EventType,
     Origin,
     Registry,
+    Selection,
     derive_id,
     memory_ids_of,
 )
 from memstream.memory.lineage import provenance_of
+from memstream.memory.model import Memory, MemoryType
 from memstream.memory.schemas import schema_files
 
 from ..fuzzing import examples
@@ -324,6 +327,78 @@ def test_a_row_that_writes_memories_says_where_they_come_from() -> None:
             provenance = provenance_of(event)
             assert provenance is not None, path.name
             assert provenance.event_type == REGISTRY.of(event).name
+
+
+def test_a_row_says_what_it_removes_exactly_when_it_applies_so() -> None:
+    # What a forget or an expiry removes is read from its row by every place that applies
+    # events (the Redis writer, the in-process store, the history fold), never from its class.
+    forgotten = REGISTRY.of(
+        MemoryForgotten(tenant="acme", request_id="r", requested_at=AT, everything=True)
+    )
+    with pytest.raises(TypeError, match="which memories it forgets"):
+        dataclasses.replace(forgotten, selects=None)
+    turn = REGISTRY.of(decode_event(minimal_turn(), CONTEXT))
+    with pytest.raises(TypeError, match="which memories it forgets"):
+        dataclasses.replace(turn, selects=lambda e: Selection(everything=True))
+    expired = next(row for row in REGISTRY.rows if row.applies is Applies.EXPIRE)
+    with pytest.raises(TypeError, match="which put it ends"):
+        dataclasses.replace(expired, lapses=None)
+    with pytest.raises(TypeError, match="TurnCompleted forgets nothing"):
+        turn.selection(decode_event(minimal_turn(), CONTEXT))
+
+
+# The parts that apply events, and the event classes each may still name (for what is no
+# applying: the projector hands an erasure's key ids to its keyring as soon as it reads one).
+APPLIERS = {
+    "projections/writer.py": set(),
+    "memory/inprocess.py": set(),
+    "memory/history.py": set(),
+    "streams/projector.py": {"TenantErased"},
+}
+
+
+def test_the_parts_that_apply_events_ask_the_row_not_the_class() -> None:
+    # So a new event type that applies as an existing kind does is its class and its row.
+    classes = {row.event.__name__ for row in REGISTRY.rows}
+    source = ROOT / "src" / "memstream"
+    for module, allowed in APPLIERS.items():
+        tree = ast.parse((source / module).read_text())
+        named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        named |= {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+        assert named & classes <= allowed, f"{module} names {sorted(named & classes - allowed)}"
+
+
+def test_a_selection_chooses_by_ids_or_by_thread_and_time_or_everything() -> None:
+    def memory(memory_id: str, thread: str, hour: int) -> Memory:
+        at = datetime(2026, 11, 1, hour, tzinfo=UTC)
+        return Memory(
+            id=memory_id,
+            tenant="acme",
+            content="x",
+            memory_type=MemoryType.CONVERSATION,
+            thread=thread,
+            timestamp=at,
+            importance=0.5,
+            event_id="e",
+        )
+
+    kept = [memory("a", "t1", 9), memory("b", "t1", 11), memory("c", "t2", 9)]
+    noon = datetime(2026, 11, 1, 10, tzinfo=UTC)
+
+    def chosen(selection: Selection) -> list[str]:
+        return [m.id for m in kept if selection.chooses(m)]
+
+    assert chosen(Selection(ids=("b", "zz"))) == ["b"]
+    assert chosen(Selection(thread="t1")) == ["a", "b"]
+    assert chosen(Selection(before=noon)) == ["a", "c"]
+    assert chosen(Selection(thread="t1", before=noon)) == ["a"]
+    assert chosen(Selection(everything=True)) == ["a", "b", "c"]
+    assert chosen(Selection()) == []  # a selection that names nothing chooses nothing
 
 
 def test_the_checked_in_schemas_are_the_codes() -> None:

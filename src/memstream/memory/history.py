@@ -27,16 +27,12 @@ from memstream.memory.bounds import Bounds, eviction_key
 from memstream.memory.events import (
     REGISTRY,
     Applies,
-    ItemExpired,
-    ItemStored,
-    MemoriesConsolidated,
-    MemoryForgotten,
+    Selection,
     memories_of,
 )
 from memstream.memory.lineage import Logged, provenance_of
 from memstream.memory.model import Memory
 from memstream.memory.ports import Position
-from memstream.memory.store import MemoryFilter
 
 __all__ = [
     "CHECKPOINT_EVERY",
@@ -151,34 +147,26 @@ class Fold:
         applies = row.applies
         if applies is Applies.RECORD:
             made += self._write(written)
-        elif applies is Applies.PUT:
-            assert isinstance(event, ItemStored)
-            self._tombstones.discard(event.memory_id)
+        elif applies is Applies.PUT:  # a put writes its slot again, even a forgotten one
+            self._tombstones.difference_update(m.id for m in written)
             made += self._write(written)
         elif applies is Applies.CONSOLIDATE:
-            assert isinstance(event, MemoriesConsolidated)
-            if all(i in self.memories for i in event.memory_ids):
+            replaced = row.replaced(event)
+            if all(i in self.memories for i in replaced):
                 summary = tuple(m.id for m in written)
-                for replaced in event.memory_ids:
-                    del self.memories[replaced]
-                    made.append((replaced, Change.CONSOLIDATED, summary))
-                made += [(i, c, event.memory_ids) for i, c, _ in self._write(written)]
+                for gone in replaced:
+                    del self.memories[gone]
+                    made.append((gone, Change.CONSOLIDATED, summary))
+                made += [(i, c, replaced) for i, c, _ in self._write(written)]
         elif applies is Applies.FORGET:
-            assert isinstance(event, MemoryForgotten)
-            for memory_id in self._forgotten_by(event):
+            for memory_id in self._forgotten_by(row.selection(event)):
                 self._tombstones.add(memory_id)
                 if self.memories.pop(memory_id, None) is not None:
                     made.append((memory_id, Change.FORGOTTEN, ()))
         elif applies is Applies.EXPIRE:
-            assert isinstance(event, ItemExpired)
-            held = self.memories.get(event.memory_id)
-            deadline = held.expires_at if held is not None else None
-            if (
-                held is not None
-                and held.event_id == event.put_event_id
-                and deadline is not None
-                and deadline <= event.deadline
-            ):
+            lapse = row.lapse(event)
+            held = self.memories.get(lapse.memory_id)
+            if held is not None and lapse.ends(held):
                 del self.memories[held.id]
                 made.append((held.id, Change.EXPIRED, ()))
         elif applies is Applies.ERASE:
@@ -205,13 +193,10 @@ class Fold:
             made.append((memory.id, change, ()))
         return made
 
-    def _forgotten_by(self, event: MemoryForgotten) -> list[str]:
-        if event.memory_ids:
-            return list(event.memory_ids)  # tombstoned even if not (or not yet) stored
-        if event.everything:
-            return list(self.memories)
-        where = MemoryFilter(thread=event.thread, before=event.before)
-        return [i for i, m in self.memories.items() if where.matches(m)]
+    def _forgotten_by(self, chosen: Selection) -> list[str]:
+        if chosen.ids:
+            return list(chosen.ids)  # tombstoned even if not (or not yet) stored
+        return [i for i, m in self.memories.items() if chosen.chooses(m)]
 
     def _evict(self) -> list[str]:
         bound = self._bounds.max_memories

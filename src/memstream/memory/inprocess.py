@@ -16,14 +16,7 @@ import numpy as np
 
 from memstream.memory.bounds import Bounds, over_bounds
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import (
-    ItemExpired,
-    MemoriesConsolidated,
-    MemoryEvent,
-    MemoryForgotten,
-    TenantErased,
-    memories_of,
-)
+from memstream.memory.events import REGISTRY, Applies, MemoryEvent, Selection, memories_of
 from memstream.memory.lineage import provenance_of, with_provenance
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
@@ -73,22 +66,25 @@ class InProcessMemoryStore:
         check_tenant(event, self._tenant)
         written = with_provenance(memories_of(event), provenance_of(event))
         vectors = self._embedder.embed_documents([m.content for m in written])
+        row = REGISTRY.of(event)
         with self._lock:
-            if isinstance(event, TenantErased):  # the whole tenant, tombstones included
+            if row.applies is Applies.ERASE:  # the whole tenant, tombstones included
                 self._memories.clear()
                 self._vectors.clear()
                 self._forgotten.clear()
-            elif isinstance(event, MemoryForgotten):
-                self._forget(event)
-            elif isinstance(event, ItemExpired):
-                held = self._memories.get(event.memory_id)
-                if held is not None and _lapsed_by(held, event):
+            elif row.applies is Applies.FORGET:
+                self._forget(row.selection(event))
+            elif row.applies is Applies.EXPIRE:
+                lapse = row.lapse(event)
+                held = self._memories.get(lapse.memory_id)
+                if held is not None and lapse.ends(held):
                     del self._memories[held.id], self._vectors[held.id]
-            elif isinstance(event, MemoriesConsolidated):
-                if not all(i in self._memories for i in event.memory_ids):
+            elif row.applies is Applies.CONSOLIDATE:
+                replaced = row.replaced(event)
+                if not all(i in self._memories for i in replaced):
                     written = ()  # a member is gone: the group is skipped whole
-                for replaced in event.memory_ids if written else ():
-                    del self._memories[replaced], self._vectors[replaced]
+                for gone in replaced if written else ():
+                    del self._memories[gone], self._vectors[gone]
             for memory, vector in zip(written, vectors, strict=False):
                 if memory.id in self._forgotten:
                     continue
@@ -100,33 +96,12 @@ class InProcessMemoryStore:
             on_durable()
         return WriteOutcome(event.id, tuple(m.id for m in written))
 
-    def _forget(self, event: MemoryForgotten) -> None:
-        where = MemoryFilter(thread=event.thread, before=event.before)
+    def _forget(self, chosen: Selection) -> None:
         for memory in list(self._memories.values()):
-            chosen = (
-                event.everything
-                or memory.id in event.memory_ids
-                or (
-                    not event.memory_ids
-                    and (event.thread or event.before)
-                    and where.matches(memory)
-                )
-            )
-            if chosen:
+            if chosen.chooses(memory):
                 del self._memories[memory.id], self._vectors[memory.id]
                 self._forgotten.add(memory.id)
-        self._forgotten.update(event.memory_ids)
-
-
-def _lapsed_by(memory: Memory, expiry: ItemExpired) -> bool:
-    """Whether `expiry` ends `memory`: it is still the put that lapsed, at that deadline or
-    before (a refresh since moved it later; apply_once.lua's `expire` says the same)."""
-    deadline = memory.expires_at
-    return (
-        memory.event_id == expiry.put_event_id
-        and deadline is not None
-        and deadline <= expiry.deadline
-    )
+        self._forgotten.update(chosen.ids)
 
 
 class InProcessStores:

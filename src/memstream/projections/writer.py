@@ -24,14 +24,7 @@ from redisvl.index import AsyncSearchIndex
 
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
-from memstream.memory.events import (
-    REGISTRY,
-    ItemExpired,
-    MemoriesConsolidated,
-    MemoryEvent,
-    MemoryForgotten,
-    TenantErased,
-)
+from memstream.memory.events import REGISTRY, Applies, MemoryEvent
 from memstream.memory.model import Memory
 from memstream.memory.ports import AppliedOutcome, Embedded
 from memstream.projections.connection import compact_async, redis_errors, text
@@ -234,27 +227,30 @@ class RedisProjectionWriter:
             keys.forgotten(event.tenant),
         ]
         position = item.position
+        row = REGISTRY.of(event)
         args: list[str | bytes | int] = [
             checked,
             event.id,
-            REGISTRY.of(event).applies.value,
+            row.applies.value,
             self._max_memories,
             position.field if position else "",
             position.offset if position else -1,
             keys.tenant_memory_prefix(event.tenant),
         ]
-        if isinstance(event, TenantErased):  # the whole tenant: nothing more to say
+        if row.applies is Applies.ERASE:  # the whole tenant: nothing more to say
             return script_keys, args
-        if isinstance(event, ItemExpired):
-            deadline = repr(event.deadline.timestamp())
-            return script_keys, [*args, event.memory_id, event.put_event_id, deadline]
-        if isinstance(event, MemoryForgotten):
-            before = event.before
+        if row.applies is Applies.EXPIRE:
+            lapse = row.lapse(event)
+            deadline = repr(lapse.deadline.timestamp())
+            return script_keys, [*args, lapse.memory_id, lapse.put_event_id, deadline]
+        if row.applies is Applies.FORGET:
+            chosen = row.selection(event)
+            before = chosen.before
             selector = {
-                "ids": list(event.memory_ids),
-                "thread": event.thread,
+                "ids": list(chosen.ids),
+                "thread": chosen.thread,
                 "before_us": round(before.timestamp() * 1_000_000) if before else None,
-                "everything": event.everything,
+                "everything": chosen.everything,
             }
             return script_keys, [*args, json.dumps(selector)]
         args.append(len(item.memories))
@@ -264,6 +260,6 @@ class RedisProjectionWriter:
             args += [memory.id, str(fields[Fields.ORDER_MEMBER]), len(fields)]
             for name, value in fields.items():
                 args += [name, value]
-        if isinstance(event, MemoriesConsolidated):
-            args.append(json.dumps(list(event.memory_ids)))
+        if row.applies is Applies.CONSOLIDATE:
+            args.append(json.dumps(list(row.replaced(event))))
         return script_keys, args

@@ -46,9 +46,9 @@ from memstream.memory.cipher import Keyring
 from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder, Embedders, Vectors
 from memstream.memory.events import (
-    MemoriesConsolidated,
+    REGISTRY,
+    Applies,
     MemoryEvent,
-    MemoryForgotten,
     TenantErased,
     memories_of,
 )
@@ -385,15 +385,16 @@ def notices_of(outcome: AppliedOutcome, at: datetime) -> list[TenantNotice]:
     if not outcome.applied_now:
         return []
     event = outcome.event
+    row = REGISTRY.of(event)
     notices: list[TenantNotice] = []
-    if isinstance(event, MemoryForgotten | TenantErased):
+    if row.applies in (Applies.FORGET, Applies.ERASE):
         notices.append(Forgotten(event.tenant, event.id, outcome.removed, at))
-    elif isinstance(event, MemoriesConsolidated):
+    elif row.applies is Applies.CONSOLIDATE:
         notices.append(
             Consolidated(
                 event.tenant,
                 event.id,
-                event.memory_ids,
+                row.replaced(event),
                 outcome.memory_ids,
                 not outcome.skipped,
                 outcome.missing,

@@ -16,54 +16,44 @@ requests for that (`ConsolidationRequested`).
 
 The log is kept forever, so every type has one `EventType` row, right below its class in its
 family's module (`recorded`, `forgetting`, `consolidation`, `store`; what every type shares is
-in `base`), listed in `REGISTRY` here: its wire name and older names, its version, the
-upcasters that lift each older version of its payload to the current one, the effect that
-writes it, how the projection applies it, the memories it writes and where they come from.
-The codec (`memory.codec`), the hooks' effect journal, the projection's writer, lineage and
-the JSON Schemas all read that row: adding an event type is a class, its row and a line in
-`REGISTRY`.
+in `base`), listed in its family's `ROWS`, which `REGISTRY` here gathers: its wire name and
+older names, its version, the upcasters that lift each older version of its payload to the
+current one, the effect that writes it, how the projection applies it (`Applies`), the
+memories it writes and where they come from (`Origin`), and what it removes (`Selection`,
+`Lapse`). The codec (`memory.codec`), the hooks' effect journal, the projection's writers
+(Redis and in-process), the history fold, lineage and the JSON Schemas all read that row and
+none asks an event's class: adding an event type that applies as an existing kind does is its
+class and row in its family's module, nothing else in the code.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from memstream.memory.events import consolidation, forgetting, recorded, store
 from memstream.memory.events.base import (
     ID_NAMESPACE,
     Applies,
     Event,
     EventType,
+    Lapse,
     Origin,
+    Selection,
     consolidate_effect_key,
     derive_id,
     record_effect_key,
 )
-from memstream.memory.events.consolidation import (
-    CONSOLIDATION_REQUESTED,
-    MEMORIES_CONSOLIDATED,
-    ConsolidationRequested,
-    MemoriesConsolidated,
-)
-from memstream.memory.events.forgetting import (
-    MEMORY_FORGOTTEN,
-    TENANT_ERASED,
-    MemoryForgotten,
-    TenantErased,
-)
+from memstream.memory.events.consolidation import ConsolidationRequested, MemoriesConsolidated
+from memstream.memory.events.forgetting import MemoryForgotten, TenantErased
 from memstream.memory.events.recorded import (
-    MEMORY_SAVED,
-    MESSAGE_RECORDED,
-    TURN_COMPLETED,
     MemorySaved,
     MessageRecorded,
     TurnCompleted,
     check_memory_id,
 )
 from memstream.memory.events.store import (
-    ITEM_EXPIRED,
     ITEM_KEY,
     ITEM_NAMESPACE,
-    ITEM_STORED,
     ITEM_TTL,
     ITEM_VALUE,
     ItemExpired,
@@ -85,6 +75,7 @@ __all__ = [
     "EventType",
     "ItemExpired",
     "ItemStored",
+    "Lapse",
     "MemoriesConsolidated",
     "MemoryEvent",
     "MemoryForgotten",
@@ -92,6 +83,7 @@ __all__ = [
     "MessageRecorded",
     "Origin",
     "Registry",
+    "Selection",
     "TenantErased",
     "TurnCompleted",
     "check_memory_id",
@@ -105,15 +97,7 @@ __all__ = [
 
 
 MemoryEvent = (
-    TurnCompleted
-    | MessageRecorded
-    | MemoryForgotten
-    | MemoriesConsolidated
-    | ConsolidationRequested
-    | ItemStored
-    | ItemExpired
-    | MemorySaved
-    | TenantErased
+    recorded.Recorded | forgetting.Forgetting | consolidation.Consolidation | store.StoreEvent
 )
 
 
@@ -145,17 +129,7 @@ class Registry:
         return sorted(self._by_name)
 
 
-REGISTRY = Registry(
-    TURN_COMPLETED,
-    MESSAGE_RECORDED,
-    MEMORY_FORGOTTEN,
-    MEMORIES_CONSOLIDATED,
-    CONSOLIDATION_REQUESTED,
-    ITEM_STORED,
-    ITEM_EXPIRED,
-    MEMORY_SAVED,
-    TENANT_ERASED,
-)
+REGISTRY = Registry(*recorded.ROWS, *forgetting.ROWS, *consolidation.ROWS, *store.ROWS)
 
 
 def memory_ids_of(event: MemoryEvent) -> tuple[str, ...]:

@@ -124,6 +124,46 @@ class Origin:
 
 
 @dataclass(frozen=True, slots=True)
+class Selection:
+    """The memories a forget removes and tombstones, chosen when it is applied (so a replay
+    chooses the same): these ids (tombstoned even if not stored), or those of `thread`
+    and/or written `before`, or every one."""
+
+    ids: tuple[str, ...] = ()
+    thread: str | None = None
+    before: datetime | None = None
+    everything: bool = False
+
+    def chooses(self, memory: Memory) -> bool:
+        if self.everything or memory.id in self.ids:
+            return True
+        if self.ids or (self.thread is None and self.before is None):
+            return False
+        return (self.thread is None or memory.thread == self.thread) and (
+            self.before is None or memory.timestamp < self.before
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Lapse:
+    """A store item's put that ran out: the slot `memory_id` is emptied only while it still
+    holds that put (`put_event_id`) with a deadline no later than `deadline`."""
+
+    memory_id: str
+    put_event_id: str
+    deadline: datetime
+
+    def ends(self, memory: Memory) -> bool:
+        held_until = memory.expires_at
+        return (
+            memory.id == self.memory_id
+            and memory.event_id == self.put_event_id
+            and held_until is not None
+            and held_until <= self.deadline
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class EventType(Generic[E]):
     """One event type's row: everything that reads or writes that type asks here.
 
@@ -148,6 +188,10 @@ class EventType(Generic[E]):
     # Where the memories it writes come from: set on every type that writes memories, so each
     # of them carries its provenance.
     origin: Callable[[E], Origin] | None = None
+    # What a FORGET removes, and what an EXPIRE ends: set on exactly the rows that apply so.
+    # (A CONSOLIDATE removes what its origin says it replaced; an ERASE, everything.)
+    selects: Callable[[E], Selection] | None = None
+    lapses: Callable[[E], Lapse] | None = None
 
     def __post_init__(self) -> None:
         names = {f.name for f in dataclasses.fields(self.event)}  # type: ignore[arg-type]
@@ -163,10 +207,38 @@ class EventType(Generic[E]):
                 f"{self.name} writes memories: say where they come from (`origin`), or their "
                 "provenance would be missing"
             )
+        if (self.applies is Applies.FORGET) != (self.selects is not None):
+            raise TypeError(
+                f"{self.name}: a row says which memories it forgets (`selects`) "
+                "exactly when it applies as a forget"
+            )
+        if (self.applies is Applies.EXPIRE) != (self.lapses is not None):
+            raise TypeError(
+                f"{self.name}: a row says which put it ends (`lapses`) exactly "
+                "when it applies as an expiry"
+            )
 
     @property
     def name(self) -> str:
         return self.event.type
+
+    def selection(self, event: E) -> Selection:
+        """Which memories `event`, a FORGET, forgets."""
+        if self.selects is None:
+            raise TypeError(f"{self.name} forgets nothing")
+        return self.selects(event)
+
+    def lapse(self, event: E) -> Lapse:
+        """Which store item's put `event`, an EXPIRE, ends."""
+        if self.lapses is None:
+            raise TypeError(f"{self.name} ends no put")
+        return self.lapses(event)
+
+    def replaced(self, event: E) -> tuple[str, ...]:
+        """The memories `event` replaces with its own (a CONSOLIDATE's group; none else)."""
+        if self.applies is not Applies.CONSOLIDATE or self.origin is None:
+            return ()
+        return self.origin(event).replaced
 
     @property
     def version(self) -> int:

@@ -120,3 +120,9 @@ CONSOLIDATION_REQUESTED = EventType(
     applies=Applies.RECORD,
     memories=writes_nothing,
 )
+
+
+# This family's types: the registry's rows and the `MemoryEvent` union take them from here, so
+# a new type of the family is its class, its row and its place in these two.
+Consolidation = MemoriesConsolidated | ConsolidationRequested
+ROWS = (MEMORIES_CONSOLIDATED, CONSOLIDATION_REQUESTED)

@@ -11,6 +11,7 @@ from memstream.errors import InvalidInputError
 from memstream.memory.events.base import (
     Applies,
     EventType,
+    Selection,
     check_time,
     derive_id,
     writes_nothing,
@@ -61,7 +62,11 @@ class MemoryForgotten:
 
 
 MEMORY_FORGOTTEN = EventType(
-    MemoryForgotten, effect="memory.forget", applies=Applies.FORGET, memories=writes_nothing
+    MemoryForgotten,
+    effect="memory.forget",
+    applies=Applies.FORGET,
+    memories=writes_nothing,
+    selects=lambda e: Selection(e.memory_ids, e.thread, e.before, e.everything),
 )
 
 
@@ -97,3 +102,9 @@ class TenantErased:
 TENANT_ERASED = EventType(
     TenantErased, effect="tenant.erase", applies=Applies.ERASE, memories=writes_nothing
 )
+
+
+# This family's types: the registry's rows and the `MemoryEvent` union take them from here, so
+# a new type of the family is its class, its row and its place in these two.
+Forgetting = MemoryForgotten | TenantErased
+ROWS = (MEMORY_FORGOTTEN, TENANT_ERASED)

@@ -242,3 +242,9 @@ MEMORY_SAVED = EventType(
     sealed=("content", "metadata"),
     origin=lambda e: Origin(e.thread, e.saved_at),
 )
+
+
+# This family's types: the registry's rows and the `MemoryEvent` union take them from here, so
+# a new type of the family is its class, its row and its place in these two.
+Recorded = TurnCompleted | MessageRecorded | MemorySaved
+ROWS = (TURN_COMPLETED, MESSAGE_RECORDED, MEMORY_SAVED)

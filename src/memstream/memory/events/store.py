@@ -11,6 +11,7 @@ from memstream.errors import InvalidInputError
 from memstream.memory.events.base import (
     Applies,
     EventType,
+    Lapse,
     Origin,
     check_time,
     derive_id,
@@ -180,5 +181,15 @@ class ItemExpired:
 
 
 ITEM_EXPIRED = EventType(
-    ItemExpired, effect="store.expire", applies=Applies.EXPIRE, memories=writes_nothing
+    ItemExpired,
+    effect="store.expire",
+    applies=Applies.EXPIRE,
+    memories=writes_nothing,
+    lapses=lambda e: Lapse(e.memory_id, e.put_event_id, e.deadline),
 )
+
+
+# This family's types: the registry's rows and the `MemoryEvent` union take them from here, so
+# a new type of the family is its class, its row and its place in these two.
+StoreEvent = ItemStored | ItemExpired
+ROWS = (ITEM_STORED, ITEM_EXPIRED)
