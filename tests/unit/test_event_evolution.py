@@ -44,8 +44,8 @@ from memstream.memory.events import (
     derive_id,
     memory_ids_of,
 )
-from memstream.memory.lineage import provenance_of
 from memstream.memory.model import Memory, MemoryType
+from memstream.memory.provenance import provenance_of
 from memstream.memory.schemas import schema_files
 
 from ..fuzzing import examples

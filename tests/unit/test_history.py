@@ -21,9 +21,9 @@ from memstream.memory.events import (
 )
 from memstream.memory.history import Change, TenantLog
 from memstream.memory.inprocess import InProcessMemoryStore
-from memstream.memory.lineage import Logged, provenance_of
 from memstream.memory.model import MemoryType
 from memstream.memory.ports import Position
+from memstream.memory.provenance import Logged, provenance_of
 from memstream.providers.minilm import MiniLMEmbedder
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)

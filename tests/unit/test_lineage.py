@@ -12,10 +12,10 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
-from memstream.memory.lineage import Logged, provenance_of, turns_shown
 from memstream.memory.model import MemoryType
 from memstream.memory.ports import Position
-from memstream.memory.provenance import provenance_json
+from memstream.memory.provenance import Logged, provenance_json, provenance_of
+from memstream.memory.shown import turns_shown
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

@@ -52,8 +52,8 @@ from memstream.memory.events import (
     MessageRecorded,
     TurnCompleted,
 )
-from memstream.memory.lineage import turns_shown
 from memstream.memory.model import Memory, MemoryType
+from memstream.memory.shown import turns_shown
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.lineage import FETCH_BYTES, Lineage
 

@@ -34,8 +34,8 @@ from memstream.config import Settings
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import derive_id, memories_of
-from memstream.memory.lineage import provenance_of
 from memstream.memory.ports import Embedded
+from memstream.memory.provenance import provenance_of
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import RedisProjectionWriter
 

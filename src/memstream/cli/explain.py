@@ -12,9 +12,9 @@ import json
 import sys
 
 from memstream.deployment import Deployment
-from memstream.memory.lineage import ShownMemory, ShownTurn, turns_shown
 from memstream.memory.model import Memory
 from memstream.memory.provenance import Provenance, provenance_json
+from memstream.memory.shown import ShownMemory, ShownTurn, turns_shown
 from memstream.memory.tenancy import validate_tenant
 
 __all__ = ["register"]

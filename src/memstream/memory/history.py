@@ -30,9 +30,9 @@ from memstream.memory.events import (
     Selection,
     memories_of,
 )
-from memstream.memory.lineage import Logged, provenance_of
 from memstream.memory.model import Memory
 from memstream.memory.ports import Position
+from memstream.memory.provenance import Logged, provenance_of
 
 __all__ = [
     "CHECKPOINT_EVERY",

@@ -17,8 +17,8 @@ import numpy as np
 from memstream.memory.bounds import Bounds, over_bounds
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import REGISTRY, Applies, MemoryEvent, Selection, memories_of
-from memstream.memory.lineage import provenance_of, with_provenance
 from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.provenance import provenance_of, with_provenance
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
 from memstream.memory.tenancy import validate_tenant
 

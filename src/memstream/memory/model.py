@@ -6,8 +6,11 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from memstream.memory.provenance import Provenance
+if TYPE_CHECKING:  # a memory's provenance is worked out from its event, which holds memories
+    from memstream.memory.provenance import Provenance
+
 
 __all__ = [
     "DEFAULT_IMPORTANCE",

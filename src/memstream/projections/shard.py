@@ -36,7 +36,7 @@ from memstream.memory.ports import (
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.tenancy import tenant_from_token
-from memstream.projections.apikeys import RedisApiKeyStore
+from memstream.projections.api_keys import RedisApiKeyStore
 from memstream.projections.compare import GenerationsComparer, ProjectionComparer
 from memstream.projections.connection import (
     RedisConnection,

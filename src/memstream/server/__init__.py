@@ -2,7 +2,7 @@
 server, with tenant-scoped API keys. FastAPI, uvicorn and the MCP SDK are imported only here,
 so the rest of memstream runs without them."""
 
-from memstream.server.keys import ApiKey, ApiKeys, Principal
+from memstream.server.api_keys import ApiKey, ApiKeys, Principal
 from memstream.server.mapping import Scoping
 from memstream.server.service import Limits, MemoryService
 

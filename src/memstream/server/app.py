@@ -31,8 +31,8 @@ from memstream import __version__
 from memstream.errors import InvalidInputError, LimitExceededError, MemstreamError
 from memstream.metrics import Metrics, ServerMetrics
 from memstream.server import routes
+from memstream.server.api_keys import ApiKeys
 from memstream.server.errors import ERROR_RESPONSES, error_response, status_of
-from memstream.server.keys import ApiKeys
 from memstream.server.mcp import build_mcp, http_principal, key_principal
 from memstream.server.service import MemoryService
 from memstream.server.working_memory import working_memory

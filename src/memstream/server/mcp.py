@@ -27,7 +27,7 @@ from pydantic import Field
 
 from memstream import __version__
 from memstream.errors import ForbiddenError, MemstreamError, SessionNotFoundError
-from memstream.server.keys import ApiKeys, Principal
+from memstream.server.api_keys import ApiKeys, Principal
 from memstream.server.models import (
     MEMORY_ID_PATTERN,
     AckResponse,

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from memstream.deployment import Deployment
-from memstream.server.keys import ApiKeys
+from memstream.server.api_keys import ApiKeys
 from memstream.server.mapping import Scoping
 from memstream.server.service import Limits, MemoryService
 from memstream.server.sessions import SessionService

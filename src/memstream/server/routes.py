@@ -20,8 +20,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import Field
 
 from memstream.metrics import Metrics
+from memstream.server.api_keys import ApiKeys, Principal
 from memstream.server.errors import ErrorResponse, error_response
-from memstream.server.keys import ApiKeys, Principal
 from memstream.server.models import (
     MEMORY_ID_PATTERN,
     AckResponse,
@@ -53,7 +53,7 @@ async def service(request: Request) -> MemoryService:
 
 async def caller(request: Request) -> Principal:
     """Who is asking: the principal of the request's key."""
-    # At most one keyed Redis read (verified keys are cached: server/keys.py).
+    # At most one keyed Redis read (verified keys are cached: server/api_keys.py).
     keys: ApiKeys = request.app.state.keys
     return keys.authenticate(
         request.headers.get("authorization"), keyless=request.app.state.keyless

@@ -32,7 +32,7 @@ from memstream.memory.model import Memory
 from memstream.memory.ports import MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchMode, SearchPage
-from memstream.server.keys import Principal
+from memstream.server.api_keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import (
     AckResponse,

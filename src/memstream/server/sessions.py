@@ -54,7 +54,7 @@ from memstream.memory.working import (
     turn_of,
     window,
 )
-from memstream.server.keys import Principal
+from memstream.server.api_keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import AckResponse, PromptMessage, PromptSession, TextContent
 from memstream.server.session_models import (

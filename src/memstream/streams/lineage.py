@@ -42,8 +42,8 @@ from memstream.memory.codec import decode_identified
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import TenantErased
 from memstream.memory.history import Diffed, TenantLog, Touch
-from memstream.memory.lineage import Logged
 from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.provenance import Logged
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.ranking.rank import TermStats, rank
 from memstream.memory.ranking.tokens import memory_words, query_terms

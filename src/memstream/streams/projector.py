@@ -52,7 +52,6 @@ from memstream.memory.events import (
     TenantErased,
     memories_of,
 )
-from memstream.memory.lineage import provenance_of
 from memstream.memory.model import Memory
 from memstream.memory.monitoring import Consolidated, Evicted, Forgotten, Monitor, TenantNotice
 from memstream.memory.ports import (
@@ -62,6 +61,7 @@ from memstream.memory.ports import (
     Position,
     ProjectionWriter,
 )
+from memstream.memory.provenance import provenance_of
 
 __all__ = [
     "DeadLetters",

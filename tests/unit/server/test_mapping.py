@@ -11,7 +11,7 @@ from memstream import MemoryType
 from memstream.errors import ForbiddenError, InvalidInputError, LimitExceededError
 from memstream.memory.codec import decode_event, encode_event
 from memstream.memory.events import memories_of
-from memstream.server.keys import Principal
+from memstream.server.api_keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import (
     ForgetPolicy,

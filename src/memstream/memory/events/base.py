@@ -113,7 +113,7 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where the memories an event writes come from, as their provenance names it
-    (memory.lineage): the thread (a store item's namespace, dotted), when, the agent run and
+    (memory.provenance): the thread (a store item's namespace, dotted), when, the agent run and
     turn if a turn wrote them, and the memories a summary replaced."""
 
     thread: str

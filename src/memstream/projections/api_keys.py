@@ -1,6 +1,6 @@
 """The server's API keys in Redis: one hash per namespace, `{ns}:apikeys` (digest -> record).
 
-What a key is and how a request is checked against it is the server's (`server.keys`); this
+What a key is and how a request is checked against it is the server's (`server.api_keys`); this
 module only stores the records, so the keys live beside the memories they guard.
 """
 

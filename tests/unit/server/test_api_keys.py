@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memstream.errors import NotAuthenticatedError
-from memstream.server.keys import ApiKeys, Principal
+from memstream.server.api_keys import ApiKeys, Principal
 
 
 class DictKeyStore:
