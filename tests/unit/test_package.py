@@ -4,10 +4,13 @@ module imports cleanly and says what it owns.
 A change to PUBLIC is a change of the API: make it here on purpose (httpx keeps the same
 guard, tests/test_exported_members.py)."""
 
+import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import memstream
 import memstream.hooks
@@ -43,6 +46,96 @@ PUBLIC = [
 ]
 
 
+# The other modules users import, each pinned as the package is; every other module is
+# internal, free to move in any release (docs/architecture.md, "The public API").
+PUBLIC_MODULES = {
+    "memstream.errors": [
+        "ConfigurationError",
+        "DataKeyErasedError",
+        "EffectRefusedError",
+        "EmbeddingProviderError",
+        "EventDecodeError",
+        "EventIdMismatchError",
+        "EventKeyMismatchError",
+        "EventVersionError",
+        "ForbiddenError",
+        "ImportFileError",
+        "InfrastructureError",
+        "InvalidInputError",
+        "InvalidTenantError",
+        "KafkaUnavailableError",
+        "LimitExceededError",
+        "MemoryIdRetiredError",
+        "MemoryNotFoundError",
+        "MemstreamError",
+        "ModelProviderError",
+        "NamespaceTenantError",
+        "NotAuthenticatedError",
+        "ProjectionLagError",
+        "RedisLoadingError",
+        "RedisUnavailableError",
+        "ReplayError",
+        "SealedEventError",
+        "SessionNotFoundError",
+        "StackError",
+        "StaleSessionError",
+        "UnknownDataKeyError",
+        "UnknownEventTypeError",
+    ],
+    "memstream.agent": [
+        "Agent",
+        "AgentMiddleware",
+        "Ask",
+        "AskingMiddleware",
+        "Block",
+        "Clock",
+        "Fail",
+        "Fatal",
+        "Guardrails",
+        "InMemoryJournal",
+        "InMemoryThreadStore",
+        "Journal",
+        "Message",
+        "ModelClient",
+        "ModelRequest",
+        "ModelResponse",
+        "NeedsApproval",
+        "OfflineEchoModel",
+        "Proceed",
+        "PromptSection",
+        "Rule",
+        "RunConfig",
+        "RunContext",
+        "RunRecord",
+        "RunResult",
+        "ScriptedModel",
+        "Success",
+        "SystemClock",
+        "ThreadState",
+        "ThreadStore",
+        "Tool",
+        "ToolCall",
+        "ToolError",
+        "ToolOutcome",
+        "ToolSpec",
+        "Turn",
+        "Usage",
+    ],
+    "memstream.hooks": [
+        "ConsolidateConfig",
+        "RecallConfig",
+        "RecordConfig",
+        "SemanticMemoryMiddleware",
+        "StoreResolver",
+        "TurnRecorder",
+    ],
+    "memstream.integrations.langchain": ["MemstreamMiddleware", "MemstreamState", "with_memory"],
+    "memstream.integrations.langgraph": ["MemstreamStore"],
+    "memstream.testing": ["Images", "MemstreamStack", "wait_until_recallable"],
+}
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def test_memstream_exports_exactly_the_public_api() -> None:
     assert memstream.__all__ == PUBLIC
     assert dir(memstream) == sorted(PUBLIC)
@@ -62,15 +155,31 @@ def test_errors_live_in_memstream_errors_only() -> None:
     assert errors.MemstreamError.__module__ == "memstream.errors"
 
 
-def test_the_hooks_package_exports_no_internals() -> None:
-    assert memstream.hooks.__all__ == [
-        "ConsolidateConfig",
-        "RecallConfig",
-        "RecordConfig",
-        "SemanticMemoryMiddleware",
-        "StoreResolver",
-        "TurnRecorder",
-    ]
+def test_each_public_module_exports_exactly_its_pinned_names() -> None:
+    for name, exported in PUBLIC_MODULES.items():
+        assert importlib.import_module(name).__all__ == exported, name
+
+
+def test_the_docs_examples_import_only_public_modules() -> None:
+    # What a user copies from the README or the docs must keep working across releases.
+    public = {"memstream", *PUBLIC_MODULES}
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    imported: dict[str, set[str]] = {}
+    for page in pages:
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S):
+            for node in ast.walk(ast.parse(block)):
+                modules = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
+                for module in modules:
+                    if module.split(".")[0] == "memstream":
+                        imported.setdefault(module, set()).add(page.name)
+    assert "memstream.integrations.langchain" in imported  # the reader finds the examples
+    assert {m: p for m, p in imported.items() if m not in public} == {}
 
 
 def test_importing_memstream_loads_no_kafka_redis_or_agent_runtime() -> None:
