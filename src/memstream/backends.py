@@ -38,6 +38,7 @@ from memstream.memory.ports import (
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.search import MemorySearch
+from memstream.memory.tenancy import TenantId
 
 __all__ = ["BACKENDS", "ProjectionBackend", "projection_backend"]
 
@@ -106,7 +107,7 @@ class ProjectionBackend(Protocol):
 
     # -- namespace-wide chores ----------------------------------------------------------
 
-    def rewrite_files(self, timeout_s: float, tenant: str | None = None) -> list[str]:
+    def rewrite_files(self, timeout_s: float, tenant: TenantId | None = None) -> list[str]:
         """Make deleted data leave the store's disks (after an erasure); what was rewritten."""
         ...
 

@@ -110,7 +110,7 @@ def erase_tenant(deployment: Deployment, tenant: str, *, timeout_s: float = 120.
             f"worker applied it within {timeout_s:.0f}s, so Redis's files were not rewritten; "
             "start a worker (`memstream worker`) and run the erasure again"
         )
-    rewritten = deployment.projection.rewrite_files(timeout_s, tenant)
+    rewritten = deployment.projection.rewrite_files(timeout_s, validate_tenant(tenant))
     return Erasure(event, tuple(destroyed), tuple(rewritten), sealed=keyring is not None)
 
 

@@ -40,6 +40,7 @@ from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TurnCompleted
+from memstream.memory.tenancy import TenantId, validate_tenant
 from memstream.operations import reshard
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import end_offsets, partition_leaders
@@ -80,7 +81,7 @@ def measure_reshard(
         ns.start_worker(turns(1, embedder.model_id, tenants=1)[0])
         deployment = ns.deployment
         # Not `tenant-N`: the worker's probe is tenant-0's, and it would count as a double.
-        tenants = [f"reshard-{i}" for i in range(_TENANTS)]
+        tenants = [validate_tenant(f"reshard-{i}") for i in range(_TENANTS)]
         moving = [t for t in tenants if deployment.partition_of(t) % len(urls) != 0]
         sent: list[MemoryEvent] = []
         stop = threading.Event()
@@ -110,7 +111,7 @@ def measure_reshard(
         wait_applied(deployment, sent, timeout_s, progress)
         stored = deployment.status()
         expected = Counter(e.tenant for e in sent)
-        counts = {t: stored.memory_count(t) for t in expected}
+        counts = {t: stored.memory_count(validate_tenant(t)) for t in expected}
         lost = sum(max(0, 2 * n - counts[t]) for t, n in expected.items())
         doubled = sum(max(0, counts[t] - 2 * n) for t, n in expected.items())
     at = switched[0] if switched else time.monotonic()
@@ -162,7 +163,7 @@ def _stream(
 
 def _observe(
     observer: Deployment,
-    tenants: Sequence[str],
+    tenants: Sequence[TenantId],
     routes: list[tuple[float, int]],
     errors: Counter[str],
     stop: threading.Event,

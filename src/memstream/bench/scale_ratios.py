@@ -47,6 +47,7 @@ from memstream.errors import MemstreamError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import memories_of
 from memstream.memory.ports import Embedded, Recaller
+from memstream.memory.tenancy import TenantId, validate_tenant
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
 from memstream.streams.event_publisher import EventPublisher
@@ -490,10 +491,10 @@ class _Queries:
         self._vectors = np.random.default_rng(11)
         self._words = random.Random(11)
 
-    def next(self) -> tuple[str, str]:
+    def next(self) -> tuple[TenantId, str]:
         vector = self._vectors.standard_normal(self._given.dims).astype(np.float32)
         self._given.next = vector / np.linalg.norm(vector)
-        tenant = f"tenant-{self._words.randrange(self._tenants)}"
+        tenant = validate_tenant(f"tenant-{self._words.randrange(self._tenants)}")
         return tenant, " ".join(self._words.choices(_VOCABULARY, k=3))
 
 

@@ -53,6 +53,7 @@ from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemorySaved, memories_of
 from memstream.memory.model import MemoryType
+from memstream.memory.tenancy import validate_tenant
 from memstream.processes import free_port, running
 from memstream.server.parts import api_keys
 from memstream.streams.kafka import KafkaConnection
@@ -66,7 +67,7 @@ TARGET_P99 = "p99 ≤ 1.5x in-process"
 TARGET_GET = "p50 overhead ≤ 2 ms"
 TARGET_WRITES = "≥ 0.8x the bare service"
 CLIENTS = 16
-_TENANT = "tenant-0"
+_TENANT = validate_tenant("tenant-0")
 _READY_S = 90.0
 T = TypeVar("T")
 

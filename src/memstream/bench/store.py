@@ -30,6 +30,7 @@ from memstream.config import Settings
 from memstream.errors import InfrastructureError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import ItemStored, item_memory_id
+from memstream.memory.tenancy import validate_tenant
 from memstream.streams.wire import event_record, producer_config
 
 __all__ = ["run_store"]
@@ -105,7 +106,7 @@ def run_store(
             t0 = time.perf_counter()
             store.search(namespace, query=query, limit=10)
             t1 = time.perf_counter()
-            recaller.recall(namespace[1], query, k=10)
+            recaller.recall(validate_tenant(namespace[1]), query, k=10)
             t2 = time.perf_counter()
             searches.append(t1 - t0)
             raw_searches.append(t2 - t1)

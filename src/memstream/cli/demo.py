@@ -15,6 +15,7 @@ from memstream.agent import Agent, OfflineEchoModel, RunConfig
 from memstream.cli.importer import import_file
 from memstream.deployment import Deployment
 from memstream.hooks import RecallConfig
+from memstream.memory.tenancy import validate_tenant
 
 __all__ = ["register"]
 
@@ -37,7 +38,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     for question in QUESTIONS:
         for tenant in ("acme", "globex"):
             print(f"[{tenant}] {question}")
-            for hit in recaller.recall(tenant, question, k=3):
+            for hit in recaller.recall(validate_tenant(tenant), question, k=3):
                 memory = hit.memory
                 print(f"   {hit.score:5.2f}  ({memory.thread}, {memory.role}) {memory.content}")
         print()

@@ -74,7 +74,7 @@ async def _verify(
                 if partition_of(tenant, moved.partitions) in moved.fields:
                     skipped.append(tenant)
                     continue
-                differences += await comparer.compare(live, scratch, tenant)
+                differences += await comparer.compare(live, scratch, validate_tenant(tenant))
             return differences, skipped
         finally:
             await session.generations.drop(rebuilt.generation)

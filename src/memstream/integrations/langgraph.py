@@ -84,8 +84,12 @@ from memstream.memory.events import (
     item_memory_id,
 )
 from memstream.memory.model import Memory
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["MemstreamStore"]
+
+# The TTL refreshes a batch's reads owe, by tenant: (memory id, the put's event id, deadline).
+Leases = dict[TenantId, list[tuple[str, str, datetime]]]
 
 
 class MemstreamStore(BaseStore):
@@ -171,7 +175,7 @@ class MemstreamStore(BaseStore):
         results: list[Result] = []
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         now = datetime.now(UTC)
-        leases: dict[str, list[tuple[str, str, datetime]]] = {}
+        leases: Leases = {}
         for op in ops:
             if isinstance(op, GetOp):
                 item = self._get(op, now, leases)
@@ -258,9 +262,7 @@ class MemstreamStore(BaseStore):
 
     # -- reads --------------------------------------------------------------------------------
 
-    def _get(
-        self, op: GetOp, now: datetime, leases: dict[str, list[tuple[str, str, datetime]]]
-    ) -> Item | None:
+    def _get(self, op: GetOp, now: datetime, leases: Leases) -> Item | None:
         tenant = self._tenants.tenant_of(op.namespace)
         memory_id = item_memory_id(tenant, tuple(op.namespace), op.key)
         memory = self._reader.memories_by_id(tenant, [memory_id])[0]
@@ -270,9 +272,7 @@ class MemstreamStore(BaseStore):
             self._lease(memory, now, leases)
         return _item(memory)
 
-    def _search(
-        self, op: SearchOp, now: datetime, leases: dict[str, list[tuple[str, str, datetime]]]
-    ) -> list[SearchItem]:
+    def _search(self, op: SearchOp, now: datetime, leases: Leases) -> list[SearchItem]:
         tenant = self._tenants.search_tenant(op.namespace_prefix)
         check_filter(op.filter)
         prefix = tuple(op.namespace_prefix)
@@ -323,16 +323,16 @@ class MemstreamStore(BaseStore):
         """Whether a read leaves the item out: lapsed, and TTLConfig's `omit_expired` set."""
         return bool((self.ttl_config or {}).get("omit_expired")) and _lapsed(memory, now)
 
-    def _lease(
-        self, memory: Memory, now: datetime, leases: dict[str, list[tuple[str, str, datetime]]]
-    ) -> None:
+    def _lease(self, memory: Memory, now: datetime, leases: Leases) -> None:
         """Note a refresh of the item's TTL (sent once the batch's reads are done); an item
         without a TTL, or one already lapsed, is not refreshed."""
         ttl = memory.metadata.get(ITEM_TTL)
         if ttl is None or _lapsed(memory, now):
             return
         deadline = now + timedelta(minutes=float(ttl))
-        leases.setdefault(memory.tenant, []).append((memory.id, memory.event_id, deadline))
+        leases.setdefault(validate_tenant(memory.tenant), []).append(
+            (memory.id, memory.event_id, deadline)
+        )
 
     # -- writes -------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.errors import NamespaceTenantError
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["NamespaceTenants"]
 
@@ -40,7 +40,7 @@ class NamespaceTenants:
         """How many labels a namespace needs before it names a tenant."""
         return max(self.labels) + 1
 
-    def tenant_of(self, namespace: Sequence[str]) -> str:
+    def tenant_of(self, namespace: Sequence[str]) -> TenantId:
         """The tenant of an item's namespace; NamespaceTenantError saying why there is none."""
         if len(namespace) < self.depth:
             raise NamespaceTenantError(
@@ -57,13 +57,13 @@ class NamespaceTenants:
             )
         return validate_tenant(".".join(parts))
 
-    def pinned(self, prefix: Sequence[str]) -> str | None:
+    def pinned(self, prefix: Sequence[str]) -> TenantId | None:
         """The one tenant every namespace starting with `prefix` belongs to, if there is one."""
         if len(prefix) < self.depth or any(prefix[i] == WILDCARD for i in self.labels):
             return None
         return self.tenant_of(prefix)
 
-    def search_tenant(self, prefix: Sequence[str]) -> str:
+    def search_tenant(self, prefix: Sequence[str]) -> TenantId:
         """The tenant a search under `prefix` reads; a search never spans tenants."""
         tenant = self.pinned(prefix)
         if tenant is None:

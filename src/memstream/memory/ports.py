@@ -30,6 +30,7 @@ from memstream.memory.embeddings import Vectors
 from memstream.memory.events import MemoryEvent
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.store import MemoryFilter
+from memstream.memory.tenancy import TenantId
 
 __all__ = [
     "MAX_RECALL_K",
@@ -163,7 +164,7 @@ class Generations(Protocol):
 
     async def swap_all(self, live: int, rebuilt: int) -> SwapResult: ...
 
-    async def swap_tenant(self, live: int, rebuilt: int, tenant: str) -> SwapResult: ...
+    async def swap_tenant(self, live: int, rebuilt: int, tenant: TenantId) -> SwapResult: ...
 
     async def drop(self, generation: int) -> None: ...
 
@@ -173,13 +174,13 @@ MAX_RECALL_K = 1000
 
 
 class MemoryReader(Protocol):
-    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+    def memories(self, tenant: TenantId, where: MemoryFilter | None = None) -> list[Memory]:
         """The tenant's memories in the live generation (those `where` matches), oldest first."""
         ...
 
 
 class Recaller(Protocol):
-    def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
+    def recall(self, tenant: TenantId, text: str, k: int = 10) -> list[RecalledMemory]:
         """The tenant's memories most relevant to `text`, best first."""
         ...
 
@@ -188,13 +189,15 @@ class ItemIndex(Protocol):
     """What a key-value store (the LangGraph store) asks of its items beyond reading them:
     how near a query each is, and a refresh of their TTLs."""
 
-    def similarities(self, tenant: str, memory_ids: Sequence[str], text: str) -> dict[str, float]:
+    def similarities(
+        self, tenant: TenantId, memory_ids: Sequence[str], text: str
+    ) -> dict[str, float]:
         """The cosine similarity of `text` to each memory's nearest vector: its best facet's,
         or its content's when it has no facets. A memory with no text (nothing embedded) or
         not stored has no entry."""
         ...
 
-    def refresh(self, tenant: str, leases: Sequence[tuple[str, str, datetime]]) -> None:
+    def refresh(self, tenant: TenantId, leases: Sequence[tuple[str, str, datetime]]) -> None:
         """Move the deadline of each (memory id, event id, deadline) to `deadline`, where the
         memory is still the one that event wrote and its deadline is earlier."""
         ...
@@ -203,7 +206,7 @@ class ItemIndex(Protocol):
 class MemoryLookup(MemoryReader, Protocol):
     """Reads memories by id too (the HTTP API, the LangGraph store)."""
 
-    def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
+    def memories_by_id(self, tenant: TenantId, ids: Sequence[str]) -> list[Memory | None]:
         """The tenant's memories with these ids in the live generation (None: not stored), in
         the order asked."""
         ...
@@ -228,7 +231,7 @@ class TombstoneReader(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class TenantStats:
-    tenant: str
+    tenant: TenantId
     memories: int
     oldest: datetime
     newest: datetime
@@ -255,13 +258,13 @@ class ProjectionProgress(Protocol):
         still unapplied ([] when all are)."""
         ...
 
-    def memory_count(self, tenant: str) -> int: ...
+    def memory_count(self, tenant: TenantId) -> int: ...
 
     def positions(self) -> dict[str, int]:
         """The live generation's positions: "topic/partition" -> last offset applied."""
         ...
 
-    def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
+    def tenant_stats(self, tenant: TenantId | None = None) -> list[TenantStats]:
         """Memories per tenant with their oldest and newest timestamps, by tenant id."""
         ...
 
@@ -343,7 +346,7 @@ class GenerationComparer(Protocol):
         """The tenants with memories or tombstones in `generation`."""
         ...
 
-    async def compare(self, live: int, rebuilt: int, tenant: str) -> list[Difference]: ...
+    async def compare(self, live: int, rebuilt: int, tenant: TenantId) -> list[Difference]: ...
 
 
 class ApiKeyStore(Protocol):
@@ -380,11 +383,11 @@ class WorkingMemoryStore(Protocol):
     version, when another put came first). Read and written on the caller's event loop (the
     server's every put and append go through it); used on one loop, closed with it."""
 
-    async def get(self, tenant: str, session_id: str) -> StoredSession | None: ...
+    async def get(self, tenant: TenantId, session_id: str) -> StoredSession | None: ...
 
     async def put(
         self,
-        tenant: str,
+        tenant: TenantId,
         session_id: str,
         document: str,
         *,
@@ -396,12 +399,12 @@ class WorkingMemoryStore(Protocol):
         version. `ttl_s` None keeps it until deleted; `owner` is what `sessions` filters on."""
         ...
 
-    async def delete(self, tenant: str, session_id: str) -> bool:
+    async def delete(self, tenant: TenantId, session_id: str) -> bool:
         """Remove the session; False when there was none."""
         ...
 
     async def sessions(
-        self, tenant: str, *, owner: str | None, offset: int, limit: int
+        self, tenant: TenantId, *, owner: str | None, offset: int, limit: int
     ) -> tuple[int, list[str]]:
         """How many live sessions the tenant has (of `owner`, if given), and a page of their
         ids in order."""

@@ -40,6 +40,7 @@ from memstream.memory.ports import (
 )
 from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
 from memstream.memory.store import MemoryFilter
+from memstream.memory.tenancy import TenantId
 
 __all__ = [
     "ShardedItems",
@@ -101,10 +102,10 @@ class ShardedLookup:
     def __init__(self, shards: Shards[MemoryLookup]) -> None:
         self._shards = shards
 
-    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+    def memories(self, tenant: TenantId, where: MemoryFilter | None = None) -> list[Memory]:
         return self._shards.of(tenant).memories(tenant, where)
 
-    def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
+    def memories_by_id(self, tenant: TenantId, ids: Sequence[str]) -> list[Memory | None]:
         return self._shards.of(tenant).memories_by_id(tenant, ids)
 
 
@@ -146,10 +147,12 @@ class ShardedItems:
     def __init__(self, shards: Shards[ItemIndex]) -> None:
         self._shards = shards
 
-    def similarities(self, tenant: str, memory_ids: Sequence[str], text: str) -> dict[str, float]:
+    def similarities(
+        self, tenant: TenantId, memory_ids: Sequence[str], text: str
+    ) -> dict[str, float]:
         return self._shards.of(tenant).similarities(tenant, memory_ids, text)
 
-    def refresh(self, tenant: str, leases: Sequence[tuple[str, str, datetime]]) -> None:
+    def refresh(self, tenant: TenantId, leases: Sequence[tuple[str, str, datetime]]) -> None:
         self._shards.of(tenant).refresh(tenant, leases)
 
 
@@ -160,17 +163,17 @@ class ShardedWorkingMemory:
         self._shards = shards
         self._used: dict[int, WorkingMemoryStore] = {}  # the parts asked, closed with this one
 
-    def _of(self, tenant: str) -> WorkingMemoryStore:
+    def _of(self, tenant: TenantId) -> WorkingMemoryStore:
         part = self._shards.of(tenant)
         self._used[id(part)] = part
         return part
 
-    async def get(self, tenant: str, session_id: str) -> StoredSession | None:
+    async def get(self, tenant: TenantId, session_id: str) -> StoredSession | None:
         return await self._of(tenant).get(tenant, session_id)
 
     async def put(
         self,
-        tenant: str,
+        tenant: TenantId,
         session_id: str,
         document: str,
         *,
@@ -187,11 +190,11 @@ class ShardedWorkingMemory:
             owner=owner,
         )
 
-    async def delete(self, tenant: str, session_id: str) -> bool:
+    async def delete(self, tenant: TenantId, session_id: str) -> bool:
         return await self._of(tenant).delete(tenant, session_id)
 
     async def sessions(
-        self, tenant: str, *, owner: str | None, offset: int, limit: int
+        self, tenant: TenantId, *, owner: str | None, offset: int, limit: int
     ) -> tuple[int, list[str]]:
         return await self._of(tenant).sessions(tenant, owner=owner, offset=offset, limit=limit)
 
@@ -206,7 +209,7 @@ class ShardedRecaller:
     def __init__(self, shards: Shards[Recaller]) -> None:
         self._shards = shards
 
-    def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
+    def recall(self, tenant: TenantId, text: str, k: int = 10) -> list[RecalledMemory]:
         return self._shards.of(tenant).recall(tenant, text, k)
 
 
@@ -289,7 +292,7 @@ class ShardedProgress:
             done += len({event.tenant for event in own})
         return late
 
-    def memory_count(self, tenant: str) -> int:
+    def memory_count(self, tenant: TenantId) -> int:
         return self._shards.of(tenant).memory_count(tenant)
 
     def positions(self) -> dict[str, int]:
@@ -302,7 +305,7 @@ class ShardedProgress:
                     merged[field] = offset
         return merged
 
-    def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
+    def tenant_stats(self, tenant: TenantId | None = None) -> list[TenantStats]:
         if tenant is not None:
             return self._shards.of(tenant).tenant_stats(tenant)
         every = itertools.chain.from_iterable(

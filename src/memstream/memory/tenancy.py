@@ -74,8 +74,9 @@ def tenant_token(tenant: str) -> str:
     return validate_tenant(tenant).encode("utf-8").hex()
 
 
-def tenant_from_token(token: str) -> str:
-    return bytes.fromhex(token).decode("utf-8")
+def tenant_from_token(token: str) -> TenantId:
+    # Read back from storage, so checked as anything that comes in is.
+    return validate_tenant(bytes.fromhex(token).decode("utf-8"))
 
 
 def tenant_key(tenant: str) -> bytes:

@@ -36,7 +36,7 @@ class ProjectionComparer:
 
     async def tenants(self, keys: Keyspace) -> set[str]:
         """Every tenant with memories or tombstones in `keys`' generation."""
-        found = set()
+        found: set[str] = set()
         with redis_errors(self._url, "listing tenants"):
             for kind in ("order", "forgotten"):
                 pattern = f"{keys.generation_prefix}{kind}:*"

@@ -110,7 +110,7 @@ class RedisSessionMove:
     def _tenants(self, moved: Callable[[str], bool]) -> list[str]:
         """The moving tenants with working memory on the source (their sessions index)."""
         prefix = f"{self._keys.namespace}:wm:"
-        found = []
+        found: list[str] = []
         with redis_errors(self._source_url, "listing the sessions to move"):
             for raw in self._source.scan_iter(match=f"{prefix}*:sessions"):
                 token = text(raw)[len(prefix) :].partition(":")[0]

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 from memstream.errors import ForbiddenError, InvalidInputError, NotAuthenticatedError
 from memstream.memory.ports import ApiKeyStore
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["ApiKey", "ApiKeys", "Principal"]
 
@@ -48,7 +48,7 @@ class Principal:
     def admin(self) -> bool:
         return self.tenant is None
 
-    def tenant_for(self, named: Iterable[str | None], field: str) -> str:
+    def tenant_for(self, named: Iterable[str | None], field: str) -> TenantId:
         """The one tenant a request acts on, from the tenants it names (`field` values).
 
         A tenant key answers its own tenant, and refuses a request naming any other; an
@@ -62,7 +62,7 @@ class Principal:
                     f"this key is for one tenant and the request names another in {field} "
                     f"({len(foreign)} value(s)); leave {field} out or use that tenant's key"
                 )
-            return self.tenant
+            return validate_tenant(self.tenant)
         if len(names) != 1:
             raise InvalidInputError(
                 f"a request with an admin key (or without keys) names exactly one tenant in "

@@ -32,6 +32,7 @@ from memstream.memory.model import Memory
 from memstream.memory.ports import MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchMode, SearchPage
+from memstream.memory.tenancy import TenantId
 from memstream.server.api_keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import (
@@ -236,7 +237,7 @@ class MemoryService:
                 "search again shortly, or wait longer"
             )
 
-    def _present(self, tenant: str, memory_ids: Sequence[str]) -> int:
+    def _present(self, tenant: TenantId, memory_ids: Sequence[str]) -> int:
         return sum(m is not None for m in self._reader.memories_by_id(tenant, memory_ids))
 
     # -- reads --------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from memstream.llm import ModelClient
 from memstream.memory.events import MemoryEvent
 from memstream.memory.monitoring import ModelUsage
 from memstream.memory.ports import StoredSession, WorkingMemoryStore
+from memstream.memory.tenancy import TenantId
 from memstream.memory.working import (
     SUMMARIZATION_THRESHOLD,
     check_model_name,
@@ -338,7 +339,7 @@ class SessionService:
 
     async def _commit(
         self,
-        tenant: str,
+        tenant: TenantId,
         session_id: str,
         change: Callable[[_State | None], WorkingMemory],
         expected: int | None,
@@ -476,7 +477,7 @@ class SessionService:
             }
         )
 
-    async def _read(self, tenant: str, session_id: str, other: str | None) -> _State | None:
+    async def _read(self, tenant: TenantId, session_id: str, other: str | None) -> _State | None:
         stored = await self._store.get(tenant, _checked(session_id))
         if stored is None:
             return None

@@ -31,6 +31,7 @@ from memstream.memory.events import ConsolidationRequested, MemoriesConsolidated
 from memstream.memory.monitoring import ModelUsage, Monitor
 from memstream.memory.ports import AppliedOutcome, MemoryReader
 from memstream.memory.store import MemoryFilter
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["ConsolidationJob", "ConsolidationWindow", "PendingConsolidation"]
 
@@ -41,7 +42,7 @@ Send = Callable[[MemoriesConsolidated], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class PendingConsolidation:
-    tenant: str
+    tenant: TenantId
     thread: str
     cutoff: datetime
     min_count: int
@@ -59,7 +60,7 @@ class ConsolidationWindow:
         pending = self._open.get(request.tenant)
         if pending is None:
             self._open[request.tenant] = PendingConsolidation(
-                request.tenant,
+                validate_tenant(request.tenant),
                 request.thread,
                 request.cutoff,
                 request.min_count,

@@ -255,7 +255,7 @@ class Replayer:
                 result = await (
                     self._generations.swap_all(live, target)
                     if tenant is None
-                    else self._generations.swap_tenant(live, target, tenant)
+                    else self._generations.swap_tenant(live, target, validate_tenant(tenant))
                 )
                 if result is SwapResult.SWAPPED:
                     await self._generations.drop(live if tenant is None else target)
