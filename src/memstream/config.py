@@ -198,9 +198,8 @@ class Settings:
     embedder: str = _setting(
         "MEMSTREAM_EMBEDDER",
         "bge-small-int8",
-        "Embedding provider: 'bge-small-int8' (bge-small-en-v1.5, int8 ONNX, from a pinned "
-        "PyPI package, runs offline), 'minilm-int8' (all-MiniLM-L6-v2, int8 ONNX, offline, the "
-        "earlier default) or 'openai' (any OpenAI-compatible /embeddings endpoint). A change "
+        "Embedding provider, by name: one of `memstream.providers.EMBEDDERS` (README's settings "
+        "table says what each is; the default runs offline from a pinned PyPI package). A change "
         "needs `memstream replay --reembed` to rebuild existing memories' vectors.",
     )
     embedding_base_url: str = _setting(

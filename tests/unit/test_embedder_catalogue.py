@@ -11,7 +11,12 @@ import pytest
 from memstream import Settings
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
-from memstream.providers import EmbedderCatalogue
+from memstream.providers import (
+    EMBEDDERS,
+    EmbedderCatalogue,
+    embedder_from_settings,
+    embedding_model_id,
+)
 from memstream.providers.bge import BGE_MODEL_ID
 
 
@@ -53,3 +58,20 @@ def test_a_model_this_process_cannot_make_is_refused_naming_both_models_and_the_
     said = str(refused.value)
     assert model in said and "given@1" in said
     assert "memstream replay" in said and "MEMSTREAM_EMBEDDING_BASE_URL" in said
+
+
+def test_each_embedder_name_is_a_provider_that_names_its_model_without_loading_it() -> None:
+    # A new embedder is its module's PROVIDER and its line in EMBEDDERS: nothing else chooses.
+    for name in EMBEDDERS:
+        settings = Settings(embedder=name, embedding_model="m", embedding_base_url="http://x")
+        assert embedding_model_id(settings)  # offline, no server called, no model loaded
+    assert embedding_model_id(Settings(embedder="openai", embedding_model="m")) == (
+        "openai-compatible:m"
+    )
+
+
+def test_an_unknown_embedder_is_refused_naming_every_choice() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        embedder_from_settings(Settings(embedder="bert-huge"))
+    said = str(refused.value)
+    assert "'bert-huge'" in said and all(repr(name) in said for name in EMBEDDERS)

@@ -5,51 +5,65 @@ a model the projection was built with, `chat_model` the configured chat API."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import import_module
 
 from memstream.config import Settings
 from memstream.errors import ConfigurationError
 from memstream.llm import ModelClient
 from memstream.memory.embeddings import Embedder
 
-__all__ = ["EmbedderCatalogue", "chat_model", "embedder_from_settings", "embedding_model_id"]
+__all__ = [
+    "EMBEDDERS",
+    "EmbedderCatalogue",
+    "EmbedderProvider",
+    "chat_model",
+    "embedder_from_settings",
+    "embedding_model_id",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderProvider:
+    """One `MEMSTREAM_EMBEDDER` choice, each its module's `PROVIDER`: the model id its events
+    carry (worked out without loading the model or calling a server), the embedder the settings
+    configure, and the embedder of a model id a projection was built with, where this provider
+    makes that model (None where it does not)."""
+
+    model_id: Callable[[Settings], str]
+    configured: Callable[[Settings], Embedder]
+    for_model: Callable[[str, Settings], Embedder | None]
+
+
+# MEMSTREAM_EMBEDDER's names -> the module whose PROVIDER each is, imported only when asked:
+# a new embedder is its module and its line here (and its row in README's settings table).
+EMBEDDERS: Mapping[str, str] = {
+    "bge-small-int8": "memstream.providers.bge",
+    "minilm-int8": "memstream.providers.minilm",
+    "openai": "memstream.providers.openai_compatible",
+}
+
+
+def _provider(name: str) -> EmbedderProvider:
+    try:
+        module = EMBEDDERS[name]
+    except KeyError:
+        raise ConfigurationError(
+            f"MEMSTREAM_EMBEDDER={name!r} is not a known embedder; use one of "
+            f"{', '.join(repr(n) for n in EMBEDDERS)} (README's settings table says what each is)"
+        ) from None
+    provider: EmbedderProvider = import_module(module).PROVIDER
+    return provider
 
 
 def embedding_model_id(settings: Settings) -> str:
     """The model id events are recorded for, without loading the model or calling a server."""
-    if settings.embedder == "bge-small-int8":
-        from memstream.providers.bge import BGE_MODEL_ID
-
-        return BGE_MODEL_ID
-    if settings.embedder == "minilm-int8":
-        from memstream.providers.minilm import minilm_model_id
-
-        return minilm_model_id()
-    if settings.embedder == "openai":
-        from memstream.providers.openai_compatible import openai_model_id
-
-        return openai_model_id(settings.embedding_model)
-    raise _unknown_embedder(settings)
+    return _provider(settings.embedder).model_id(settings)
 
 
 def embedder_from_settings(settings: Settings) -> Embedder:
-    if settings.embedder == "bge-small-int8":
-        from memstream.providers.bge import BgeSmallEmbedder
-
-        return BgeSmallEmbedder()
-    if settings.embedder == "minilm-int8":
-        from memstream.providers.minilm import MiniLMEmbedder
-
-        return MiniLMEmbedder()
-    if settings.embedder == "openai":
-        from memstream.providers.openai_compatible import OpenAICompatibleEmbedder
-
-        return OpenAICompatibleEmbedder(
-            settings.embedding_base_url,
-            settings.embedding_model,
-            api_key=settings.embedding_api_key,
-            dims=settings.embedding_dims,
-        )
-    raise _unknown_embedder(settings)
+    return _provider(settings.embedder).configured(settings)
 
 
 class EmbedderCatalogue:
@@ -83,26 +97,11 @@ class EmbedderCatalogue:
             return self._given
         if model_id == embedding_model_id(self._settings):
             return embedder_from_settings(self._settings)
-        from memstream.providers.bge import BGE_MODEL_ID, BgeSmallEmbedder
-        from memstream.providers.minilm import MINILM_MODEL, MiniLMEmbedder
-        from memstream.providers.openai_compatible import (
-            OpenAICompatibleEmbedder,
-            openai_model_id,
-        )
-
-        if model_id == BGE_MODEL_ID:
-            return BgeSmallEmbedder()
-        if model_id.startswith(f"{MINILM_MODEL}@"):
-            # A ConfigurationError naming what to install where its package is missing.
-            minilm = MiniLMEmbedder()
-            if minilm.model_id == model_id:
-                return minilm
+        for name in EMBEDDERS:
+            made = _provider(name).for_model(model_id, self._settings)
+            if made is not None:
+                return made
         settings = self._settings
-        name = model_id.removeprefix(openai_model_id(""))
-        if name != model_id and settings.embedding_base_url:
-            return OpenAICompatibleEmbedder(
-                settings.embedding_base_url, name, api_key=settings.embedding_api_key
-            )
         raise ConfigurationError(
             f"the projection's vectors are of the model {model_id!r}, which this process "
             f"cannot make: it embeds with {self.configured_model!r} "
@@ -123,11 +122,4 @@ def chat_model(settings: Settings) -> ModelClient | None:
 
     return OpenAICompatibleChat(
         settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
-    )
-
-
-def _unknown_embedder(settings: Settings) -> ConfigurationError:
-    return ConfigurationError(
-        f"MEMSTREAM_EMBEDDER={settings.embedder!r} is not a known embedder; "
-        "use 'bge-small-int8' (offline, the default), 'minilm-int8' (offline) or 'openai'"
     )

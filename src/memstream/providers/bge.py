@@ -20,9 +20,10 @@ from pathlib import Path
 
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
+from memstream.providers import EmbedderProvider
 from memstream.providers.onnx_encoder import OnnxSentenceEncoder, Pooling
 
-__all__ = ["BGE_MODEL_ID", "BgeSmallEmbedder"]
+__all__ = ["BGE_MODEL_ID", "PROVIDER", "BgeSmallEmbedder"]
 
 _PACKAGE = "compartment"
 _VERSION = "4.13.0"
@@ -85,3 +86,10 @@ class BgeSmallEmbedder:
 
     def embed_query(self, text: str) -> Vectors:
         return self._encoder.embed_one(text)
+
+
+PROVIDER = EmbedderProvider(
+    model_id=lambda settings: BGE_MODEL_ID,
+    configured=lambda settings: BgeSmallEmbedder(),
+    for_model=lambda model_id, settings: BgeSmallEmbedder() if model_id == BGE_MODEL_ID else None,
+)

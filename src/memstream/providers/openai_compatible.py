@@ -13,11 +13,13 @@ from typing import Any
 import httpx
 import numpy as np
 
+from memstream.config import Settings
 from memstream.errors import ConfigurationError, EmbeddingProviderError
 from memstream.memory.embeddings import Vectors
+from memstream.providers import EmbedderProvider
 from memstream.providers.httpjson import post_json
 
-__all__ = ["OpenAICompatibleEmbedder", "openai_model_id"]
+__all__ = ["PROVIDER", "OpenAICompatibleEmbedder", "openai_model_id"]
 
 _BATCH = 128
 
@@ -96,3 +98,29 @@ class OpenAICompatibleEmbedder:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         unit: Vectors = vectors / np.maximum(norms, 1e-12)
         return unit
+
+
+def _configured(settings: Settings) -> OpenAICompatibleEmbedder:
+    return OpenAICompatibleEmbedder(
+        settings.embedding_base_url,
+        settings.embedding_model,
+        api_key=settings.embedding_api_key,
+        dims=settings.embedding_dims,
+    )
+
+
+def _for_model(model_id: str, settings: Settings) -> OpenAICompatibleEmbedder | None:
+    # Another model of the configured endpoint (a projection built before a model change).
+    name = model_id.removeprefix(openai_model_id(""))
+    if name == model_id or not settings.embedding_base_url:
+        return None
+    return OpenAICompatibleEmbedder(
+        settings.embedding_base_url, name, api_key=settings.embedding_api_key
+    )
+
+
+PROVIDER = EmbedderProvider(
+    model_id=lambda settings: openai_model_id(settings.embedding_model),
+    configured=_configured,
+    for_model=_for_model,
+)
