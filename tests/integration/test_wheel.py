@@ -17,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,32 @@ def test_an_installed_wheel_runs_its_own_stack_in_a_fresh_home(
             [memstream, "down"], env=env, cwd=work, capture_output=True, text=True, check=False
         )
     assert stopped.returncode == 0 and f"{first}: stopped" in stopped.stdout, stopped.stderr
+
+
+def test_the_wheel_holds_no_bench_and_its_bench_command_says_what_to_install(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The benches are a distribution of their own (memstream-bench, bench/): none of their code
+    is in memstream's wheel, and without them `memstream bench` says how to get them."""
+    (wheel,) = installed.parent.glob("memstream-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "memstream/cli/main.py" in names
+    bench_code = [
+        name
+        for name in names
+        if name.startswith("memstream_bench/")
+        or {"bench", "bench.py", "baselines.py"} & set(name.split("/"))
+    ]
+    assert bench_code == []
+    env = {"HOME": str(tmp_path), "PATH": f"{installed / 'bin'}:{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        [str(installed / "bin" / "memstream"), "bench", "recall", "--json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("memstream: `memstream bench` ") and "memstream[bench]" in line, line

@@ -2,10 +2,10 @@
 
 import pytest
 
-from memstream.bench.scale import ScaleSizes, run_scale
 from memstream.config import Settings
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder
+from memstream_bench.scale import ScaleSizes, run_scale
 
 
 def test_an_unknown_part_is_refused_before_a_cluster_starts() -> None:

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from memstream.bench.baselines import BM25, RecallAtK, cosine_ranking
-from memstream.bench.report import BenchResult, Comparison, RunReport
-from memstream.bench.stats import Latency, Spread, percentile, ratio
 from memstream.errors import InvalidInputError
+from memstream_bench.baselines import BM25, RecallAtK, cosine_ranking
+from memstream_bench.report import BenchResult, Comparison, RunReport
+from memstream_bench.stats import Latency, Spread, percentile, ratio
 
 
 def test_percentiles_interpolate_between_closest_ranks() -> None:

@@ -6,6 +6,9 @@ draws; a part without one fails, so a new part is placed before it lands. No two
 each other, directly or round a cycle. Only the projection backend (and the commands that
 start local processes) knows Redis.
 
+The benches are a distribution of their own (memstream-bench, `bench/src/memstream_bench`): the
+product imports nothing of theirs, and they use the product below its commands.
+
 Every import form counts: `import memstream.x`, `from memstream.x import y`, `from memstream
 import x` (a submodule, a name the package loads lazily, or the package itself), relative
 imports, imports inside functions and under TYPE_CHECKING, and a module named to
@@ -21,9 +24,11 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "src" / "memstream"
+CHECKOUT = Path(__file__).resolve().parents[2]
+PACKAGE = CHECKOUT / "src" / "memstream"
+BENCH_PACKAGE = CHECKOUT / "bench" / "src" / "memstream_bench"
 
-_ENTRY = {"memstream", "cli", "bench", "server", "integrations", "__main__"}
+_ENTRY = {"memstream", "cli", "server", "integrations", "__main__"}
 _ADAPTERS = {"eventsourced", "hooks", "streams", "projections", "providers", "agent"}
 _BASE = {
     "memory", "errors", "llm", "config", "metrics", "health", "processes", "binaries", "topology",
@@ -34,7 +39,6 @@ _BASE = {
 MAY_IMPORT: dict[str, set[str]] = {
     "__main__": {"cli"},
     "cli": (_ENTRY - {"__main__", "cli"}) | {"operations", "deployment"} | _ADAPTERS | _BASE,
-    "bench": {"integrations", "server", "operations", "deployment"} | _ADAPTERS | _BASE,
     "server": {"memstream", "operations", "deployment", "streams", "projections"} | _BASE,
     "integrations": {"memstream", "operations", "deployment", "hooks", "streams"} | _BASE,
     # The pytest plugin for users' suites: it starts a stack as the stack commands do.
@@ -64,13 +68,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
 }
 
-# Above the composition root, only these modules import from projections/: the benches
-# measure the Redis projection against raw Redis, the stack commands start and secure the
-# local Redis, and `memstream bench` shows recall's defaults.
+# Above the composition root, only these modules import from projections/: the stack commands
+# start and secure the local Redis.
 PROJECTION_USERS_ABOVE = {
     "memstream.cli.stack": {"memstream.projections.connection"},
-    "memstream.cli.secure": {"memstream.projections.connection"},
-    "memstream.cli.bench": {"memstream.projections.recall"},
     # The pytest plugin asks whether the Redis it may start answers, as the stack commands do.
     "memstream.testing.local": {"memstream.projections.connection"},
     "memstream.testing.containers": {"memstream.projections.connection"},
@@ -78,15 +79,22 @@ PROJECTION_USERS_ABOVE = {
 
 # Who may import the Redis driver: the Redis projection backend's package, nothing else (the
 # stack commands ask it whether Redis answers; the benches, a distribution of their own,
-# measure against raw Redis with a client of their own).
+# measure against raw Redis from one module of theirs: BENCH_REDIS_IMPORTERS).
 REDIS_IMPORTERS = ("memstream.projections",)
 _REDIS = ("redis", "redisvl")
 
+# The benches measure memstream's parts (the projection, the streams, the server's parts) against
+# raw Kafka and Redis, so they reach below the composition root; they run no command of the
+# product and start no stack through the pytest plugin.
+BENCH_MAY_NOT_IMPORT = {"cli", "testing", "__main__"}
+# The one module of the benches that talks to Redis bare: their raw baselines.
+BENCH_REDIS_IMPORTERS = ("memstream_bench.raw_redis",)
 
-def _modules() -> dict[str, Path]:
+
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     found = {}
-    for path in PACKAGE.rglob("*.py"):
-        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    for path in package.rglob("*.py"):
+        relative = path.relative_to(package.parent).with_suffix("")
         found[".".join(p for p in relative.parts if p != "__init__")] = path
     return found
 
@@ -133,14 +141,15 @@ def imported(
             yield node.value  # a module loaded by name (the package's lazy names)
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """module -> every module it imports (memstream's and others')."""
-    modules = _modules()
+    modules = _modules(package)
+    known = {**_modules(PACKAGE), **modules}
     graph: dict[str, set[str]] = defaultdict(set)
     for module, path in modules.items():
         source = path.read_text(encoding="utf-8")
-        package = path.name == "__init__.py"
-        graph[module] |= set(imported(source, module, package=package, known=modules))
+        is_package = path.name == "__init__.py"
+        graph[module] |= set(imported(source, module, package=is_package, known=known))
     return graph
 
 
@@ -222,6 +231,44 @@ def test_only_the_redis_backend_package_imports_redis() -> None:
         f"{module} imports {name}"
         for module, names in _graph().items()
         if not module.startswith(REDIS_IMPORTERS)
+        for name in names
+        if name.split(".")[0] in _REDIS
+    )
+    assert offenders == []
+
+
+def test_the_product_has_no_bench_code() -> None:
+    benches = [m for m in _modules() if "bench" in m.split(".") or m.endswith(".baselines")]
+    assert benches == []
+
+
+def test_the_product_imports_nothing_of_the_benches() -> None:
+    offenders = sorted(
+        f"{module} imports {name}"
+        for module, names in _graph().items()
+        for name in names
+        if name.split(".")[0] == "memstream_bench"
+    )
+    assert offenders == []
+
+
+def test_the_benches_use_the_product_below_its_commands() -> None:
+    graph = _graph(BENCH_PACKAGE)
+    assert "memstream.projections.connection" in graph["memstream_bench.raw_redis"]
+    offenders = sorted(
+        f"{module} imports {other}"
+        for module, names in graph.items()
+        for other in _ours(names)
+        if _part(other) in BENCH_MAY_NOT_IMPORT
+    )
+    assert offenders == []
+
+
+def test_only_the_benches_raw_baselines_import_redis() -> None:
+    offenders = sorted(
+        f"{module} imports {name}"
+        for module, names in _graph(BENCH_PACKAGE).items()
+        if not module.startswith(BENCH_REDIS_IMPORTERS)
         for name in names
         if name.split(".")[0] in _REDIS
     )

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from memstream.bench.scaling import placements, simulate, tenant_sizes
 from memstream.streams.wire import partition_of
+from memstream_bench.scaling import placements, simulate, tenant_sizes
 
 
 def test_a_tenant_lands_on_the_partition_kafkas_partitioner_gives_it() -> None:

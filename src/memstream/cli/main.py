@@ -1,4 +1,6 @@
-"""The `memstream` command: one subcommand per module, dispatched from here."""
+"""The `memstream` command: one subcommand per module, dispatched from here, and the commands
+other distributions add through the `memstream.commands` entry points (memstream-bench's
+`bench`)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,11 @@ import argparse
 import logging
 import sys
 from collections.abc import Mapping, Sequence
+from importlib.metadata import entry_points
 
 from memstream import __version__
 from memstream.cli import (
     acls,
-    bench,
     chat,
     dead_letters,
     demo,
@@ -36,7 +38,14 @@ from memstream.cli import (
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS_GROUP", "build_parser", "main"]
+
+# Each entry point names a command and a `register(commands)` like the modules' below.
+COMMANDS_GROUP = "memstream.commands"
+
+# The commands of memstream's own extras, and how to get each: `memstream X` says so when the
+# distribution that adds it is missing, where argparse would only call X an invalid choice.
+_EXTRAS = {"bench": "pip install 'memstream[bench]' (in a checkout: make install-dev)"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
         stats,
         tail,
         demo,
-        bench,
         schemas,
         serve,
         mcp,
@@ -73,13 +81,39 @@ def build_parser() -> argparse.ArgumentParser:
         probe,
     ):
         module.register(commands)
+    _register_plugins(commands)
     return parser
+
+
+def _register_plugins(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    missing = dict.fromkeys(_EXTRAS, "is not installed")
+    for entry in entry_points(group=COMMANDS_GROUP):
+        try:
+            register = entry.load()
+        except ImportError as exc:
+            # Its metadata without its code (a half-removed install): say so when it is run.
+            missing[entry.name] = f"could not be loaded ({exc})"
+            continue
+        register(commands)
+        missing.pop(entry.name, None)
+    for name, reason in missing.items():
+        how = f": {_EXTRAS[name]}" if name in _EXTRAS else ""
+        # Any arguments: the command's own are unknown here (main() lets them through).
+        placeholder = commands.add_parser(name, add_help=False, help=f"not installed{how}")
+        placeholder.set_defaults(missing=f"`memstream {name}` {reason}{how}")
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run the command `argv` names (default: sys.argv) with the settings `environ` (default:
     os.environ) gives; the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    missing = getattr(args, "missing", None)
+    if missing is not None:
+        print(f"memstream: {missing}", file=sys.stderr)
+        return 2
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command != "worker":
         # The drivers log each failed connection attempt; the command's own error says it once.
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

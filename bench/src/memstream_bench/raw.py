@@ -26,11 +26,11 @@ from memstream.memory.codec import DecodeContext, decode_event
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
 from memstream.memory.model import Memory
-from memstream.projections.baselines import RawHashes
 from memstream.projections.connection import RedisConnection
 from memstream.projections.schema import Keyspace
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.worker import BATCH_SIZE
+from memstream_bench.raw_redis import RawHashes
 
 __all__ = ["RawPipeline", "RawRun", "raw_consume", "raw_keyspace"]
 

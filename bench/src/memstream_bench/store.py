@@ -22,16 +22,16 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Producer
 
-from memstream.bench.corpus import conversation_texts, turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
 from memstream.errors import InfrastructureError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import ItemStored, item_memory_id
 from memstream.memory.tenancy import validate_tenant
 from memstream.streams.wire import event_record, producer_config
+from memstream_bench.corpus import conversation_texts, turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Latency, Progress
 
 __all__ = ["run_store"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from memstream.bench.stats import Latency
+from memstream_bench.stats import Latency
 
 __all__ = ["Load", "Request", "concurrently"]
 

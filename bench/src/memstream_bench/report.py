@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.bench.stats import ratio
+from memstream_bench.stats import ratio
 
 __all__ = ["BenchResult", "Comparison", "RunReport", "default_results_dir"]
 

@@ -29,17 +29,17 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.ports import Embedded
-from memstream.projections.baselines import raw_knn, raw_pipelined
 from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.raw_redis import raw_knn, raw_pipelined
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Latency, Progress, ratio
 
 __all__ = ["RANDOM_VECTORS_MODEL", "run_recall", "seeded_message"]
 

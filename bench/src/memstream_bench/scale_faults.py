@@ -30,11 +30,6 @@ from typing import Any
 from confluent_kafka import Producer
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
-from memstream.bench.cluster import OwnCluster
-from memstream.bench.corpus import turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.load import timed_memory
-from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import MemstreamError
@@ -45,6 +40,11 @@ from memstream.operations import reshard
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import end_offsets, partition_leaders
 from memstream.streams.wire import event_record, producer_config
+from memstream_bench.cluster import OwnCluster
+from memstream_bench.corpus import turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.load import timed_memory
+from memstream_bench.stats import Latency, Progress
 
 __all__ = ["measure_broker_kill", "measure_reshard", "wait_applied"]
 

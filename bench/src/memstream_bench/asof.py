@@ -36,11 +36,6 @@ from datetime import UTC, datetime, timedelta
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from memstream.bench.corpus import conversation_texts
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.replay import PrecomputedEmbedder, replay_run
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Progress
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
@@ -56,6 +51,11 @@ from memstream.memory.model import Memory, MemoryType
 from memstream.memory.shown import turns_shown
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.lineage import FETCH_BYTES, Lineage
+from memstream_bench.corpus import conversation_texts
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.replay import PrecomputedEmbedder, replay_run
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Progress
 
 __all__ = ["run_asof"]
 

@@ -37,11 +37,6 @@ from datetime import UTC, datetime
 import numpy as np
 from aiokafka import AIOKafkaConsumer
 
-from memstream.bench.corpus import turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.recall import RANDOM_VECTORS_MODEL, seeded_message
-from memstream.bench.report import Comparison
-from memstream.bench.stats import Latency, Progress, Spread, ratio
 from memstream.config import Settings
 from memstream.errors import MemstreamError
 from memstream.memory.embeddings import Embedder, Vectors
@@ -55,6 +50,11 @@ from memstream.streams.heal import Healer, KafkaLog, ShardHealers
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.replay import CountedDeadLetters
 from memstream.streams.worker import BATCH_SIZE
+from memstream_bench.corpus import turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.recall import RANDOM_VECTORS_MODEL, seeded_message
+from memstream_bench.report import Comparison
+from memstream_bench.stats import Latency, Progress, Spread, ratio
 
 __all__ = ["RatioSizes", "Ratios", "measure_ratios"]
 

@@ -21,16 +21,16 @@ import dataclasses
 import time
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
-from memstream.bench.corpus import turns as corpus_turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.replay import PrecomputedEmbedder, rebuild_loop, replay_run
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
+from memstream_bench.corpus import turns as corpus_turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.replay import PrecomputedEmbedder, rebuild_loop, replay_run
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Latency, Progress, ratio
 
 __all__ = ["run_encryption"]
 

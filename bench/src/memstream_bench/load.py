@@ -32,10 +32,6 @@ from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Producer
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
-from memstream.bench.corpus import turns as corpus_turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.codec import DecodeContext, decode_event
@@ -45,6 +41,10 @@ from memstream.memory.manager import HeuristicImportance
 from memstream.projections.connection import text
 from memstream.streams.topics import end_offsets
 from memstream.streams.wire import event_record, producer_config
+from memstream_bench.corpus import turns as corpus_turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Latency, Progress
 
 __all__ = ["HookTime", "run_load"]
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from memstream.bench.http_load import Load, concurrently
-from memstream.bench.stats import Latency
+from memstream_bench.http_load import Load, concurrently
+from memstream_bench.stats import Latency
 
 __all__ = ["SessionRates", "SessionTimes", "measure_sessions", "session_rates"]
 

@@ -23,14 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Progress
 from memstream.config import Settings
 from memstream.hooks import RecallConfig, RecordConfig, SemanticMemoryMiddleware
 from memstream.llm import ModelRequest
 from memstream.memory.bounds import Bounds
 from memstream.memory.embeddings import Embedder
 from memstream.memory.inprocess import InProcessStores
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Progress
 
 __all__ = ["EchoRun", "run_echo", "simulate"]
 

@@ -10,7 +10,7 @@ The working-memory routes' baseline does a session write's I/O the least way: re
 session (one GET), send the messages it did not hold to Kafka and wait, write the session
 whole (one SET with its TTL). No version, no merge of concurrent puts, no windows, no turns.
 
-Run as `python -m memstream.bench.raw_http PORT TOPIC PREFIX` (the bench starts it).
+Run as `python -m memstream_bench.raw_http PORT TOPIC PREFIX` (the bench starts it).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from aiokafka import AIOKafkaProducer
 from fastapi import FastAPI
 
 from memstream.config import Settings
-from memstream.projections.baselines import RawSessions
 from memstream.projections.connection import RedisConnection
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.wire import producer_config
+from memstream_bench.raw_redis import RawSessions
 
 __all__ = ["bare_app"]
 

@@ -1,9 +1,9 @@
 """Redis used bare, as someone without memstream would call it: the benches' raw baselines.
 
-A bench compares memstream with the least code that does the same job (bench/raw.py,
-bench/recall.py, bench/restart.py). That code talks to Redis directly, and only `projections/`
-knows Redis, so its Redis calls live here: pipelined HSETs into an index made like memstream's,
-a KNN query written out by hand, and the probes a restart is timed with.
+A bench compares memstream with the least code that does the same job (`raw`, `recall`,
+`restart`, `raw_http`). That code talks to Redis directly, and only this module of the benches
+does: pipelined HSETs into an index made like memstream's, a KNN query written out by hand,
+and the probes a restart is timed with.
 """
 
 from __future__ import annotations

@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from memstream.bench.corpus import turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.raw import RawPipeline
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
+from memstream_bench.corpus import turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.raw import RawPipeline
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Progress, ratio
 
 __all__ = ["run_throughput"]
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import time
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Latency, Progress
 from memstream.config import Settings
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.embeddings import Embedder
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Latency, Progress
 
 __all__ = ["run_hook"]
 

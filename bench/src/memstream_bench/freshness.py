@@ -19,15 +19,15 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from memstream.bench.corpus import turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.raw import RawPipeline
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of
 from memstream.streams.event_publisher import EventPublisher
+from memstream_bench.corpus import turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.raw import RawPipeline
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Latency, Progress, ratio
 
 __all__ = ["run_freshness"]
 

@@ -10,7 +10,7 @@ that shard's partitions.
 The simulation draws `tenants` tenant sizes from a heavy-tailed (Pareto) distribution, places
 each tenant by the real partitioner, and reports how even the load is: the hottest
 partition's and the hottest shard's share of all memories against the ideal 1/n, and the
-largest single tenant (a tenant is never split). `python -m memstream.bench.scaling` prints
+largest single tenant (a tenant is never split). `python -m memstream_bench.scaling` prints
 the table of docs/scaling.md.
 """
 

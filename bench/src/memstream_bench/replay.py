@@ -26,11 +26,6 @@ from collections.abc import Sequence
 import numpy as np
 from aiokafka import AIOKafkaConsumer
 
-from memstream.bench.corpus import turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.raw import RawPipeline, RawRun, raw_consume
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Progress, ratio
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
@@ -47,6 +42,11 @@ from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.replay import CountedDeadLetters
 from memstream.streams.replay import Progress as ReplayProgress
 from memstream.streams.worker import BATCH_SIZE
+from memstream_bench.corpus import turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.raw import RawPipeline, RawRun, raw_consume
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Progress, ratio
 
 __all__ = ["PrecomputedEmbedder", "rebuild_loop", "replay_run", "run_replay"]
 

@@ -5,26 +5,28 @@ echo, asof, scale and all (every one of them with its defaults). Each bench runs
 namespace on the configured stack (scale on a cluster of its own), with a worker process of its
 own where it needs one, and drops everything it created when it ends. Progress goes to stderr;
 `--json` prints the report's JSON on stdout. What each figure means: docs/benchmarks.md.
+
+memstream's own command line finds `register` through the `memstream.commands` entry point
+this distribution declares (bench/pyproject.toml).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memstream.bench.corpus import DEFAULT_LOCOMO
-from memstream.bench.report import BenchResult, RunReport, default_results_dir
 from memstream.config import Settings
 from memstream.deployment import Deployment
-from memstream.errors import ConfigurationError, InvalidInputError
+from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.ranking.fusion import RRF_K
 from memstream.projections.recall import CANDIDATES
+from memstream_bench.corpus import DEFAULT_LOCOMO
+from memstream_bench.report import BenchResult, RunReport, default_results_dir
 
 __all__ = ["register"]
 
@@ -32,20 +34,20 @@ Bench = Callable[[argparse.Namespace, Settings, Embedder], BenchResult]
 
 
 def _hook(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.hook import run_hook
+    from memstream_bench.hook import run_hook
 
     return run_hook(settings, embedder, turns=args.hook_turns)
 
 
 def _recall(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.recall import run_recall
+    from memstream_bench.recall import run_recall
 
     sizes = tuple(int(s) for s in args.sizes.split(","))
     return run_recall(settings, embedder, sizes=sizes, tenants=args.tenants, queries=args.queries)
 
 
 def _freshness(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.freshness import run_freshness
+    from memstream_bench.freshness import run_freshness
 
     return run_freshness(
         settings, embedder, light_count=args.light, high_seconds=args.high_seconds, rate=args.rate
@@ -53,19 +55,19 @@ def _freshness(args: argparse.Namespace, settings: Settings, embedder: Embedder)
 
 
 def _throughput(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.throughput import run_throughput
+    from memstream_bench.throughput import run_throughput
 
     return run_throughput(settings, embedder, count=args.turns)
 
 
 def _replay(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.replay import run_replay
+    from memstream_bench.replay import run_replay
 
     return run_replay(settings, embedder, count=args.events)
 
 
 def _load(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.load import run_load
+    from memstream_bench.load import run_load
 
     return run_load(
         settings, embedder, threads=args.threads, seconds=args.seconds, turns=args.thread_turns
@@ -73,7 +75,7 @@ def _load(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> B
 
 
 def _encryption(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.encryption import run_encryption
+    from memstream_bench.encryption import run_encryption
 
     return run_encryption(
         settings, embedder, turns=args.enc_turns, events=args.enc_events, rounds=args.enc_rounds
@@ -87,7 +89,7 @@ def _encryption_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.locomo import run_locomo
+    from memstream_bench.locomo import run_locomo
 
     return run_locomo(
         settings,
@@ -103,7 +105,7 @@ def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) ->
 
 
 def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.serve import run_serve
+    from memstream_bench.serve import run_serve
 
     return run_serve(
         settings,
@@ -117,7 +119,7 @@ def _serve(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
 
 
 def _asof(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.asof import run_asof
+    from memstream_bench.asof import run_asof
 
     return run_asof(settings, embedder, events=args.asof_events, memories=args.asof_memories)
 
@@ -128,8 +130,8 @@ def _asof_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _scale(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.scale import ScaleSizes, run_scale
-    from memstream.bench.scale_ratios import RatioSizes
+    from memstream_bench.scale import ScaleSizes, run_scale
+    from memstream_bench.scale_ratios import RatioSizes
 
     sizes = ScaleSizes(
         ratios=RatioSizes(
@@ -196,13 +198,13 @@ _BENCHES: dict[str, tuple[Bench, str, Callable[[argparse.ArgumentParser], None]]
 
 
 def _store(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.store import run_store
+    from memstream_bench.store import run_store
 
     return run_store(settings, embedder, items=args.store_items)
 
 
 def _echo(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.echo import run_echo
+    from memstream_bench.echo import run_echo
 
     return run_echo(
         settings, embedder, tenants=args.echo_tenants, turns=args.echo_turns,
@@ -218,7 +220,7 @@ def _echo_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _lineage(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
-    from memstream.bench.lineage import run_lineage
+    from memstream_bench.lineage import run_lineage
 
     return run_lineage(settings, embedder, turns=args.lineage_turns, events=args.lineage_events)
 
@@ -265,7 +267,7 @@ def _load_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _locomo_options(parser: argparse.ArgumentParser) -> None:
-    from memstream.bench.locomo import CONTENT_STYLES, DEFAULT_STYLE
+    from memstream_bench.locomo import CONTENT_STYLES, DEFAULT_STYLE
 
     parser.add_argument("--data", type=Path, default=DEFAULT_LOCOMO)
     parser.add_argument("--content", choices=sorted(CONTENT_STYLES), default=DEFAULT_STYLE)
@@ -363,11 +365,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
-    if importlib.util.find_spec("matplotlib") is None:
-        raise ConfigurationError(
-            "memstream bench draws its report with matplotlib, which is an optional extra: "
-            "pip install 'memstream[bench]' (make test and make demo install it)"
-        )
     settings = deployment.settings
     started = datetime.now(UTC)
     embedder = deployment.embedder

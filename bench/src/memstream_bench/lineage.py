@@ -26,10 +26,6 @@ import numpy as np
 
 from memstream.agent import Agent, RunConfig, ScriptedModel
 from memstream.agent.context import RunContext
-from memstream.bench.corpus import turns as corpus_turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.embeddings import Embedder
@@ -38,6 +34,10 @@ from memstream.memory.ports import Embedded
 from memstream.memory.provenance import provenance_of
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import RedisProjectionWriter
+from memstream_bench.corpus import turns as corpus_turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Latency, Progress, ratio
 
 __all__ = ["run_lineage"]
 

@@ -22,18 +22,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memstream.bench.cluster import OwnCluster
-from memstream.bench.corpus import turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.scale_faults import measure_broker_kill, measure_reshard, wait_applied
-from memstream.bench.scale_ratios import RatioSizes, measure_ratios
-from memstream.bench.stats import Progress
 from memstream.config import Settings
 from memstream.errors import InvalidInputError, MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.operations import worker_process
 from memstream.streams.admin import KafkaAdmin
+from memstream_bench.cluster import OwnCluster
+from memstream_bench.corpus import turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.scale_faults import measure_broker_kill, measure_reshard, wait_applied
+from memstream_bench.scale_ratios import RatioSizes, measure_ratios
+from memstream_bench.stats import Progress
 
 __all__ = ["ScaleSizes", "run_scale"]
 

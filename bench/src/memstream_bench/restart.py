@@ -1,7 +1,7 @@
 """How long Redis takes to restart with a projection of N memories, and what the append-only
 file's size has to do with it (docs/operations.md).
 
-`python -m memstream.bench.restart [--memories 100000]` starts a Redis of its own (the local
+`python -m memstream_bench.restart [--memories 100000]` starts a Redis of its own (the local
 stack's binary, configured as `memstream up`'s redis.conf: AOF, fsync every second) on a free port,
 seeds N memories through the real writer (random vectors, as `bench recall`), and times a
 restart after SIGKILL — until it answers, and until its search index is whole — in three
@@ -21,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.recall import _seed as seed_random  # the recall bench's seeding
-from memstream.bench.stats import Progress
 from memstream.binaries import cache_dir, redis_home
 from memstream.config import Settings
 from memstream.processes import free_port
-from memstream.projections.baselines import RedisProbe, wait_until
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.raw_redis import RedisProbe, wait_until
+from memstream_bench.recall import _seed as seed_random  # the recall bench's seeding
+from memstream_bench.stats import Progress
 
 __all__ = ["main"]
 

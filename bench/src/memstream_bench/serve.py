@@ -43,12 +43,6 @@ from typing import TypeVar
 import httpx
 from aiokafka import AIOKafkaProducer
 
-from memstream.bench.corpus import conversation_texts, turns
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.http_load import Load, concurrently
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.sessions import SessionRates, measure_sessions, session_rates
-from memstream.bench.stats import Latency, Progress, ratio
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemorySaved, memories_of
@@ -59,6 +53,12 @@ from memstream.server.parts import api_keys
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import Topics
 from memstream.streams.wire import event_record, producer_config, send
+from memstream_bench.corpus import conversation_texts, turns
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.http_load import Load, concurrently
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.sessions import SessionRates, measure_sessions, session_rates
+from memstream_bench.stats import Latency, Progress, ratio
 
 __all__ = ["run_serve"]
 
@@ -147,7 +147,7 @@ def run_serve(
             # Nothing consumes the dead-letter topic during the bench: the bare endpoint's
             # bodies (no events) go there, and are dropped with the namespace.
             bare = (
-                "memstream.bench.raw_http",
+                "memstream_bench.raw_http",
                 "{port}",
                 ns.topics.dead_letters,
                 f"{ns.keys.namespace}:bare-sessions",

@@ -38,11 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from memstream.bench.baselines import BM25, RecallAtK, cosine_ranking
-from memstream.bench.corpus import DEFAULT_LOCOMO
-from memstream.bench.harness import BenchNamespace
-from memstream.bench.report import BenchResult, Comparison
-from memstream.bench.stats import Progress
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
@@ -61,6 +56,11 @@ from memstream.projections.recall import (
 from memstream.projections.schema import Fields
 from memstream.projections.search import FilteredSearch
 from memstream.providers import EmbedderCatalogue
+from memstream_bench.baselines import BM25, RecallAtK, cosine_ranking
+from memstream_bench.corpus import DEFAULT_LOCOMO
+from memstream_bench.harness import BenchNamespace
+from memstream_bench.report import BenchResult, Comparison
+from memstream_bench.stats import Progress
 
 __all__ = ["CONTENT_STYLES", "Conversation", "load_locomo", "run_locomo"]
 
