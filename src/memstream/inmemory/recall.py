@@ -156,8 +156,11 @@ class InMemorySearch:
         terms = query_terms(text)
         if mode == SearchMode.HYBRID and (terms or text.strip()):
             depth = MAX_RECALL_K if keep is not None else offset + limit
+            # Counted before the recall, as Redis's search counts: an apply in between raises
+            # the hits, never the count alone.
+            counted = 0 if keep is not None else self._count(where)
             hits = self._recaller.recall_where(where.tenant, text, depth, kept)
-            total = len(hits) if keep is not None else max(self._count(where), len(hits))
+            total = len(hits) if keep is not None else max(counted, len(hits))
             return SearchPage(tuple(hits[offset : offset + limit]), total)
         if not terms and (mode == SearchMode.KEYWORD or not text.strip()):
             found = self._listing(where.tenant, kept)
