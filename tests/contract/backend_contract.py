@@ -131,8 +131,17 @@ class BackendContract:
             embedding_model="",
         )
 
-    def forget(self, tenant: str, **selection: object) -> MemoryForgotten:
-        return MemoryForgotten(tenant, uuid.uuid4().hex, T0 + timedelta(days=1), **selection)  # type: ignore[arg-type]
+    def forget(
+        self,
+        tenant: str,
+        *,
+        memory_ids: tuple[str, ...] = (),
+        thread: str | None = None,
+        before: datetime | None = None,
+        everything: bool = False,
+    ) -> MemoryForgotten:
+        at = T0 + timedelta(days=1)
+        return MemoryForgotten(tenant, uuid.uuid4().hex, at, memory_ids, thread, before, everything)
 
     def contents(self, backend: ProjectionBackend, tenant: str) -> set[str]:
         return {m.content for m in backend.reader().memories(tenant)}
