@@ -43,6 +43,7 @@ from memstream.memory.tenancy import TenantId
 __all__ = ["BACKENDS", "ProjectionBackend", "projection_backend"]
 
 if TYPE_CHECKING:
+    from memstream.inmemory.backend import InMemoryProjection
     from memstream.projections.backend import RedisProjection
 
 
@@ -124,6 +125,8 @@ class ProjectionBackend(Protocol):
 # producers' tenant -> partition function, and returns the backend.
 BACKENDS: Mapping[str, tuple[str, str]] = {
     "redis": ("memstream.projections.backend", "RedisProjection"),
+    # For tests and embedding: one process's memory, shared by its deployments of a namespace.
+    "memory": ("memstream.inmemory.backend", "InMemoryProjection"),
 }
 
 
@@ -143,4 +146,7 @@ def projection_backend(settings: Settings, partition_of: Callable[[str], int]) -
 if TYPE_CHECKING:  # mypy checks here that each registered backend is one
 
     def _redis(backend: RedisProjection) -> ProjectionBackend:
+        return backend
+
+    def _memory(backend: InMemoryProjection) -> ProjectionBackend:
         return backend

@@ -138,7 +138,8 @@ class Settings:
         "MEMSTREAM_BACKEND",
         "redis",
         "The projection's store, by name (memstream.backends.BACKENDS): `redis`, Redis with "
-        "the search module, the only one today.",
+        "the search module; `memory`, this process's memory, for tests and embedding (no "
+        "other process shares it: memstream.testing.project applies events in process).",
     )
     redis_url: str = _setting(
         "MEMSTREAM_REDIS_URL",

@@ -9,6 +9,7 @@ from memstream import Settings
 from memstream.backends import BACKENDS, projection_backend
 from memstream.deployment import Deployment
 from memstream.errors import ConfigurationError
+from memstream.inmemory.backend import InMemoryProjection
 from memstream.projections.backend import RedisProjection
 
 
@@ -25,3 +26,8 @@ def test_an_unknown_backend_is_refused_naming_the_ones_there_are() -> None:
         Deployment(settings)
     assert "MEMSTREAM_BACKEND='cassandra' names no projection backend" in str(refused.value)
     assert ", ".join(sorted(BACKENDS)) in str(refused.value)
+
+
+def test_memory_names_the_in_memory_backend() -> None:
+    settings = Settings.from_env({"MEMSTREAM_BACKEND": "memory", "MEMSTREAM_NAMESPACE": "named"})
+    assert isinstance(Deployment(settings).projection, InMemoryProjection)

@@ -351,6 +351,7 @@ def test_a_row_says_what_it_removes_exactly_when_it_applies_so() -> None:
 # applying: the projector hands an erasure's key ids to its keyring as soon as it reads one).
 APPLIERS = {
     "projections/writer.py": set(),
+    "inmemory/writer.py": set(),
     "memory/inprocess.py": set(),
     "memory/history.py": set(),
     "streams/projector.py": {"TenantErased"},

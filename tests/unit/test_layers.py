@@ -41,19 +41,23 @@ MAY_IMPORT: dict[str, set[str]] = {
     "cli": (_ENTRY - {"__main__", "cli"}) | {"operations", "deployment"} | _ADAPTERS | _BASE,
     "server": {"memstream", "operations", "deployment", "streams", "projections"} | _BASE,
     "integrations": {"memstream", "operations", "deployment", "hooks", "streams"} | _BASE,
-    # The pytest plugin for users' suites: it starts a stack as the stack commands do.
-    "testing": {"cli", "server", "operations", "deployment", "streams", "projections"} | _BASE,
+    # The pytest plugin for users' suites: it starts a stack as the stack commands do, or
+    # projects events in process into an in-memory deployment (a backend's writer).
+    "testing": {"cli", "server", "operations", "deployment", "backends", "streams", "projections"}
+    | _BASE,
     # The public API: the package's __init__, which loads some of its names lazily.
     "memstream": {"deployment", "eventsourced", "hooks", "memory", "config", "errors"},
     "operations": {"deployment", "streams"} | _BASE,
     "deployment": {"backends"} | _ADAPTERS | _BASE,
     # The projection backend's type and the registry that imports the one chosen.
-    "backends": {"projections", "agent", "memory", "config", "errors"},
+    "backends": {"projections", "inmemory", "agent", "memory", "config", "errors"},
     "eventsourced": {"streams", "memory", "errors", "config", "metrics"},
     "hooks": {"agent", "memory", "errors", "llm"},
     "streams": {"memory", "errors", "llm", "config", "metrics"},
     # The agent runtime's durable journal is kept in the projection's Redis.
     "projections": {"memory", "agent", "errors", "config"},
+    # The in-memory projection backend (tests, embedding): the domain only, no Redis.
+    "inmemory": {"memory", "agent", "errors", "config"},
     "providers": {"memory", "errors", "llm", "config"},
     "agent": {"errors", "llm"},  # the agent runtime knows nothing of memory
     "health": {"memory", "errors"},

@@ -10,12 +10,12 @@ replay into a new generation, docs/operations.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "Embedders", "Vectors"]
+__all__ = ["Embedder", "Embedders", "Vectors", "cosines"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -57,3 +57,12 @@ class Embedders(Protocol):
     def configured(self) -> Embedder: ...
 
     def for_model(self, model_id: str) -> Embedder: ...
+
+
+def cosines(matrix: Vectors, query: Vectors) -> Vectors:
+    """The cosine similarity of `query` to each row of `matrix` (0 where either is all
+    zeros: a memory stored without text has a zero vector)."""
+    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        found = (matrix @ np.asarray(query, dtype=np.float32)) / norms
+    return cast(Vectors, np.nan_to_num(found, nan=0.0))

@@ -134,9 +134,17 @@ class Fold:
         copied._keys = dict(self._keys)
         return copied
 
-    def apply(self, logged: Logged, prepared: Prepared | None = None) -> list[Touch]:
+    @property
+    def tombstones(self) -> frozenset[str]:
+        """The ids no event may write again (a put clears its slot's)."""
+        return frozenset(self._tombstones)
+
+    def apply(
+        self, logged: Logged, prepared: Prepared | None = None, *, bounds: Bounds | None = None
+    ) -> list[Touch]:
         """Apply one event (nothing if its id was applied before); the touches it made.
-        `prepared`: its id and memories, worked out once (`prepare`) for many folds."""
+        `prepared`: its id and memories, worked out once (`prepare`) for many folds; `bounds`:
+        the bound this apply evicts to, where the writer's differs from the fold's."""
         event = logged.event
         event_id, written = prepared or prepare(logged)
         if event_id in self._applied:
@@ -175,7 +183,7 @@ class Fold:
             self._tombstones.clear()
             self._order.clear()
             self._keys.clear()
-        made += [(i, Change.EVICTED, ()) for i in self._evict()]
+        made += [(i, Change.EVICTED, ()) for i in self._evict(bounds or self._bounds)]
         return [
             Touch(i, c, event_id, row.name, row.version, logged.position, logged.written_at, r)
             for i, c, r in made
@@ -198,8 +206,8 @@ class Fold:
             return list(chosen.ids)  # tombstoned even if not (or not yet) stored
         return [i for i, m in self.memories.items() if chosen.chooses(m)]
 
-    def _evict(self) -> list[str]:
-        bound = self._bounds.max_memories
+    def _evict(self, bounds: Bounds) -> list[str]:
+        bound = bounds.max_memories
         evicted: list[str] = []
         while bound and len(self.memories) > bound:
             key, memory_id = heapq.heappop(self._order)

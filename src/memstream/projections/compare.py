@@ -1,20 +1,15 @@
-"""Compare two generations of the projection memory by memory: what `memstream verify` reports.
-
-Two projections are the same when every tenant has the same memories (ids, contents, types,
-threads, roles, importance, timestamps, metadata, source events, embedding models — so
-summaries and evictions are covered), in the same eviction order, and the same tombstones.
-Vectors are not compared: they follow from the content and the model, both compared. Nor is a
-store item's `expires_at`: a read that refreshes it is not in the log, so a rebuild has the
-put's own deadline (docs/integrations.md, TTL).
+"""Compare two generations of the Redis projection memory by memory: what `memstream verify`
+reports. This module reads each generation's memories (from its eviction order) and tombstones;
+what counts as a difference is the domain's (`memory.comparison`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import cast
 
 import redis.asyncio
 
+from memstream.memory.comparison import differences
 from memstream.memory.model import Memory
 from memstream.memory.ports import Difference
 from memstream.memory.tenancy import tenant_from_token
@@ -23,7 +18,6 @@ from memstream.projections.schema import Fields, Keyspace, from_hash, memory_id_
 
 __all__ = ["GenerationsComparer", "ProjectionComparer"]
 
-_NOT_COMPARED = {"expires_at"}
 _VECTORS = {Fields.EMBEDDING, Fields.FACET_VECTORS}
 
 
@@ -47,36 +41,16 @@ class ProjectionComparer:
     async def compare(self, live: Keyspace, rebuilt: Keyspace, tenant: str) -> list[Difference]:
         live_memories = await self._memories(live, tenant)
         rebuilt_memories = await self._memories(rebuilt, tenant)
-        differences = []
-        for memory_id in sorted(live_memories.keys() | rebuilt_memories.keys()):
-            one, other = live_memories.get(memory_id), rebuilt_memories.get(memory_id)
-            if memory_id not in live_memories:
-                differences.append(Difference(tenant, memory_id, "only in the rebuild"))
-            elif memory_id not in rebuilt_memories:
-                differences.append(Difference(tenant, memory_id, "only in the live projection"))
-            elif one is None or other is None:
-                where = "live projection" if one is None else "rebuild"
-                what = f"in the eviction order but its hash is missing in the {where}"
-                differences.append(Difference(tenant, memory_id, what))
-            else:
-                for f in dataclasses.fields(Memory):
-                    if f.name in _NOT_COMPARED:
-                        continue
-                    a, b = getattr(one, f.name), getattr(other, f.name)
-                    if f.name == "provenance" and a is None:
-                        continue  # written before lineage was kept: the rebuild adds it
-                    if a != b:
-                        what = f"{f.name} differs: live {a!r}, rebuilt {b!r}"
-                        differences.append(Difference(tenant, memory_id, what))
         with redis_errors(self._url, "reading tombstones"):
             live_dead = await self._client.smembers(live.forgotten(tenant))
             rebuilt_dead = await self._client.smembers(rebuilt.forgotten(tenant))
-        for dead, only_in in ((live_dead - rebuilt_dead, "live"), (rebuilt_dead - live_dead, "")):
-            if dead:
-                ids = ", ".join(sorted(text(d) for d in dead))
-                where = "the live projection" if only_in else "the rebuild"
-                differences.append(Difference(tenant, "", f"only in {where}: {ids}"))
-        return differences
+        return differences(
+            tenant,
+            live_memories,
+            rebuilt_memories,
+            {text(d) for d in live_dead},
+            {text(d) for d in rebuilt_dead},
+        )
 
     async def _memories(self, keys: Keyspace, tenant: str) -> dict[str, Memory | None]:
         """The tenant's memories by id, from its order set (None: the hash is missing)."""

@@ -19,7 +19,7 @@ from typing import cast
 import numpy as np
 import redis
 
-from memstream.memory.embeddings import Embedders, Vectors
+from memstream.memory.embeddings import Embedders, Vectors, cosines
 from memstream.projections.connection import redis_errors
 from memstream.projections.live_model import LiveModel
 from memstream.projections.schema import Fields, Keyspace
@@ -73,7 +73,7 @@ class RedisItemIndex:
                 continue  # not stored, or stored without text: nothing to compare
             blob = facets if facets else vector
             matrix = np.frombuffer(blob, dtype=np.float32).reshape(-1, len(query))
-            scores[memory_id] = float(np.max(_cosines(matrix, query)))
+            scores[memory_id] = float(np.max(cosines(matrix, query)))
         return scores
 
     def refresh(self, tenant: str, leases: Sequence[tuple[str, str, datetime]]) -> None:
@@ -85,10 +85,3 @@ class RedisItemIndex:
             args += [event_id, repr(deadline.timestamp())]
         with redis_errors(self._url, "refreshing store items' TTLs"):
             self._refresh(keys=[keys.memory(tenant, m) for m, _, _ in leases], args=args)
-
-
-def _cosines(matrix: Vectors, query: Vectors) -> Vectors:
-    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cosines = (matrix @ np.asarray(query, dtype=np.float32)) / norms
-    return cast(Vectors, np.nan_to_num(cosines, nan=0.0))

@@ -48,7 +48,7 @@ from memstream.memory.embeddings import Embedders, Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.ranking.fusion import RecallTuning
-from memstream.memory.ranking.rank import TermStats, rank
+from memstream.memory.ranking.rank import CANDIDATES, VECTOR_CANDIDATES, TermStats, rank
 from memstream.memory.ranking.tokens import query_terms
 from memstream.memory.search import SearchFilter
 from memstream.memory.tenancy import tenant_token, validate_tenant
@@ -57,6 +57,7 @@ from memstream.projections.live_model import LiveModel
 from memstream.projections.schema import Fields, Keyspace, from_hash
 
 __all__ = [
+    "CANDIDATES",
     "MAX_RECALL_K",
     "VECTOR_CANDIDATES",
     "Hit",
@@ -70,16 +71,6 @@ __all__ = [
     "parse_reply",
     "render_filter",
 ]
-
-# Each list contributes this many candidates (at least k) to the fusion. Score fusion, unlike
-# the rank fusion it replaced, is not hurt by depth; the lexical list must be deep enough that
-# rescoring it with the tenant's BM25 finds what a full per-tenant BM25 ranks first: measured
-# on the LoCoMo dev split, 50 candidates rescored equal the reference BM25 (docs/benchmarks.md).
-CANDIDATES = 50
-# The vector list can be shallower: every lexical candidate gets its exact cosine anyway, and
-# on the dev split 20 and 50 vector candidates gave the same rankings (docs/benchmarks.md);
-# its reply carries a vector per hit, so depth is what it costs.
-VECTOR_CANDIDATES = 20
 
 _DISTANCE = "vector_distance"
 

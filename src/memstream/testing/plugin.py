@@ -1,5 +1,6 @@
 """The pytest plugin (entry point `pytest11: memstream`): the `memstream_stack` session fixture,
-`memstream_tenant`, and the options choosing how the stack runs.
+`memstream_tenant`, `memstream_memory` (a deployment with the in-memory projection, no
+services), and the options choosing how the stack runs.
 
 - `--memstream-backend auto|containers|local` (ini `memstream_backend`): `auto`, the
   default, runs containers when an engine answers and the local binaries otherwise.
@@ -19,11 +20,14 @@ import base64
 import os
 import uuid
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
 from memstream.testing.stack import Images, MemstreamStack
+
+if TYPE_CHECKING:
+    from memstream.deployment import Deployment
 
 _BACKENDS = ("auto", "containers", "local")
 _DEFAULT_IMAGES = Images()
@@ -117,6 +121,21 @@ def memstream_stack(
         yield stack.start()
     finally:
         stack.stop()
+
+
+@pytest.fixture
+def memstream_memory(memstream_settings: dict[str, str]) -> Iterator[Deployment]:
+    """A deployment on a fresh namespace of the in-memory projection (MEMSTREAM_BACKEND=memory,
+    the `memstream_settings` too): no Kafka, no Redis; `memstream.testing.project` applies
+    events to it as a worker would. Dropped at the end of the test."""
+    from memstream.testing.memory import memory_deployment
+
+    deployment = memory_deployment(memstream_settings)
+    try:
+        yield deployment
+    finally:
+        deployment.close()
+        deployment.projection.drop()
 
 
 @pytest.fixture

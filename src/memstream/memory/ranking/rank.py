@@ -18,7 +18,17 @@ from memstream.memory.ranking.dedup import collapse_duplicates
 from memstream.memory.ranking.fusion import Candidate, RecallTuning, fuse
 from memstream.memory.ranking.tokens import memory_words
 
-__all__ = ["TermStats", "rank", "tenant_bm25"]
+__all__ = ["CANDIDATES", "VECTOR_CANDIDATES", "TermStats", "rank", "tenant_bm25"]
+
+# Each list contributes this many candidates (at least k) to the fusion. Score fusion, unlike
+# the rank fusion it replaced, is not hurt by depth; the lexical list must be deep enough that
+# rescoring it with the tenant's BM25 finds what a full per-tenant BM25 ranks first: measured
+# on the LoCoMo dev split, 50 candidates rescored equal the reference BM25 (docs/benchmarks.md).
+CANDIDATES = 50
+# The vector list can be shallower: every lexical candidate gets its exact cosine anyway, and
+# on the dev split 20 and 50 vector candidates gave the same rankings (docs/benchmarks.md);
+# its reply carries a vector per hit, so depth is what it costs.
+VECTOR_CANDIDATES = 20
 
 
 @dataclass(frozen=True, slots=True)
