@@ -131,7 +131,14 @@ PUBLIC_MODULES = {
     ],
     "memstream.integrations.langchain": ["MemstreamMiddleware", "MemstreamState", "with_memory"],
     "memstream.integrations.langgraph": ["MemstreamStore"],
-    "memstream.testing": ["Images", "MemstreamStack", "wait_until_recallable"],
+    "memstream.testing": [
+        "Images",
+        "MemstreamStack",
+        "aproject",
+        "memory_deployment",
+        "project",
+        "wait_until_recallable",
+    ],
 }
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -46,6 +46,7 @@ from memstream.memory.ports import (
 )
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.search import MemorySearch
+from memstream.memory.tenancy import TenantId
 
 __all__ = ["InMemoryProjection"]
 
@@ -150,7 +151,7 @@ class InMemoryProjection:
 
     # -- namespace-wide chores ----------------------------------------------------------------
 
-    def rewrite_files(self, timeout_s: float, tenant: str | None = None) -> list[str]:
+    def rewrite_files(self, timeout_s: float, tenant: TenantId | None = None) -> list[str]:
         """Nothing: no file holds the in-memory projection."""
         return []
 

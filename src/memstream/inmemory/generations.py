@@ -9,6 +9,7 @@ from memstream.inmemory.state import Namespace, TenantState
 from memstream.memory.comparison import differences
 from memstream.memory.model import Memory
 from memstream.memory.ports import Difference, SwapResult
+from memstream.memory.tenancy import TenantId
 
 __all__ = ["InMemoryComparer", "InMemoryGenerations"]
 
@@ -77,7 +78,7 @@ class InMemoryComparer:
             tenants = held.tenants.items() if held is not None else ()
             return {t for t, s in tenants if s.fold.memories or s.fold.tombstones}
 
-    async def compare(self, live: int, rebuilt: int, tenant: str) -> list[Difference]:
+    async def compare(self, live: int, rebuilt: int, tenant: TenantId) -> list[Difference]:
         with self._state.lock:
             one = self._state.held(live, tenant) or TenantState()
             other = self._state.held(rebuilt, tenant) or TenantState()

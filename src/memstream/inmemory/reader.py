@@ -16,7 +16,7 @@ from memstream.inmemory.state import Namespace, TenantState
 from memstream.memory.embeddings import Embedders, Vectors, cosines
 from memstream.memory.model import Memory
 from memstream.memory.store import MemoryFilter
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["InMemoryItems", "InMemoryReader", "InMemoryTombstones"]
 
@@ -25,7 +25,7 @@ class InMemoryReader:
     def __init__(self, state: Namespace) -> None:
         self._state = state
 
-    def memories(self, tenant: str, where: MemoryFilter | None = None) -> list[Memory]:
+    def memories(self, tenant: TenantId, where: MemoryFilter | None = None) -> list[Memory]:
         """The tenant's memories in the live generation (those `where` matches), oldest first."""
         with self._state.lock:
             held = self._state.held(self._state.live, validate_tenant(tenant))
@@ -33,7 +33,7 @@ class InMemoryReader:
         matching = [m for m in found if where is None or where.matches(m)]
         return sorted(matching, key=lambda m: (m.timestamp, m.id))
 
-    def memories_by_id(self, tenant: str, ids: Sequence[str]) -> list[Memory | None]:
+    def memories_by_id(self, tenant: TenantId, ids: Sequence[str]) -> list[Memory | None]:
         with self._state.lock:
             held = self._state.held(self._state.live, validate_tenant(tenant))
             stored = held.fold.memories if held is not None else {}
@@ -69,7 +69,9 @@ class InMemoryItems:
         self._state = state
         self._live = LiveReads(state, embedders)
 
-    def similarities(self, tenant: str, memory_ids: Sequence[str], text: str) -> dict[str, float]:
+    def similarities(
+        self, tenant: TenantId, memory_ids: Sequence[str], text: str
+    ) -> dict[str, float]:
         if not memory_ids:
             return {}
 
@@ -87,7 +89,7 @@ class InMemoryItems:
 
         return self._live.read(validate_tenant(tenant), text, scored)
 
-    def refresh(self, tenant: str, leases: Sequence[tuple[str, str, datetime]]) -> None:
+    def refresh(self, tenant: TenantId, leases: Sequence[tuple[str, str, datetime]]) -> None:
         """Move each item's deadline later, where the slot still holds the put that leased it
         (`memory.events.Lapse` reads the same fields when the item lapses)."""
         with self._state.lock:

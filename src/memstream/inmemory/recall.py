@@ -36,7 +36,7 @@ from memstream.memory.ranking.rank import (
 )
 from memstream.memory.ranking.tokens import memory_words, query_terms
 from memstream.memory.search import SearchFilter, SearchMode, SearchPage
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["InMemoryRecaller", "InMemorySearch", "passes"]
 
@@ -111,7 +111,7 @@ class InMemoryRecaller:
         self._live = LiveReads(state, embedders)
         self.tuning = tuning
 
-    def recall(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
+    def recall(self, tenant: TenantId, text: str, k: int = 10) -> list[RecalledMemory]:
         return self.recall_where(validate_tenant(tenant), text, k)
 
     def recall_where(

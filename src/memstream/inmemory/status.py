@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from memstream.inmemory.state import Namespace
 from memstream.memory.events import MemoryEvent
 from memstream.memory.ports import TenantStats
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["InMemoryStatus"]
 
@@ -51,7 +51,7 @@ class InMemoryStatus:
                     return last
                 self._state.changed.wait(left)
 
-    def memory_count(self, tenant: str) -> int:
+    def memory_count(self, tenant: TenantId) -> int:
         with self._state.lock:
             held = self._state.held(self._state.live, validate_tenant(tenant))
             return len(held.fold.memories) if held is not None else 0
@@ -60,7 +60,7 @@ class InMemoryStatus:
         with self._state.lock:
             return dict(self._state.generation(self._state.live).positions)
 
-    def tenant_stats(self, tenant: str | None = None) -> list[TenantStats]:
+    def tenant_stats(self, tenant: TenantId | None = None) -> list[TenantStats]:
         with self._state.lock:
             held = self._state.generation(self._state.live).tenants
             chosen = list(held) if tenant is None else [validate_tenant(tenant)]
@@ -69,5 +69,7 @@ class InMemoryStatus:
                 memories = held[name].fold.memories.values() if name in held else ()
                 times = [m.timestamp for m in memories]
                 if times:
-                    stats.append(TenantStats(name, len(times), min(times), max(times)))
+                    stats.append(
+                        TenantStats(validate_tenant(name), len(times), min(times), max(times))
+                    )
         return sorted(stats, key=lambda s: s.tenant)

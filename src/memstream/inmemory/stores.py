@@ -11,6 +11,7 @@ import time
 from memstream.errors import StaleSessionError
 from memstream.inmemory.state import Namespace, Session
 from memstream.memory.ports import ProcessReport, StoredSession
+from memstream.memory.tenancy import TenantId
 
 __all__ = ["InMemoryApiKeys", "InMemoryProcesses", "InMemoryWorkingMemory"]
 
@@ -44,7 +45,7 @@ class InMemoryWorkingMemory:
     def __init__(self, state: Namespace) -> None:
         self._state = state
 
-    def _live(self, tenant: str, session_id: str) -> Session | None:
+    def _live(self, tenant: TenantId, session_id: str) -> Session | None:
         """The session, unless its TTL ran out (then it is gone, as Redis expires it)."""
         key = (tenant, session_id)
         held = self._state.sessions.get(key)
@@ -53,14 +54,14 @@ class InMemoryWorkingMemory:
             return None
         return held
 
-    async def get(self, tenant: str, session_id: str) -> StoredSession | None:
+    async def get(self, tenant: TenantId, session_id: str) -> StoredSession | None:
         with self._state.lock:
             held = self._live(tenant, session_id)
             return StoredSession(session_id, held.document, held.version) if held else None
 
     async def put(
         self,
-        tenant: str,
+        tenant: TenantId,
         session_id: str,
         document: str,
         *,
@@ -83,14 +84,14 @@ class InMemoryWorkingMemory:
             )
             return current + 1
 
-    async def delete(self, tenant: str, session_id: str) -> bool:
+    async def delete(self, tenant: TenantId, session_id: str) -> bool:
         with self._state.lock:
             held = self._live(tenant, session_id)
             self._state.sessions.pop((tenant, session_id), None)
             return held is not None
 
     async def sessions(
-        self, tenant: str, *, owner: str | None, offset: int, limit: int
+        self, tenant: TenantId, *, owner: str | None, offset: int, limit: int
     ) -> tuple[int, list[str]]:
         with self._state.lock:
             ids = sorted(

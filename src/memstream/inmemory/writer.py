@@ -22,10 +22,9 @@ from memstream.memory.bounds import Bounds
 from memstream.memory.embeddings import Vectors
 from memstream.memory.events import REGISTRY, Applies
 from memstream.memory.history import Change
-from memstream.memory.lineage import Logged
 from memstream.memory.model import Memory
 from memstream.memory.ports import AppliedOutcome, Embedded, Position
-from memstream.memory.provenance import NO_LOG
+from memstream.memory.provenance import NO_LOG, Logged
 
 __all__ = ["InMemoryWriter"]
 
