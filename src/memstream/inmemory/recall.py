@@ -35,7 +35,7 @@ from memstream.memory.ranking.rank import (
     tenant_bm25,
 )
 from memstream.memory.ranking.tokens import memory_words, query_terms
-from memstream.memory.search import SearchFilter, SearchMode, SearchPage
+from memstream.memory.search import SearchFilter, SearchMode, SearchPage, check_search
 from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["InMemoryRecaller", "InMemorySearch", "passes"]
@@ -144,13 +144,7 @@ class InMemorySearch:
         max_distance: float | None = None,
         keep: Keep | None = None,
     ) -> SearchPage:
-        if limit < 1 or offset < 0 or offset + limit > MAX_RECALL_K:
-            raise InvalidInputError(
-                f"offset + limit must stay within {MAX_RECALL_K} (limit at least 1, offset at "
-                f"least 0); got offset {offset}, limit {limit}"
-            )
-        if max_distance is not None and mode != SearchMode.SEMANTIC:
-            raise InvalidInputError("distance_threshold applies to the semantic mode only")
+        check_search(mode, limit, offset, max_distance)
         filtered = passes(where)
         kept = filtered if keep is None else (lambda m: filtered(m) and keep(m))
         terms = query_terms(text)

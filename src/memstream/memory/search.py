@@ -12,9 +12,10 @@ from typing import Protocol
 
 from memstream.errors import InvalidInputError
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
+from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.tenancy import validate_tenant
 
-__all__ = ["MemorySearch", "SearchFilter", "SearchMode", "SearchPage"]
+__all__ = ["MemorySearch", "SearchFilter", "SearchMode", "SearchPage", "check_search"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +67,14 @@ class MemorySearch(Protocol):
         `text` in `mode` (hybrid: recall's ranking); `max_distance` bounds the semantic mode's
         cosine distance; `keep` drops what the backend cannot filter, before the page is cut."""
         ...
+
+
+def check_search(mode: SearchMode, limit: int, offset: int, max_distance: float | None) -> None:
+    """Refuse a page or a threshold no backend answers, saying which (InvalidInputError)."""
+    if limit < 1 or offset < 0 or offset + limit > MAX_RECALL_K:
+        raise InvalidInputError(
+            f"offset + limit must stay within {MAX_RECALL_K} (limit at least 1, offset at "
+            f"least 0); got offset {offset}, limit {limit}"
+        )
+    if max_distance is not None and mode != SearchMode.SEMANTIC:
+        raise InvalidInputError("distance_threshold applies to the semantic mode only")

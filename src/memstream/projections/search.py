@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 import redis
 
-from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ranking.tokens import query_terms
-from memstream.memory.search import SearchFilter, SearchMode, SearchPage
+from memstream.memory.search import SearchFilter, SearchMode, SearchPage, check_search
 from memstream.projections.connection import search_pipelined
 from memstream.projections.recall import (
     MAX_RECALL_K,
@@ -98,13 +97,7 @@ class FilteredSearch:
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
     ) -> SearchPage:
-        if limit < 1 or offset < 0 or offset + limit > MAX_RECALL_K:
-            raise InvalidInputError(
-                f"offset + limit must stay within {MAX_RECALL_K} (limit at least 1, offset at "
-                f"least 0); got offset {offset}, limit {limit}"
-            )
-        if max_distance is not None and mode != SearchMode.SEMANTIC:
-            raise InvalidInputError("distance_threshold applies to the semantic mode only")
+        check_search(mode, limit, offset, max_distance)
         terms = query_terms(text)
         if mode == SearchMode.HYBRID and (terms or text.strip()):
             return self._recalled(where, text, limit, offset, keep)
