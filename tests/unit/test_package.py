@@ -223,3 +223,12 @@ def test_every_module_says_what_it_owns() -> None:
         module = importlib.import_module(info.name) if info.name != "memstream.__main__" else None
         if module is not None:
             assert (module.__doc__ or "").strip(), f"{info.name} has no docstring"
+
+
+def test_the_benches_are_released_with_the_memstream_they_measure() -> None:
+    # memstream-bench drives memstream's internals: its release pins the one it was built with.
+    import tomllib
+
+    bench = tomllib.loads((ROOT / "bench" / "pyproject.toml").read_text())["project"]
+    assert bench["version"] == memstream.__version__
+    assert f"memstream=={memstream.__version__}" in bench["dependencies"]
