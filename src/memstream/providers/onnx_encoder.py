@@ -1,7 +1,7 @@
 """Sentence embeddings from a local ONNX transformer: tokenise, run on the CPU, pool, unit length.
 
-The offline embedders (`minilm`, `bge`) differ only in where their files come from and how
-they pool the last hidden state; this module owns everything else, once.
+The local embedders (`minilm`, `bge`, `onnx`) differ only in where their files come from and
+how they pool the last hidden state; this module owns everything else, once.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class OnnxSentenceEncoder:
         *,
         model: Path,
         tokenizer_json: str,
-        dims: int,
+        dims: int | None,
         pooling: Pooling,
         max_tokens: int,
         threads: int | None = None,
@@ -51,7 +51,6 @@ class OnnxSentenceEncoder:
                 f"the offline embedders need {exc.name}: run `bash infra/install.sh` "
                 "(or pip install memstream) in this environment"
             ) from exc
-        self.dims = dims
         self._pooling = pooling
         self._tokenizer = Tokenizer.from_str(tokenizer_json)
         self._tokenizer.enable_truncation(max_tokens)
@@ -68,6 +67,18 @@ class OnnxSentenceEncoder:
         self._query_session = (
             self._batch_session if batch_threads == 1 else _session(onnxruntime, model, 1)
         )
+        # A model of the `onnx` embedder may be any export: feed only the inputs it declares
+        # (not every one takes token_type_ids), and say at once when it is no encoder.
+        self._inputs = {i.name for i in self._batch_session.get_inputs()}
+        outputs = [o.name for o in self._batch_session.get_outputs()]
+        if "last_hidden_state" not in outputs:
+            raise ConfigurationError(
+                f"{model} has no last_hidden_state output (it has {', '.join(outputs)}): use "
+                "an ONNX export of the sentence encoder's transformer (a feature-extraction "
+                "export names its token vectors so)"
+            )
+        # None: the width of the model's output, read off one embedding (a few milliseconds).
+        self.dims = dims or self._embed(["dims"], self._query_session).shape[1]
 
     def embed_many(self, texts: Sequence[str]) -> Vectors:
         out = np.empty((len(texts), self.dims), dtype=np.float32)
@@ -87,9 +98,9 @@ class OnnxSentenceEncoder:
             encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         (hidden,) = session.run(
-            ["last_hidden_state"],
-            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            ["last_hidden_state"], {k: v for k, v in feeds.items() if k in self._inputs}
         )
         if self._pooling is Pooling.CLS:
             pooled = hidden[:, 0, :]
