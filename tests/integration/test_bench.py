@@ -53,6 +53,9 @@ def test_bench_locomo_reports_recall_at_k_beside_baselines(
         for baseline in (*baselines, "memstream lexical-only", "memstream vector-only"):
             assert 0.0 <= locomo["baselines"][baseline][field] <= 1.0
     assert locomo["recall@10"] == 1.0  # three memories: everything is in the top 10
+    # Session level beside dialogue level: with everything in the top 10, every session is found.
+    assert locomo["session_recall@10"] == 1.0
+    assert 0.0 <= locomo["baselines"]["bm25"]["session_recall@5"] <= 1.0
     # Per category (each with every method) and per split: conv-tiny is not a tuning one.
     assert set(locomo["categories"]) == {"1", "2", "5"}
     assert locomo["categories"]["5"]["bm25"]["questions"] == 1

@@ -85,6 +85,20 @@ def test_recall_at_k_is_the_mean_share_of_evidence_found() -> None:
         scores.add(["x"], [])
 
 
+def test_session_recall_counts_an_evidence_session_found_by_any_of_its_evidence_turns() -> None:
+    sessions = {"D1:1": "s1", "D1:2": "s1", "D2:1": "s2", "D3:1": "s3"}
+    scores = RecallAtK(ks=(1,), session_ks=(1, 5))
+    # Evidence in sessions 1 and 2; the top hit is an evidence turn of session 1, and session 3
+    # (retrieved, but holding no evidence) does not count.
+    scores.add(["D1:2", "D3:1", "D2:1"], ["D1:1", "D1:2", "D2:1"], sessions)
+    assert scores.as_json() == {
+        "recall@1": round(1 / 3, 4),
+        "hit@1": 1.0,
+        "session_recall@1": 0.5,
+        "session_recall@5": 1.0,
+    }
+
+
 def test_a_report_renders_its_comparisons(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from datetime import UTC, datetime
 

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,14 +65,23 @@ def cosine_ranking(documents: Vectors, query: Vectors, k: int) -> list[int]:
 
 @dataclass(slots=True)
 class RecallAtK:
-    """Evidence recall@k accumulated over questions."""
+    """Evidence recall@k accumulated over questions, at the level of dialogue turns and, where
+    the turns' sessions are given, of sessions: an evidence session counts as found at k when
+    any of its evidence turns is in the top k (the level many published LoCoMo figures use)."""
 
     ks: tuple[int, ...] = KS
+    session_ks: tuple[int, ...] = (5, 10)
     _sums: dict[int, float] = field(default_factory=dict)
     _hits: dict[int, int] = field(default_factory=dict)
+    _session_sums: dict[int, float] = field(default_factory=dict)
     questions: int = 0
 
-    def add(self, ranked: Sequence[str], evidence: Iterable[str]) -> None:
+    def add(
+        self,
+        ranked: Sequence[str],
+        evidence: Iterable[str],
+        sessions: Mapping[str, str] | None = None,
+    ) -> None:
         wanted = set(evidence)
         if not wanted:
             raise InvalidInputError("a question without evidence cannot be scored")
@@ -81,10 +90,22 @@ class RecallAtK:
             found = len(wanted & set(ranked[:k]))
             self._sums[k] = self._sums.get(k, 0.0) + found / len(wanted)
             self._hits[k] = self._hits.get(k, 0) + (found > 0)
+        if sessions is None:
+            return
+        wanted_sessions = {sessions[e] for e in wanted}
+        for k in self.session_ks:
+            found_sessions = {sessions[e] for e in wanted & set(ranked[:k])}
+            share = len(found_sessions) / len(wanted_sessions)
+            self._session_sums[k] = self._session_sums.get(k, 0.0) + share
 
     def as_json(self) -> dict[str, float]:
         n = self.questions or 1
         return {
             **{f"recall@{k}": round(self._sums.get(k, 0.0) / n, 4) for k in self.ks},
             **{f"hit@{k}": round(self._hits.get(k, 0) / n, 4) for k in self.ks},
+            **{
+                f"session_recall@{k}": round(self._session_sums[k] / n, 4)
+                for k in self.session_ks
+                if k in self._session_sums
+            },
         }

@@ -6,7 +6,9 @@ published to Kafka and projected by a real `memstream worker`; each question (ca
 is then asked through `RedisRecaller.search` — the hybrid recall of `memstream recall` — and
 scored by evidence recall@1/5/10 (share of a question's evidence turns in the top k) and
 hit@1/5/10 (questions with any evidence turn in the top k, the measure of issue 12's table),
-overall, per LoCoMo category, and apart for the tuning and held-out conversations.
+and session recall@5/10 (share of a question's evidence sessions with an evidence turn in the
+top k: the level of many published LoCoMo figures), overall, per LoCoMo category, and apart for
+the tuning and held-out conversations.
 
 Beside it, computed in the same run over the same stored texts:
 - `bm25`: in-process Okapi BM25 (`baselines.BM25`), per conversation;
@@ -280,6 +282,7 @@ def run_locomo(
             vectors = _stored_vectors(ns, tenant_events)
             bm25 = BM25(texts)
             split = "tuning" if conversation.sample_id in TUNING_CONVERSATIONS else "held-out"
+            sessions = {turn.dia_id: turn.session for turn in conversation.turns}
             for question in conversation.questions:
                 if asked >= budget:
                     break
@@ -312,7 +315,7 @@ def run_locomo(
                     dia_ids[i] for i in _score_fusion(word_scores, cosines, tuning.vector_weight)
                 ]
                 for name, ranked in rankings.items():
-                    scores.add(name, split, question.category, ranked, question.evidence)
+                    scores.add(name, split, question.category, ranked, question.evidence, sessions)
                 asked += 1
                 progress.tick("questions", asked, budget)
 
@@ -355,6 +358,18 @@ def run_locomo(
             ("bm25+vector rrf", ""),
             ("bm25+vector score fusion", ""),
         )
+    ] + [
+        Comparison(
+            f"session_recall@{k} vs {name}",
+            ours[f"session_recall@{k}"],
+            overall[name][f"session_recall@{k}"],
+            "",
+            name,
+            True,
+            "",
+        )
+        for k in (5, 10)
+        for name in ("bm25", "vector")
     ]
     return BenchResult("locomo", figures, comparisons, (), time.monotonic() - started)
 
@@ -402,10 +417,16 @@ class _Scores:
         self._by: dict[tuple[str, str], RecallAtK] = {}
 
     def add(
-        self, method: str, split: str, category: int, ranked: list[str], evidence: tuple[str, ...]
+        self,
+        method: str,
+        split: str,
+        category: int,
+        ranked: list[str],
+        evidence: tuple[str, ...],
+        sessions: Mapping[str, str],
     ) -> None:
         for group in ("all", split, f"category {category}"):
-            self._by.setdefault((group, method), RecallAtK()).add(ranked, evidence)
+            self._by.setdefault((group, method), RecallAtK()).add(ranked, evidence, sessions)
 
     def figures(self, group: str) -> dict[str, dict[str, float]]:
         return {
