@@ -287,6 +287,20 @@ class Settings:
         "Days behind the newest candidate at which a memory's recency is halved.",
         _positive_float,
     )
+    recall_neighbour_share: float = _setting(
+        "MEMSTREAM_RECALL_NEIGHBOUR_SHARE",
+        0.0,
+        "Share of a top hit's score its thread neighbours (what was said just before and after "
+        "it) rank with, when that is more than their own (0: off, the default until reading "
+        "neighbours is cheap; 0.8 measured best on LoCoMo: docs/benchmarks.md).",
+        _unit_float,
+    )
+    recall_neighbour_reach: int = _setting(
+        "MEMSTREAM_RECALL_NEIGHBOUR_REACH",
+        2,
+        "How many memories before and after a top hit in its thread are its neighbours (0: off).",
+        _non_negative_int,
+    )
     recall_duplicate_similarity: float = _setting(
         "MEMSTREAM_RECALL_DUPLICATE_SIMILARITY",
         0.95,

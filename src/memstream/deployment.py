@@ -338,6 +338,8 @@ class Deployment:
                 recency_weight=s.recall_recency_weight,
                 recency_half_life_days=s.recall_recency_half_life_days,
                 duplicate_similarity=s.recall_duplicate_similarity,
+                neighbour_share=s.recall_neighbour_share,
+                neighbour_reach=s.recall_neighbour_reach,
             )
         except InvalidInputError as exc:
             raise ConfigurationError(

@@ -54,6 +54,10 @@ TUNING = RecallTuning(
     recency_weight=0.0,
     recency_half_life_days=30.0,
     duplicate_similarity=0.97,
+    # Thread neighbours off, but in the test that turns them on: the other tests pin what the
+    # searches find.
+    neighbour_share=0.0,
+    neighbour_reach=0,
 )
 _EMBEDDERS: list[Embedders] = []
 
@@ -420,6 +424,40 @@ class BackendContract:
         assert recaller.recall(self.tenant(), "Lisbon", k=5) == []
         with pytest.raises(InvalidInputError):
             recaller.recall(tenant, "Lisbon", k=0)
+
+    def test_a_top_hit_lifts_what_was_said_next_to_it_in_its_thread(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant = self.tenant()
+        question = "Did you ever make it to the Zanzibar festival?"
+        answer = "Yes, my sister and I went last spring."  # no word of the question
+        self.apply(
+            backend,
+            self.note(tenant, 1, question),
+            self.note(tenant, 2, answer),
+            self.note(tenant, 3, "I bought new running shoes on Tuesday."),
+            self.note(tenant, 4, "Our cat knocked the vase over again."),
+            self.note(tenant, 5, "Yes, we went to the festival too.", thread="t2"),
+        )
+        lent = replace(TUNING, neighbour_share=0.8, neighbour_reach=1)
+        on = backend.recaller(embedders(), tuning=lent).recall(tenant, "Zanzibar festival", k=5)
+        assert [h.memory.content for h in on[:2]] == [question, answer]
+        # The answer ranks with what the hit lends it (its own score is lower).
+        assert on[1].score == pytest.approx(0.8 * on[0].score + 0.2 * self._own(backend, tenant))
+        off = backend.recaller(embedders(), tuning=TUNING).recall(tenant, "Zanzibar festival", k=5)
+        by_content = {h.memory.content: h.score for h in off}
+        assert by_content.get(answer, 0.0) < on[1].score
+        # A neighbour is read with the search's filters: one the filter leaves out never comes.
+        search = backend.search(embedders(), tuning=lent)
+        before_answer = SearchFilter(tenant, until=T0 + timedelta(hours=1, minutes=30))
+        page = search.search(before_answer, "Zanzibar festival", limit=5)
+        assert [h.memory.content for h in page.hits] == [question]
+
+    def _own(self, backend: ProjectionBackend, tenant: str) -> float:
+        """The answer's own score for the question, as recall ranks it without neighbours."""
+        ranked = backend.recaller(embedders(), tuning=TUNING).recall(tenant, "Zanzibar festival", 5)
+        answer = "Yes, my sister and I went last spring."
+        return next((h.score for h in ranked if h.memory.content == answer), 0.0)
 
     def test_search_filters_pages_and_counts(self, backend: ProjectionBackend) -> None:
         tenant = self.tenant()

@@ -405,8 +405,9 @@ def _sweep_tunings(
     for name, values in sweep.items():
         if name not in known:
             raise InvalidInputError(f"cannot sweep {name!r}: choose from {sorted(known)}")
+        kind = type(getattr(base, name))  # the reach is a count: 2, not 2.0
         for value in values:
-            tunings[f"memstream {name}={value:g}"] = replace(base, **{name: value})
+            tunings[f"memstream {name}={value:g}"] = replace(base, **{name: kind(value)})
     return tunings
 
 

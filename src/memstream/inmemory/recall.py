@@ -27,6 +27,7 @@ from memstream.memory.embeddings import Embedders, Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.ranking.neighbours import neighbours_in
 from memstream.memory.ranking.rank import (
     CANDIDATES,
     VECTOR_CANDIDATES,
@@ -100,7 +101,12 @@ def _recalled(
     if stats is not None:
         rows.update(_worded(found, terms, stats)[: max(k, CANDIDATES)])
     chosen = sorted(rows)
-    return rank([found[r] for r in chosen], vectors[chosen], query, terms, stats, tuning, k)
+    pairs = list(zip(found, vectors, strict=True))
+
+    def around(hits: Sequence[Memory], reach: int) -> dict[str, list[tuple[Memory, Vectors]]]:
+        return neighbours_in(pairs, hits, reach)  # among what the filters let through
+
+    return rank([found[r] for r in chosen], vectors[chosen], query, terms, stats, tuning, k, around)
 
 
 class InMemoryRecaller:

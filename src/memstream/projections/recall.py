@@ -48,6 +48,7 @@ from memstream.memory.embeddings import Embedders, Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.ranking.neighbours import Around, neighbours_in
 from memstream.memory.ranking.rank import CANDIDATES, VECTOR_CANDIDATES, TermStats, rank
 from memstream.memory.ranking.tokens import query_terms
 from memstream.memory.search import SearchFilter
@@ -63,6 +64,7 @@ __all__ = [
     "Hit",
     "HybridQuery",
     "LexicalQuery",
+    "NeighbourQuery",
     "RedisRecaller",
     "TenantFilter",
     "TenantStatsQuery",
@@ -245,6 +247,51 @@ def _words_query(scope: str, terms: Sequence[str]) -> str | None:
         return None
     union = "|".join(escape_term(term) for term in terms)
     return f"({scope}) (@{Fields.CONTENT}|{Fields.WHEN}:({union}))"
+
+
+@dataclass(frozen=True, slots=True)
+class NeighbourQuery:
+    """The memories of `hit`'s thread around it in time (those `where` lets through): at or
+    before it, latest first, and at or after it, earliest first, `reach` and some each way (a
+    turn's memories share a time, and the hit is among them)."""
+
+    tenant: str
+    hit: Memory
+    reach: int
+    where: SearchFilter | None = None
+
+    def __post_init__(self) -> None:
+        validate_tenant(self.tenant)
+
+    def commands(self, index: str) -> list[list[str | int | bytes]]:
+        scope = _scope(self.tenant, self.where)
+        thread = _tags(Fields.THREAD_TAG, [_thread_token(self.hit.thread)])
+        at = repr(self.hit.timestamp.timestamp())
+        return [
+            self._command(index, f"({scope}) {thread} @{Fields.TIMESTAMP}:[-inf {at}]", "DESC"),
+            self._command(index, f"({scope}) {thread} @{Fields.TIMESTAMP}:[{at} +inf]", "ASC"),
+        ]
+
+    def _command(self, index: str, query: str, order: str) -> list[str | int | bytes]:
+        return [
+            "FT.SEARCH",
+            index,
+            query,
+            *_returned_fields(),
+            "SORTBY",
+            Fields.TIMESTAMP,
+            order,
+            "LIMIT",
+            0,
+            self.reach + _TIED,
+            "DIALECT",
+            2,
+        ]
+
+
+# How many memories of one time a neighbour query reads past `reach`: the hit itself and the
+# other memories of its turn.
+_TIED = 3
 
 
 def _count(index: str, query: str) -> list[str | int | bytes]:
@@ -436,7 +483,29 @@ class RedisRecaller:
             stats,
             tuning,
             query.k,
+            self._around(query.tenant, query.where, keep),
         )
+
+    def _around(
+        self, tenant: str, where: SearchFilter | None, keep: Callable[[Memory], bool] | None
+    ) -> Around:
+        """The hits' thread neighbours, read in one round trip with the candidates' filters."""
+
+        def around(hits: Sequence[Memory], reach: int) -> dict[str, list[tuple[Memory, Vectors]]]:
+            queries = [NeighbourQuery(tenant, hit, reach, where) for hit in hits]
+            replies = self._run([c for q in queries for c in q.commands(self._keys.alias)])
+            found: dict[str, list[tuple[Memory, Vectors]]] = {}
+            for n, hit in enumerate(hits):
+                near = {
+                    key: (from_hash(h.fields), h.vector)
+                    for reply in (replies or [])[2 * n : 2 * n + 2]
+                    for key, h in parse_reply(reply)
+                }
+                kept = [(m, v) for m, v in near.values() if keep is None or keep(m)]
+                found.update(neighbours_in(kept, [hit], reach))
+            return found
+
+        return around
 
     def _run(self, commands: list[list[Any]]) -> list[object] | None:
         return search_pipelined(self._client, commands, url=self._url, doing="recalling memories")

@@ -45,6 +45,7 @@ from memstream.memory.history import Diffed, TenantLog, Touch
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.provenance import Logged
 from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.ranking.neighbours import neighbours_in
 from memstream.memory.ranking.rank import TermStats, rank
 from memstream.memory.ranking.tokens import memory_words, query_terms
 from memstream.memory.tenancy import tenant_key, validate_tenant
@@ -314,7 +315,17 @@ class Lineage:
         query = np.asarray(self._embedder.embed_query(text), dtype=np.float32)
         rows = view.candidates(query, terms, max(k, CANDIDATES))
         chosen = [view.memories[row] for row in rows]
-        return rank(chosen, view.vectors[rows], query, terms, stats, self._tuning, k)
+        pairs = list(zip(view.memories, view.vectors, strict=True))
+        return rank(
+            chosen,
+            view.vectors[rows],
+            query,
+            terms,
+            stats,
+            self._tuning,
+            k,
+            lambda hits, reach: neighbours_in(pairs, hits, reach),
+        )
 
     def diff(self, tenant: str, start: datetime, end: datetime) -> list[Diffed]:
         """What changed in the tenant's memory between `start` and `end`."""

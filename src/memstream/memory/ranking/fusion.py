@@ -55,6 +55,9 @@ class RecallTuning:
     recency_weight: float
     recency_half_life_days: float
     duplicate_similarity: float
+    # What a top hit lends its thread neighbours, and how far (ranking.neighbours); 0: off.
+    neighbour_share: float
+    neighbour_reach: int
 
     def __post_init__(self) -> None:
         if self.vector_weight < 0:
@@ -67,6 +70,11 @@ class RecallTuning:
             raise InvalidInputError(
                 "the importance and recency weights must each be 0 or more and sum to at most "
                 f"1, got {self.importance_weight} and {self.recency_weight}"
+            )
+        if not 0 <= self.neighbour_share <= 1 or self.neighbour_reach < 0:
+            raise InvalidInputError(
+                "the neighbour share must be between 0 and 1 and the reach 0 or more, got "
+                f"{self.neighbour_share} and {self.neighbour_reach}"
             )
         if self.recency_half_life_days <= 0:
             raise InvalidInputError(

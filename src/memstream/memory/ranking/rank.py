@@ -1,7 +1,8 @@
 """One ranking of a recall's candidates: each scored by the tenant's BM25 and its cosine with
-the query, fused with importance and recency (`fusion.fuse`), near-duplicates collapsed
-(`dedup`), cut to k. The middleware's recall, the HTTP search and the MCP tools all rank here;
-a backend's filters only decide which candidates arrive."""
+the query, fused with importance and recency (`fusion.fuse`), the best hits' thread neighbours
+lifted by them (`neighbours`), near-duplicates collapsed (`dedup`), cut to k. The middleware's
+recall, the HTTP search and the MCP tools all rank here; a backend's filters only decide which
+candidates (and neighbours) arrive."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ranking.bm25 import idf, okapi
 from memstream.memory.ranking.dedup import collapse_duplicates
 from memstream.memory.ranking.fusion import Candidate, RecallTuning, fuse
+from memstream.memory.ranking.neighbours import Around, lend, lenders
 from memstream.memory.ranking.tokens import memory_words
 
 __all__ = ["CANDIDATES", "VECTOR_CANDIDATES", "TermStats", "rank", "tenant_bm25"]
@@ -66,10 +68,12 @@ def rank(
     stats: TermStats | None,
     tuning: RecallTuning,
     k: int,
+    around: Around | None = None,
 ) -> list[RecalledMemory]:
     """The best `k` of `memories` (one row of `vectors` each) for the query's vector and terms,
     best first; score in 0..1 (`fusion.fuse`). `stats` None: no lexical score (a query without
-    a searchable word)."""
+    a searchable word). `around`: the backend's reader of thread neighbours, which the best
+    hits lend to (`neighbours`; None, or a share or reach of 0: none)."""
     if not memories:
         return []
     # One matrix product gives every candidate's cosine, whichever search found it.
@@ -85,5 +89,9 @@ def rank(
         for i, memory in enumerate(memories)
     ]
     fused = fuse(candidates, tuning)
+    if around is not None and tuning.neighbour_share > 0 and tuning.neighbour_reach > 0:
+        hits = lenders(fused)
+        if hits:
+            fused = lend(fused, around(hits, tuning.neighbour_reach), query, tuning.neighbour_share)
     kept = collapse_duplicates(fused, tuning.duplicate_similarity, k)
     return [RecalledMemory(memory=c.memory, score=score) for c, score in kept]

@@ -1,0 +1,113 @@
+"""Thread neighbours (memory.ranking.neighbours): who they are, and what a top hit lends them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from memstream import Settings
+from memstream.deployment import Deployment
+from memstream.memory.model import Memory, MemoryType
+from memstream.memory.ranking.fusion import Candidate
+from memstream.memory.ranking.neighbours import LENDERS, lend, lenders, neighbours_in
+from memstream.memory.ranking.rank import TermStats, rank
+
+T0 = datetime(2026, 11, 2, 9, tzinfo=UTC)
+TUNING = replace(Deployment(Settings()).recall_tuning(), duplicate_similarity=2.0)
+
+
+def said(
+    n: int, content: str, *, thread: str = "t1", kind: MemoryType = MemoryType.CONVERSATION
+) -> Memory:
+    return Memory(
+        id=f"m{n}",
+        tenant="acme",
+        content=content,
+        memory_type=kind,
+        thread=thread,
+        timestamp=T0 + timedelta(minutes=n),
+        importance=0.5,
+        event_id=f"e{n}",
+    )
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.asarray(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def test_the_neighbours_are_the_turns_within_reach_in_the_thread_in_time_order() -> None:
+    turns = [said(n, f"turn {n}") for n in (3, 1, 2, 5, 4)]  # out of order: time decides
+    other = said(6, "another thread", thread="t2")
+    fact = said(7, "a store item", kind=MemoryType.KNOWLEDGE)
+    pairs = [(m, unit(1, 0)) for m in [*turns, other, fact]]
+    found = neighbours_in(pairs, [turns[0]], 1)  # m3
+    assert [m.id for m, _ in found["m3"]] == ["m2", "m4"]
+    assert [m.id for m, _ in neighbours_in(pairs, [turns[0]], 2)["m3"]] == ["m1", "m2", "m4", "m5"]
+    # At a thread's ends there is only one side; a hit not among them has none.
+    assert [m.id for m, _ in neighbours_in(pairs, [turns[1]], 1)["m1"]] == ["m2"]
+    assert neighbours_in(pairs[1:], [turns[0]], 1) == {}
+
+
+def test_a_turns_two_memories_at_one_time_are_ordered_by_id() -> None:
+    query, answer = said(1, "q"), replace(said(1, "a"), id="m1a")
+    pairs = [(query, unit(1, 0)), (answer, unit(0, 1)), (said(2, "next"), unit(1, 1))]
+    assert [m.id for m, _ in neighbours_in(pairs, [query], 1)["m1"]] == ["m1a"]
+
+
+def test_a_hit_lends_its_share_where_that_beats_a_neighbours_own_score() -> None:
+    hit, weak, strong = said(1, "hit"), said(2, "weak"), said(3, "strong")
+    scored = [
+        (Candidate(strong, 1.0, 0.9, unit(1, 1)), 0.95),
+        (Candidate(hit, 0.8, 0.9, unit(1, 0)), 0.9),
+        (Candidate(weak, 0.0, 0.1, unit(0, 1)), 0.1),
+    ]
+    joined = said(0, "found by no search")
+    around = {"m1": [(joined, unit(0, 1)), (weak, unit(0, 1)), (strong, unit(1, 1))]}
+    ranked = lend(scored, around, unit(1, 0), 0.8)
+    scores = {c.memory.id: score for c, score in ranked}
+    assert scores["m2"] == 0.8 * 0.9 + 0.2 * 0.1  # lifted above its own 0.1
+    assert scores["m3"] == 0.95  # its own was more than the hit lends it
+    assert scores["m0"] == 0.8 * 0.9  # joins with no score of its own
+    assert [c.memory.id for c, _ in ranked] == ["m3", "m1", "m2", "m0"]
+    # Only conversation memories borrow: a store item next to the hit does not.
+    item = said(4, "item", kind=MemoryType.KNOWLEDGE)
+    beside = lend(scored, {"m1": [(item, unit(1, 0))]}, unit(1, 0), 0.8)
+    assert "m4" not in {c.memory.id for c, _ in beside}
+
+
+def test_only_the_best_conversation_memories_lend() -> None:
+    memories = [said(n, f"m{n}") for n in range(LENDERS + 2)]
+    item = said(99, "item", kind=MemoryType.KNOWLEDGE)
+    scored = [(Candidate(item, 0, 1, unit(1, 0)), 1.0)] + [
+        (Candidate(m, 0, 0.5, unit(1, 0)), 0.9 - 0.01 * n) for n, m in enumerate(memories)
+    ]
+    assert [m.id for m in lenders(scored)] == [m.id for m in memories[:LENDERS]]
+
+
+def test_rank_lends_only_when_the_share_and_the_reach_say_so() -> None:
+    question, answer = said(1, "zanzibar festival trip"), said(2, "yes with my sister")
+    noise = [said(n, f"noise {n}") for n in range(3, 8)]
+    memories = [question, answer, *noise]
+    # The answer shares no word and is further in meaning than the noise.
+    vectors = np.stack([unit(1, 0.1), unit(0, 1)] + [unit(0.1, 1)] * 5)
+    query = unit(1, 0)
+    stats = TermStats(len(memories), (1, 1))
+    pairs = list(zip(memories, vectors, strict=True))
+
+    def around(hits: list[Memory], reach: int) -> dict[str, list[tuple[Memory, np.ndarray]]]:
+        return neighbours_in(pairs, hits, reach)
+
+    def top(**changes: float) -> list[str]:
+        tuning = replace(TUNING, **changes)
+        ranked = rank(memories, vectors, query, ("zanzibar", "festival"), stats, tuning, 2, around)
+        return [hit.memory.id for hit in ranked]
+
+    assert top(neighbour_share=0.8, neighbour_reach=1) == ["m1", "m2"]
+    # Off either way, or without a backend to ask: the nearest noise comes second.
+    assert top(neighbour_share=0.0, neighbour_reach=1) == ["m1", "m3"]
+    assert top(neighbour_share=0.8, neighbour_reach=0) == ["m1", "m3"]
+    alone = rank(memories, vectors, query, ("zanzibar", "festival"), stats, TUNING, 2)
+    assert [hit.memory.id for hit in alone] == ["m1", "m3"]
