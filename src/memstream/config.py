@@ -289,10 +289,10 @@ class Settings:
     )
     recall_neighbour_share: float = _setting(
         "MEMSTREAM_RECALL_NEIGHBOUR_SHARE",
-        0.0,
+        0.8,
         "Share of a top hit's score its thread neighbours (what was said just before and after "
-        "it) rank with, when that is more than their own (0: off, the default until reading "
-        "neighbours is cheap; 0.8 measured best on LoCoMo: docs/benchmarks.md).",
+        "it) rank with, when that is more than their own (0: off, a few ms faster). Chosen on "
+        "LoCoMo (docs/benchmarks.md).",
         _unit_float,
     )
     recall_neighbour_reach: int = _setting(

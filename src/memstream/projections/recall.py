@@ -48,7 +48,7 @@ from memstream.memory.embeddings import Embedders, Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.ranking.fusion import RecallTuning
-from memstream.memory.ranking.neighbours import Around, neighbours_in
+from memstream.memory.ranking.neighbours import WINDOW, Around, neighbours_in
 from memstream.memory.ranking.rank import CANDIDATES, VECTOR_CANDIDATES, TermStats, rank
 from memstream.memory.ranking.tokens import query_terms
 from memstream.memory.search import SearchFilter
@@ -251,9 +251,9 @@ def _words_query(scope: str, terms: Sequence[str]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class NeighbourQuery:
-    """The memories of `hit`'s thread around it in time (those `where` lets through): at or
-    before it, latest first, and at or after it, earliest first, `reach` and some each way (a
-    turn's memories share a time, and the hit is among them)."""
+    """The memories of `hit`'s thread around it in time (those `where` lets through, within
+    `neighbours.WINDOW`): at or before it, latest first, and at or after it, earliest first,
+    `reach` and some each way (a turn's memories share a time, and the hit is among them)."""
 
     tenant: str
     hit: Memory
@@ -266,10 +266,12 @@ class NeighbourQuery:
     def commands(self, index: str) -> list[list[str | int | bytes]]:
         scope = _scope(self.tenant, self.where)
         thread = _tags(Fields.THREAD_TAG, [_thread_token(self.hit.thread)])
-        at = repr(self.hit.timestamp.timestamp())
+        at = self.hit.timestamp.timestamp()
+        start, end = repr(at - WINDOW.total_seconds()), repr(at + WINDOW.total_seconds())
+        before, after = f"[{start} {at!r}]", f"[{at!r} {end}]"
         return [
-            self._command(index, f"({scope}) {thread} @{Fields.TIMESTAMP}:[-inf {at}]", "DESC"),
-            self._command(index, f"({scope}) {thread} @{Fields.TIMESTAMP}:[{at} +inf]", "ASC"),
+            self._command(index, f"({scope}) {thread} @{Fields.TIMESTAMP}:{before}", "DESC"),
+            self._command(index, f"({scope}) {thread} @{Fields.TIMESTAMP}:{after}", "ASC"),
         ]
 
     def _command(self, index: str, query: str, order: str) -> list[str | int | bytes]:

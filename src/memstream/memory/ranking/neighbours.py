@@ -10,9 +10,9 @@ order), and a neighbour ranks with the larger of its own score and
 Only conversation memories lend and borrow: a store item's namespace is a thread by name, not
 a conversation. On LoCoMo's dev split (tuned on its four tuning conversations, docs/
 benchmarks.md) share 0.8 and reach 2 lifted evidence recall@10 from 0.68 to 0.79 on the three
-held-out ones; the five best hits lend (lower hits' shares never reached the top ten there).
-It is off by default (MEMSTREAM_RECALL_NEIGHBOUR_SHARE=0) while Redis reads neighbours with a
-sorted search per side, ~4 ms of a recall at 100k memories.
+held-out ones; the three best hits lend (five lent no better, one lent 2 points less). It
+costs Redis two sorted searches a lender, in one round trip: ~2 ms of a recall at 100k
+memories (MEMSTREAM_RECALL_NEIGHBOUR_SHARE=0 turns it off).
 
 A backend says who the neighbours are (`Around`: it reads them with the same filters as the
 candidates, so a neighbour a search could not return is never lent to); the lending is here,
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 
 import numpy as np
 
@@ -30,9 +31,12 @@ from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, MemoryType
 from memstream.memory.ranking.fusion import Candidate
 
-__all__ = ["LENDERS", "Around", "lend", "lenders", "neighbours_in", "order_key"]
+__all__ = ["LENDERS", "WINDOW", "Around", "lend", "lenders", "neighbours_in", "order_key"]
 
-LENDERS = 5
+LENDERS = 3
+# How far in time a neighbour may be: what was said a day apart is not next to it, and the
+# bound keeps a backend's read of a long thread short.
+WINDOW = timedelta(days=1)
 
 # The memories of a thread within `reach` places of each of `hits`, by hit id, with their
 # vectors: a backend's answer to "who said what around these".
@@ -84,7 +88,8 @@ def neighbours_in(
     memories: Iterable[tuple[Memory, Vectors]], hits: Sequence[Memory], reach: int
 ) -> dict[str, list[tuple[Memory, Vectors]]]:
     """The neighbours of each of `hits` among `memories` (those a search may return, with
-    their vectors): the `reach` before and after it in its thread, by `order_key`."""
+    their vectors): the `reach` before and after it in its thread, by `order_key`, within
+    `WINDOW` of it."""
     wanted = {hit.thread for hit in hits}
     threads: dict[str, list[tuple[Memory, Vectors]]] = defaultdict(list)
     for memory, vector in memories:
@@ -95,5 +100,6 @@ def neighbours_in(
         thread = sorted(threads.get(hit.thread, ()), key=lambda pair: order_key(pair[0]))
         at = next((i for i, (m, _) in enumerate(thread) if m.id == hit.id), None)
         if at is not None:
-            found[hit.id] = [*thread[max(0, at - reach) : at], *thread[at + 1 : at + 1 + reach]]
+            near = [*thread[max(0, at - reach) : at], *thread[at + 1 : at + 1 + reach]]
+            found[hit.id] = [(m, v) for m, v in near if abs(m.timestamp - hit.timestamp) <= WINDOW]
     return found
