@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -174,12 +175,13 @@ class TestStack:
             lambda: not self.status.unapplied(events), f"{len(events)} events to be projected"
         )
 
-    def recaller(self) -> RedisRecaller:
+    def recaller(self, **tuning: float) -> RedisRecaller:
+        """The stack's recaller, with `tuning`'s knobs changed from the settings'."""
         return RedisRecaller(
             self.redis,
             self.keys,
             EmbedderCatalogue(self.settings, shared_embedder(self.settings)),
-            tuning=Deployment(self.settings).recall_tuning(),
+            tuning=replace(Deployment(self.settings).recall_tuning(), **tuning),
         )
 
     def stored_memories(self, tenant: str) -> int:

@@ -20,6 +20,10 @@ from .helpers import TestStack
 
 pytestmark = pytest.mark.integration
 
+# Each test here pins one lever of the ranking (fusion, duplicates, BM25, dates), so thread
+# neighbours are off: memories said next to a hit would borrow from it (their own tests are
+# in tests/unit/test_neighbours.py and the backend contract).
+
 TARGET = "Invoice 58213 covers the March hosting bill."
 # Near-identical siblings: only the number (and month) tells them apart.
 SIBLINGS = [
@@ -47,7 +51,7 @@ def test_hybrid_ranks_the_exact_number_first_among_near_identical_siblings(
     tenant = f"inv-{uuid.uuid4().hex[:6]}"
     record(stack, tenant, [TARGET, *SIBLINGS])
 
-    hybrid = stack.recaller().recall(tenant, "58213", k=3)
+    hybrid = stack.recaller(neighbour_share=0.0).recall(tenant, "58213", k=3)
 
     assert hybrid[0].memory.content == TARGET
     # First by words (1 of the lexical part) and close in meaning: well above any sibling,
@@ -72,7 +76,7 @@ def test_restated_memories_take_one_slot_but_differing_facts_keep_theirs(
     stack.publish(events)
     stack.wait_applied(events)
 
-    hits = stack.recaller().recall(tenant, "which crate holds pears?", k=10)
+    hits = stack.recaller(neighbour_share=0.0).recall(tenant, "which crate holds pears?", k=10)
 
     recalled = [h.memory.content for h in hits]
     pears_in_4 = [c for c in recalled if "4" in c and "pears" in c]
@@ -100,7 +104,7 @@ def test_hostile_query_text_never_crosses_tenants(stack: TestStack, text: str) -
     record(stack, other, [TARGET, *SIBLINGS[:2]])
     text = text.replace("OTHER", tenant_token(other))
 
-    hits = stack.recaller().recall(mine, text, k=20)
+    hits = stack.recaller(neighbour_share=0.0).recall(mine, text, k=20)
 
     assert hits, "the tenant's own memories are still recalled"
     assert {h.memory.tenant for h in hits} == {mine}
@@ -125,7 +129,7 @@ def test_a_memory_is_found_by_the_words_of_its_date(stack: TestStack) -> None:
     stack.publish(events)
     stack.wait_applied(events)
 
-    hits = stack.recaller().recall(tenant, "What did we do on 7 May 2023?", k=10)
+    hits = stack.recaller(neighbour_share=0.0).recall(tenant, "What did we do on 7 May 2023?", k=10)
 
     # The five "Nice." answers have the same vector: only their dates can order them.
     replies = [h.memory.timestamp.day for h in hits if h.memory.content == "Nice."]
@@ -162,7 +166,7 @@ def test_the_lexical_list_scores_bm25_over_the_tenants_own_memories(stack: TestS
     stack.publish(events)
     stack.wait_applied(events)
     question = "Did Caroline try pottery?"
-    recaller = stack.recaller()
+    recaller = stack.recaller(neighbour_share=0.0)
     words_only = replace(recaller.tuning, vector_weight=0.0)
 
     hits = recaller.search(

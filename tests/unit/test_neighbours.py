@@ -78,12 +78,14 @@ def test_a_hit_lends_its_share_where_that_beats_a_neighbours_own_score() -> None
     assert "m4" not in {c.memory.id for c, _ in beside}
 
 
-def test_only_the_best_conversation_memories_lend() -> None:
+def test_only_the_best_conversation_memories_of_a_thread_lend() -> None:
     memories = [said(n, f"m{n}") for n in range(LENDERS + 2)]
     item = said(99, "item", kind=MemoryType.KNOWLEDGE)
-    scored = [(Candidate(item, 0, 1, unit(1, 0)), 1.0)] + [
-        (Candidate(m, 0, 0.5, unit(1, 0)), 0.9 - 0.01 * n) for n, m in enumerate(memories)
-    ]
+    threadless = said(98, "saved with no thread", thread="")
+    scored = [
+        (Candidate(item, 0, 1, unit(1, 0)), 1.0),
+        (Candidate(threadless, 0, 1, unit(1, 0)), 1.0),
+    ] + [(Candidate(m, 0, 0.5, unit(1, 0)), 0.9 - 0.01 * n) for n, m in enumerate(memories)]
     assert [m.id for m in lenders(scored)] == [m.id for m in memories[:LENDERS]]
 
 

@@ -43,16 +43,21 @@ WINDOW = timedelta(days=1)
 Around = Callable[[Sequence[Memory], int], Mapping[str, Sequence[tuple[Memory, Vectors]]]]
 
 
-def order_key(memory: Memory) -> tuple[float, str]:
-    """A memory's place in its thread: time, then id (a turn's two memories share a time)."""
-    return (memory.timestamp.timestamp(), memory.id)
+def order_key(memory: Memory) -> tuple[float, int, str]:
+    """A memory's place in its thread: time, then the log's order (memories imported at one
+    time), then id (a turn's two memories share an event)."""
+    offset = memory.provenance.offset if memory.provenance is not None else -1
+    return (memory.timestamp.timestamp(), offset, memory.id)
 
 
 def lenders(scored: Sequence[tuple[Candidate, float]]) -> list[Memory]:
-    """The hits that lend: the best `LENDERS` conversation memories."""
-    return [c.memory for c, _ in scored if c.memory.memory_type is MemoryType.CONVERSATION][
-        :LENDERS
-    ]
+    """The hits that lend: the best `LENDERS` conversation memories said in a thread (one
+    saved with no thread has no neighbours)."""
+    return [c.memory for c, _ in scored if _conversational(c.memory)][:LENDERS]
+
+
+def _conversational(memory: Memory) -> bool:
+    return memory.memory_type is MemoryType.CONVERSATION and bool(memory.thread)
 
 
 def lend(
@@ -68,7 +73,7 @@ def lend(
     ranked = dict(own)
     for candidate, score in scored:
         for memory, vector in around.get(candidate.memory.id, ()):
-            if memory.memory_type is not MemoryType.CONVERSATION:
+            if not _conversational(memory):
                 continue
             held = own.get(memory.id)
             mine = held[1] if held is not None else 0.0
@@ -93,7 +98,7 @@ def neighbours_in(
     wanted = {hit.thread for hit in hits}
     threads: dict[str, list[tuple[Memory, Vectors]]] = defaultdict(list)
     for memory, vector in memories:
-        if memory.thread in wanted and memory.memory_type is MemoryType.CONVERSATION:
+        if memory.thread in wanted and _conversational(memory):
             threads[memory.thread].append((memory, vector))
     found: dict[str, list[tuple[Memory, Vectors]]] = {}
     for hit in hits:
