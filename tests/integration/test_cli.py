@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .commands import memstream_process
+from .commands import memstream, memstream_process
 from .helpers import TestStack, wait_until
 
 pytestmark = pytest.mark.integration
@@ -175,3 +175,18 @@ def test_chat_remembers_across_threads_of_a_tenant(stack: TestStack, env: dict[s
     assert asked.returncode == 0, asked.stderr
     assert "From my semantic-memory section:" in asked.stdout
     assert "My favourite colour is teal." in asked.stdout
+
+
+def test_the_demo_recalls_both_facts_of_its_compound_question(
+    stack: TestStack, env: dict[str, str]
+) -> None:
+    # "Which database do we use, and when do we deploy?": for acme the two facts are said in
+    # different turns of one thread; the deploy day came fourth, behind an invoice address,
+    # until thread neighbours (issue 36).
+    done = memstream(env, "demo")
+    assert done.returncode == 0, done.stderr
+    for tenant, facts in (("acme", ("PostgreSQL", "Tuesday")), ("globex", ("MongoDB", "Friday"))):
+        heading = f"[{tenant}] Which database do we use, and when do we deploy?"
+        lines = done.stdout.splitlines()
+        top3 = "\n".join(lines[lines.index(heading) + 1 : lines.index(heading) + 4])
+        assert all(fact in top3 for fact in facts), f"{tenant}'s top 3:\n{top3}"
