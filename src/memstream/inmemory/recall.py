@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from memstream.errors import InvalidInputError
 from memstream.inmemory.live import LiveReads
 from memstream.inmemory.state import Namespace, TenantState
 from memstream.memory.embeddings import Embedders, Vectors
@@ -36,33 +35,12 @@ from memstream.memory.ranking.rank import (
     tenant_bm25,
 )
 from memstream.memory.ranking.tokens import memory_words, query_terms
-from memstream.memory.search import SearchFilter, SearchMode, SearchPage, check_search
+from memstream.memory.search import SearchFilter, SearchMode, SearchPage, check_k, check_search
 from memstream.memory.tenancy import TenantId, validate_tenant
 
-__all__ = ["InMemoryRecaller", "InMemorySearch", "passes"]
+__all__ = ["InMemoryRecaller", "InMemorySearch"]
 
 Keep = Callable[[Memory], bool]
-
-
-def passes(where: SearchFilter) -> Keep:
-    """Whether a memory of `where.tenant` passes the filter (its time bounds inclusive)."""
-
-    def test(m: Memory) -> bool:
-        return (
-            (not where.threads or m.thread in where.threads)
-            and m.thread not in where.not_threads
-            and (not where.memory_types or m.memory_type in where.memory_types)
-            and m.memory_type not in where.not_memory_types
-            and (where.since is None or m.timestamp >= where.since)
-            and (where.until is None or m.timestamp <= where.until)
-        )
-
-    return test
-
-
-def _check_k(k: int) -> None:
-    if not 1 <= k <= MAX_RECALL_K:
-        raise InvalidInputError(f"k must be between 1 and {MAX_RECALL_K}, got {k}")
 
 
 def _stats(memories: Sequence[Memory], terms: Sequence[str]) -> TermStats:
@@ -101,10 +79,10 @@ def _recalled(
     if stats is not None:
         rows.update(_worded(found, terms, stats)[: max(k, CANDIDATES)])
     chosen = sorted(rows)
-    pairs = list(zip(found, vectors, strict=True))
 
     def around(hits: Sequence[Memory], reach: int) -> dict[str, list[tuple[Memory, Vectors]]]:
-        return neighbours_in(pairs, hits, reach)  # among what the filters let through
+        # Among what the filters let through; worked out only when neighbours are asked for.
+        return neighbours_in(zip(found, vectors, strict=True), hits, reach)
 
     return rank([found[r] for r in chosen], vectors[chosen], query, terms, stats, tuning, k, around)
 
@@ -124,7 +102,7 @@ class InMemoryRecaller:
         self, tenant: str, text: str, k: int, keep: Keep | None = None
     ) -> list[RecalledMemory]:
         """Recall among the tenant's memories that `keep` lets through."""
-        _check_k(k)
+        check_k(k)
         return self._live.read(
             tenant, text, lambda held, query: _recalled(held, text, query, k, self.tuning, keep)
         )
@@ -151,7 +129,7 @@ class InMemorySearch:
         keep: Keep | None = None,
     ) -> SearchPage:
         check_search(mode, limit, offset, max_distance)
-        filtered = passes(where)
+        filtered = where.matches
         kept = filtered if keep is None else (lambda m: filtered(m) and keep(m))
         terms = query_terms(text)
         if mode == SearchMode.HYBRID and (terms or text.strip()):
@@ -176,7 +154,7 @@ class InMemorySearch:
             return [m for m in held.fold.memories.values() if keep(m)] if held is not None else []
 
     def _count(self, where: SearchFilter) -> int:
-        return len(self._memories(where.tenant, passes(where)))
+        return len(self._memories(where.tenant, where.matches))
 
     def _listing(self, tenant: str, keep: Keep) -> list[RecalledMemory]:
         newest = sorted(self._memories(tenant, keep), key=lambda m: m.timestamp, reverse=True)

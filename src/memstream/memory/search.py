@@ -15,7 +15,7 @@ from memstream.memory.model import Memory, MemoryType, RecalledMemory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.tenancy import validate_tenant
 
-__all__ = ["MemorySearch", "SearchFilter", "SearchMode", "SearchPage", "check_search"]
+__all__ = ["MemorySearch", "SearchFilter", "SearchMode", "SearchPage", "check_k", "check_search"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,18 @@ class SearchFilter:
         for thread in (*self.threads, *self.not_threads):
             if not thread:
                 raise InvalidInputError("a session (thread) filter names an empty session id")
+
+    def matches(self, memory: Memory) -> bool:
+        """Whether a memory of the tenant passes (time bounds inclusive): what a backend that
+        filters in process evaluates, and Redis's query (`render_filter`) says."""
+        return (
+            (not self.threads or memory.thread in self.threads)
+            and memory.thread not in self.not_threads
+            and (not self.memory_types or memory.memory_type in self.memory_types)
+            and memory.memory_type not in self.not_memory_types
+            and (self.since is None or memory.timestamp >= self.since)
+            and (self.until is None or memory.timestamp <= self.until)
+        )
 
 
 class SearchMode(enum.StrEnum):
@@ -67,6 +79,12 @@ class MemorySearch(Protocol):
         `text` in `mode` (hybrid: recall's ranking); `max_distance` bounds the semantic mode's
         cosine distance; `keep` drops what the backend cannot filter, before the page is cut."""
         ...
+
+
+def check_k(k: int) -> None:
+    """Refuse a recall's k outside 1..MAX_RECALL_K, saying the range (InvalidInputError)."""
+    if not 1 <= k <= MAX_RECALL_K:
+        raise InvalidInputError(f"k must be between 1 and {MAX_RECALL_K}, got {k}")
 
 
 def check_search(mode: SearchMode, limit: int, offset: int, max_distance: float | None) -> None:

@@ -51,7 +51,7 @@ from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.ranking.neighbours import WINDOW, Around, neighbours_in
 from memstream.memory.ranking.rank import CANDIDATES, VECTOR_CANDIDATES, TermStats, rank
 from memstream.memory.ranking.tokens import query_terms
-from memstream.memory.search import SearchFilter
+from memstream.memory.search import SearchFilter, check_k
 from memstream.memory.tenancy import tenant_token, validate_tenant
 from memstream.projections.connection import search_pipelined, text
 from memstream.projections.live_model import LiveModel
@@ -84,11 +84,6 @@ def escape_term(term: str) -> str:
     tokeniser lets through from acting as syntax (`-` negation, `|` union, `*` prefix, ...).
     """
     return "".join(ch if ch.isalnum() else f"\\{ch}" for ch in term)
-
-
-def _check_k(k: int) -> None:
-    if not 1 <= k <= MAX_RECALL_K:
-        raise InvalidInputError(f"k must be between 1 and {MAX_RECALL_K}, got {k}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +161,7 @@ class VectorQuery:
 
     def __post_init__(self) -> None:
         validate_tenant(self.tenant)
-        _check_k(self.k)
+        check_k(self.k)
 
     def render(self) -> str:
         return (
@@ -209,7 +204,7 @@ class LexicalQuery:
 
     def __post_init__(self) -> None:
         validate_tenant(self.tenant)
-        _check_k(self.k)
+        check_k(self.k)
 
     @property
     def terms(self) -> tuple[str, ...]:
@@ -343,7 +338,7 @@ class HybridQuery:
 
     def __post_init__(self) -> None:
         validate_tenant(self.tenant)
-        _check_k(self.k)
+        check_k(self.k)
         if min(self.candidates, self.vector_candidates) < 1:
             raise InvalidInputError(
                 "candidates must be at least 1, got "

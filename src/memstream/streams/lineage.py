@@ -46,14 +46,13 @@ from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.provenance import Logged
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.ranking.neighbours import neighbours_in
-from memstream.memory.ranking.rank import TermStats, rank
+from memstream.memory.ranking.rank import CANDIDATES, TermStats, rank
 from memstream.memory.ranking.tokens import memory_words, query_terms
 from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 
 __all__ = [
-    "CANDIDATES",
     "HOLD_S",
     "KEEP_S",
     "Lineage",
@@ -66,9 +65,6 @@ KEEP_S = 30.0  # how long a read of a tenant's log answers before what came afte
 # How long a tenant's folded log is kept unasked: a question after that reads it all again.
 HOLD_S = 600.0
 FETCH_BYTES = 16 * 1024 * 1024  # per fetch of the partition (aiokafka's default is 1 MiB)
-# Candidates ranked per search, from each of meaning and words: recall's depth
-# (projections.recall.CANDIDATES, measured on LoCoMo's dev split: docs/benchmarks.md).
-CANDIDATES = 50
 
 # The projection's vectors for these memories of the tenant (None where it holds none, or
 # holds another content or model).
@@ -315,7 +311,6 @@ class Lineage:
         query = np.asarray(self._embedder.embed_query(text), dtype=np.float32)
         rows = view.candidates(query, terms, max(k, CANDIDATES))
         chosen = [view.memories[row] for row in rows]
-        pairs = list(zip(view.memories, view.vectors, strict=True))
         return rank(
             chosen,
             view.vectors[rows],
@@ -324,7 +319,9 @@ class Lineage:
             stats,
             self._tuning,
             k,
-            lambda hits, reach: neighbours_in(pairs, hits, reach),
+            lambda hits, reach: neighbours_in(
+                zip(view.memories, view.vectors, strict=True), hits, reach
+            ),
         )
 
     def diff(self, tenant: str, start: datetime, end: datetime) -> list[Diffed]:
