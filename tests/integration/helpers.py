@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import subprocess
 import sys
 import time
@@ -53,6 +54,39 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def worker_stacks(worker: subprocess.Popen[bytes], log: Path, wait_s: float = 10.0) -> str:
+    """The end of a worker's log, then the stacks it was asked for (SIGQUIT: every thread's,
+    even with its event loop blocked; SIGUSR1: its tasks'), for a failure's report."""
+    before = log.read_text(errors="replace")
+    if worker.poll() is not None:
+        return before[-30_000:]
+    worker.send_signal(signal.SIGQUIT)
+    worker.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + wait_s
+    while True:
+        said = log.read_text(errors="replace")[len(before) :]
+        if all(marker in said for marker in _STACKS_SAID) or time.monotonic() > deadline:
+            return before[-10_000:] + said
+        time.sleep(0.05)
+
+
+# What faulthandler's dump (SIGQUIT) and mode's (SIGUSR1: "THREAD <name>", then tasks) print.
+_STACKS_SAID = ("most recent call first", "THREAD ")
+
+
+def stop_worker(worker: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+    """SIGTERM, and the worker gone within `timeout`; one that hangs is killed, and the failure
+    shows its stacks."""
+    worker.terminate()
+    try:
+        worker.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stacks = worker_stacks(worker, log)
+        worker.kill()
+        worker.wait()
+        raise AssertionError(f"the worker ignored SIGTERM for {timeout:.0f}s:\n{stacks}") from None
 
 
 def running_worker(

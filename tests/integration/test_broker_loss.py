@@ -44,7 +44,7 @@ from memstream.memory.tenancy import tenant_key as record_key
 
 from .clusters import active_controller, in_sync, local_cluster, projecting
 from .commands import memstream_process
-from .helpers import TestStack, start_worker, wait_until
+from .helpers import TestStack, start_worker, stop_worker, wait_until, worker_stacks
 from .serving import serving, tenant_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -277,10 +277,12 @@ def test_every_command_works_the_instant_a_broker_dies_and_nothing_is_lost_or_do
 
         wait_until(converged, "every write to be projected", _SLOW_S)
         records = stack.read_whole(stack.topics.memory)
+    except BaseException:
+        print(f"--- the worker's log, with its stacks:\n{worker_stacks(worker, worker_log)}")
+        raise
     finally:
         deployment.close()
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop_worker(worker, worker_log)
 
     logged = Counter(record.key for record in records)
     for tenant, count in writes.memories.items():

@@ -49,7 +49,7 @@ from memstream.streams.wire import partition_of
 from memstream.testing.stack import wait_until_recallable
 
 from .clusters import in_sync, local_cluster, projecting
-from .helpers import TestStack, start_worker, wait_until
+from .helpers import TestStack, start_worker, stop_worker, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -236,8 +236,7 @@ def test_the_leader_of_busy_partitions_killed_mid_stream_blocks_no_turn_and_lose
         records = stack.read_whole(stack.topics.memory)
     finally:
         deployment.close()
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop_worker(worker, log)
 
     assert statuses == {"completed": sum(turns.values())}  # every turn answered
     outage = [h.seconds for h in hooks if killed_at <= h.at <= moved_at]
@@ -363,8 +362,7 @@ def test_a_shard_killed_mid_stream_holds_only_its_tenants_and_heals_from_its_fil
         )
         assert worker.poll() is None  # the same worker rode it out
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop_worker(worker, scene.log)
 
     for tenant in tenants:
         sent = 4 if tenant in on[0] else 5
@@ -423,8 +421,7 @@ def test_a_worker_killed_while_it_writes_to_two_shards_loses_and_doubles_nothing
     finally:
         if publishing.ident is not None:  # started
             publishing.join()
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop_worker(worker, scene.log)
 
     # Each kill landed while at least two shards were part-way through what they were sent.
     for at_kill in half_written:

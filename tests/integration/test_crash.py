@@ -18,7 +18,7 @@ from memstream.deployment import Deployment
 from memstream.operations import drop
 from memstream.processes import free_port
 
-from .helpers import TestStack, start_worker, wait_until
+from .helpers import TestStack, start_worker, stop_worker, wait_until, worker_stacks
 
 pytestmark = pytest.mark.integration
 
@@ -128,6 +128,9 @@ def test_a_broker_killed_and_restarted_mid_stream_loses_and_doubles_nothing(
     worker = start_worker(crash_env, log)
     try:
         stack.wait_until_projecting(worker, log)
+        # Asked for its stacks (docs/operations.md, "Troubleshooting"), it says and goes on.
+        stacks = worker_stacks(worker, log)
+        assert "most recent call first" in stacks and "THREAD " in stacks, stacks[-3000:]
         before, after = events[:EVENTS], events[EVENTS:]
         stack.publish(before)
 
@@ -144,8 +147,7 @@ def test_a_broker_killed_and_restarted_mid_stream_loses_and_doubles_nothing(
         stack.wait_applied(events)
         assert worker.poll() is None  # the same worker rode out the outage
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop_worker(worker, log)
 
     assert down_at < len(before)  # the broker went down mid-stream
     assert applied() == len(events)
