@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import subprocess
 import sys
@@ -54,6 +55,33 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def thread_orders(client: redis.Redis, keys: Keyspace, tenant: str) -> dict[str, list[str]]:
+    """The tenant's thread orders as Redis holds them: thread tag -> memory ids, in order."""
+    prefix = keys.threads(tenant)
+    return {
+        key.decode().removeprefix(prefix): [
+            m.decode().rsplit(":", 1)[1] for m in client.zrange(key, 0, -1)
+        ]
+        for key in client.scan_iter(match=f"{prefix}*")
+    }
+
+
+def said_in_threads(
+    client: redis.Redis, keys: Keyspace, tenant: str, ids: set[str]
+) -> dict[str, list[str]]:
+    """What the thread orders must be, from the memories themselves: each thread's
+    conversation memories by time, then log offset, then id."""
+    threads: dict[str, list[tuple[float, int, str]]] = {}
+    for memory_id in ids:
+        kind, tag, at, lineage = client.hmget(
+            keys.memory(tenant, memory_id), ["memory_type", "thread_tag", "timestamp", "lineage"]
+        )
+        if kind == b"conversation" and tag:
+            offset = json.loads(lineage)[4] if lineage else -1
+            threads.setdefault(tag.decode(), []).append((float(at), offset, memory_id))
+    return {tag: [i for *_, i in sorted(said)] for tag, said in threads.items()}
 
 
 def worker_stacks(worker: subprocess.Popen[bytes], log: Path, wait_s: float = 10.0) -> str:

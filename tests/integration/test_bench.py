@@ -61,6 +61,16 @@ def test_bench_locomo_reports_recall_at_k_beside_baselines(
     assert locomo["categories"]["5"]["bm25"]["questions"] == 1
     assert set(locomo["splits"]["held-out"]) >= {"memstream", *baselines}
     assert locomo["splits"]["tuning"] == {}
+    # Each lever's contribution on the held-out part: the full ranking less it turned off
+    # (three memories, all in every top 10: no lever moves recall@10 here).
+    assert set(locomo["levers"]) == {
+        "without neighbours",
+        "without importance and recency",
+        "without deduplication",
+        "without meaning (vectors)",
+        "without words (BM25), without the rest",
+    }
+    assert all(lever["recall@10"] == 0.0 for lever in locomo["levers"].values())
     assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.png"}
     assert "questions" in done.stderr  # progress goes to stderr
 

@@ -17,6 +17,8 @@ from memstream.projections.connection import async_redis_client, redis_client
 from memstream.projections.schema import Keyspace
 from memstream.projections.writer import RedisProjectionWriter
 
+from .helpers import said_in_threads, thread_orders
+
 pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -69,6 +71,9 @@ class Writer:
             for k in self.redis.scan_iter(match=f"{self.keys.tenant_memory_prefix(tenant)}*")
         }
         assert ids == hashes  # the order set and the hashes never disagree
+        assert thread_orders(self.redis, self.keys, tenant) == said_in_threads(
+            self.redis, self.keys, tenant, hashes
+        )
         return ids
 
 

@@ -17,7 +17,7 @@ from memstream.memory.model import MemoryType
 
 from .commands import memstream
 from .conftest import MAX_MEMORIES
-from .helpers import TestStack
+from .helpers import TestStack, said_in_threads, thread_orders
 
 pytestmark = pytest.mark.integration
 
@@ -76,6 +76,7 @@ def test_a_rebuild_equals_the_live_projection_and_forgotten_stays_gone(
     assert forgotten not in recalled(stack, tenant, forgotten)
     assert stack.recaller().recall(other, "other 1") == []
     assert memstream(env, "verify", "--tenant", tenant).returncode == 0
+    assert threads_of(stack, tenant) and not threads_of(stack, other)
 
     # verify can fail: damage the live projection, and it names the damage.
     count, some_id = stored_ids(stack, tenant)
@@ -88,6 +89,7 @@ def test_a_rebuild_equals_the_live_projection_and_forgotten_stays_gone(
     assert repaired.returncode == 0, repaired.stderr
     assert memstream(env, "verify", "--tenant", tenant).returncode == 0
     assert stored_ids(stack, tenant)[0] == count
+    assert threads_of(stack, tenant)  # its thread orders swapped in with its memories
 
     stats = json.loads(memstream(env, "stats", "--tenant", tenant, "--json").stdout)
     assert stats["memories"] == count == stats["tenants"][tenant]["memories"]
@@ -109,6 +111,15 @@ def test_a_rebuild_equals_the_live_projection_and_forgotten_stays_gone(
 
 def recalled(stack: TestStack, tenant: str, text: str) -> list[str]:
     return [h.memory.content for h in stack.recaller().recall(tenant, text, k=50)]
+
+
+def threads_of(stack: TestStack, tenant: str) -> dict[str, list[str]]:
+    """The tenant's thread orders in the live generation, checked against its memories."""
+    keys = stack.status.live()
+    ids = {m.decode().rsplit(":", 1)[1] for m in stack.redis.zrange(keys.order(tenant), 0, -1)}
+    held = thread_orders(stack.redis, keys, tenant)
+    assert held == said_in_threads(stack.redis, keys, tenant, ids)
+    return held
 
 
 def stored_ids(stack: TestStack, tenant: str) -> tuple[int, str]:

@@ -51,6 +51,19 @@ def test_the_neighbours_are_the_turns_within_reach_in_the_thread_in_time_order()
     assert neighbours_in(pairs[1:], [turns[0]], 1) == {}
 
 
+def test_a_filter_drops_a_neighbour_and_does_not_reach_past_it() -> None:
+    turns = [said(n, f"turn {n}") for n in range(1, 6)]
+    pairs = [(m, unit(1, 0)) for m in turns]
+    hit = turns[2]  # m3
+
+    def not_m2(memory: Memory) -> bool:
+        return memory.id != "m2"
+
+    # As Redis reads a thread's order: the places are the thread's, the filter comes after.
+    assert [m.id for m, _ in neighbours_in(pairs, [hit], 1, not_m2)["m3"]] == ["m4"]
+    assert [m.id for m, _ in neighbours_in(pairs, [hit], 2, not_m2)["m3"]] == ["m1", "m4", "m5"]
+
+
 def test_a_turns_two_memories_at_one_time_are_ordered_by_id() -> None:
     query, answer = said(1, "q"), replace(said(1, "a"), id="m1a")
     pairs = [(query, unit(1, 0)), (answer, unit(0, 1)), (said(2, "next"), unit(1, 1))]

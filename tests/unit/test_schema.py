@@ -86,6 +86,7 @@ def test_keys_carry_the_tenant_token_never_the_raw_id() -> None:
     assert keys.order("a:b") == "ns:g1:order:613a62"
     assert keys.applied("a:b") == "ns:g1:applied:613a62"
     assert keys.forgotten("a:b") == "ns:g1:forgotten:613a62"
+    assert keys.threads("a:b") == "ns:g1:threads:613a62:"
 
 
 def test_every_state_key_and_index_carries_its_generation_but_not_the_alias() -> None:
@@ -98,6 +99,15 @@ def test_every_state_key_and_index_carries_its_generation_but_not_the_alias() ->
     assert not Keyspace("ns").at(10).memory_prefix.startswith(Keyspace("ns").memory_prefix)
     assert second.alias == Keyspace("ns").alias == "ns:memories"
     assert second.generation_key == "ns:generation"
+
+
+def test_a_key_a_search_returned_says_its_generation() -> None:
+    keys = Keyspace("ns")
+    assert keys.holding("ns:g12:mem:61:m") == keys.at(12)
+    assert keys.holding(keys.at(3).memory("a:b", "x:y")).generation == 3
+    for foreign in ("other:g2:mem:61:m", "ns:memories", "ns:gx:mem:61:m", "ns:g2"):
+        with pytest.raises(ValueError, match="no key of a generation"):
+            keys.holding(foreign)
 
 
 def test_a_memory_carries_its_date_in_words_for_the_lexical_search() -> None:

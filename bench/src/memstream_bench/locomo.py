@@ -243,6 +243,7 @@ def run_locomo(
     asked = 0
     tuning = Deployment(settings).recall_tuning()
     lexical_only = replace(tuning, vector_weight=0.0)
+    without = _levers_off(tuning)
     with BenchNamespace(settings, "locomo") as ns:
         progress.say("starting a worker")
         probe = MessageRecorded(
@@ -300,7 +301,7 @@ def run_locomo(
                 tenant_only = SearchFilter(conversation.sample_id)
                 page = server.search(tenant_only, question.text, limit=_DEPTH)
                 rankings["server search"] = _dia_ids(page.hits)
-                for name, swept in tunings.items():
+                for name, swept in {**tunings, **without}.items():
                     rankings[name] = _dia_ids(recaller.search(hybrid, swept))
                 rankings["redis bm25 (index-wide)"] = _redis_bm25(ns, hybrid)
                 word_scores = bm25.scores(question.text)
@@ -335,6 +336,7 @@ def run_locomo(
         "memories": len(events),
         "content": style,
         "candidates": candidates,
+        "levers": _contributions(scores, without),
         "tuning": asdict(tuning),
         "rrf_k": rrf_k,
         "import_seconds": round(import_s, 1),
@@ -394,6 +396,39 @@ def _score_fusion(words: Sequence[float], cosines: Vectors, weight: float) -> li
     best = max(words, default=0.0) or 1.0
     fused = np.asarray(words) / best + weight * np.maximum(cosines, 0.0)
     return [int(i) for i in np.argsort(-fused, kind="stable")[:_DEPTH]]
+
+
+def _levers_off(tuning: RecallTuning) -> dict[str, RecallTuning]:
+    """memstream's ranking with each of its levers turned off alone (the lexical list and the
+    vector list are the baselines `memstream vector-only` and `memstream lexical-only`)."""
+    return {
+        "memstream without neighbours": replace(tuning, neighbour_share=0.0),
+        "memstream without importance and recency": replace(
+            tuning, importance_weight=0.0, recency_weight=0.0
+        ),
+        # Above 1 only identical contents collapse (ranking.dedup).
+        "memstream without deduplication": replace(tuning, duplicate_similarity=1.01),
+    }
+
+
+def _contributions(scores: _Scores, without: Mapping[str, RecallTuning]) -> dict[str, Any]:
+    """What each lever adds on the held-out conversations: the full ranking's figures less
+    those with the lever off (`recall@10: 0.09` means it lifts recall@10 by 9 points)."""
+    held_out = scores.figures("held-out")
+    if "memstream" not in held_out:  # a run over tuning conversations only
+        return {}
+    ours = held_out["memstream"]
+    levers = {name.removeprefix("memstream "): held_out[name] for name in without} | {
+        "without meaning (vectors)": held_out["memstream lexical-only"],
+        "without words (BM25), without the rest": held_out["memstream vector-only"],
+    }
+    return {
+        lever: {
+            metric: round(ours[metric] - figures[metric], 4)
+            for metric in ("recall@1", "recall@5", "recall@10", "hit@10", "session_recall@10")
+        }
+        for lever, figures in levers.items()
+    }
 
 
 def _sweep_tunings(

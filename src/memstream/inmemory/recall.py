@@ -81,8 +81,8 @@ def _recalled(
     chosen = sorted(rows)
 
     def around(hits: Sequence[Memory], reach: int) -> dict[str, list[tuple[Memory, Vectors]]]:
-        # Among what the filters let through; worked out only when neighbours are asked for.
-        return neighbours_in(zip(found, vectors, strict=True), hits, reach)
+        # Worked out only when neighbours are asked for.
+        return neighbours_in(((m, held.vectors[m.id]) for m in every), hits, reach, keep)
 
     return rank([found[r] for r in chosen], vectors[chosen], query, terms, stats, tuning, k, around)
 

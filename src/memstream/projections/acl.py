@@ -48,8 +48,9 @@ _NO_LISTING = ("-scan", "-randomkey")
 # commands are held to its caller's key patterns.
 _SCRIPTS = ("+evalsha", "+eval", "+script|load", "+script|exists")
 # A search reads the live generation in the same transaction (projections.live_model), so a
-# swap to a generation of another embedding model cannot fall between the two.
-_SEARCH = ("+multi", "+exec", "+discard", "+FT.SEARCH")
+# swap to a generation of another embedding model cannot fall between the two; recall reads
+# thread neighbours with a read-only script (neighbours.lua: EVALSHA_RO, EVAL_RO).
+_SEARCH = ("+multi", "+exec", "+discard", "+FT.SEARCH", "+evalsha_ro", "+eval_ro")
 _RIGHTS = {
     # recall: FT.SEARCH over the live alias (in a transaction with the live generation's
     # number); memories, orders and positions read by key.

@@ -11,7 +11,8 @@
 -- ARGV[4]  max memories (0: unbounded)
 -- ARGV[5]  position field ("": none)   ARGV[6] offset
 -- ARGV[7]  key prefix of the tenant's memories (keys derive from memory ids)
--- ARGV[8…] by kind:
+-- ARGV[8]  key prefix of the tenant's thread orders (thread_order.lua, prepended)
+-- ARGV[9…] by kind:
 --   record, put, consolidate: the number of memories to write, then for each: its id, its order
 --            member, its number of field/value pairs, then the pairs; consolidate then adds
 --            the replaced ids as a JSON array
@@ -45,7 +46,7 @@ if recorded then
   return {0, recorded, {}}
 end
 
-local kind, prefix = ARGV[3], ARGV[7]
+local kind, prefix, threads = ARGV[3], ARGV[7], ARGV[8]
 local written, removed = {}, {}
 local outcome = {}
 
@@ -58,6 +59,7 @@ local function remove(id)
   local member = redis.call('HGET', prefix .. id, 'order_member')
   if member then
     redis.call('ZREM', KEYS[3], member)
+    thread_leave(prefix .. id, threads)
     redis.call('DEL', prefix .. id)
   end
 end
@@ -76,13 +78,17 @@ local function write_memories(a)
         fields[#fields + 1] = ARGV[a + j]
       end
       -- A memory saved again under its id (MemorySaved with new content) replaces the old
-      -- one: its old place in the eviction order goes with it.
+      -- one: its old places in the eviction and thread orders go with it.
       local previous = redis.call('HGET', prefix .. id, 'order_member')
       if previous and previous ~= member then
         redis.call('ZREM', KEYS[3], previous)
       end
+      if previous then
+        thread_leave(prefix .. id, threads)
+      end
       redis.call('HSET', prefix .. id, unpack(fields))
       redis.call('ZADD', KEYS[3], 0, member)
+      thread_join(prefix .. id, threads)
       written[#written + 1] = id
     end
     a = a + 2 * pairs_count
@@ -91,17 +97,17 @@ local function write_memories(a)
 end
 
 if kind == 'record' then
-  write_memories(8)
+  write_memories(9)
 elseif kind == 'put' then
   -- A store item's memory id is its slot: the put replaces what the slot held (its order
   -- member may differ) and clears the slot's tombstone, since a new put is a new write.
-  local id = ARGV[9]
+  local id = ARGV[10]
   remove(id)
   redis.call('SREM', KEYS[5], id)
-  write_memories(8)
+  write_memories(9)
 elseif kind == 'consolidate' then
-  local after = 8 + 1
-  local count = tonumber(ARGV[8])
+  local after = 9 + 1
+  local count = tonumber(ARGV[9])
   for _ = 1, count do
     after = after + 3 + 2 * tonumber(ARGV[after + 2])
   end
@@ -122,10 +128,10 @@ elseif kind == 'consolidate' then
       remove(id)
       removed[#removed + 1] = id
     end
-    write_memories(8)
+    write_memories(9)
   end
 elseif kind == 'forget' then
-  local selector = cjson.decode(ARGV[8])
+  local selector = cjson.decode(ARGV[9])
   local function forget(id)
     redis.call('SADD', KEYS[5], id)
     if redis.call('EXISTS', prefix .. id) == 1 then
@@ -158,7 +164,7 @@ elseif kind == 'forget' then
 elseif kind == 'expire' then
   -- A store item's TTL ran out. Only the put that lapsed goes, and only if no refresh moved
   -- its deadline past the one the sweeper saw; no tombstone: a later put writes it again.
-  local id, put, deadline = ARGV[8], ARGV[9], tonumber(ARGV[10])
+  local id, put, deadline = ARGV[9], ARGV[10], tonumber(ARGV[11])
   local held = redis.call('HMGET', prefix .. id, 'event_id', 'expires_at')
   if held[1] == put and held[2] and tonumber(held[2]) <= deadline then
     remove(id)
@@ -174,6 +180,7 @@ elseif kind == 'erase' then
   -- must find its marker and write nothing.
   for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
     local id = id_of(member)
+    thread_leave(prefix .. id, threads)
     redis.call('DEL', prefix .. id)
     removed[#removed + 1] = id
   end
@@ -199,6 +206,7 @@ if bound > 0 then
     local victims = redis.call('ZRANGE', KEYS[3], 0, excess - 1)
     for _, member in ipairs(victims) do
       local id = id_of(member)
+      thread_leave(prefix .. id, threads)
       redis.call('DEL', prefix .. id)
       evicted[#evicted + 1] = id
     end

@@ -7,6 +7,7 @@ ACL user of the settings, translated once into redis-py's options.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from memstream.errors import ConfigurationError, RedisLoadingError, RedisUnavail
 
 __all__ = [
     "COMPACT_AFTER",
+    "ReadScript",
     "RedisConnection",
     "async_redis_client",
     "compact",
@@ -258,6 +260,27 @@ def search_pipelined(
             if is_missing_index(exc):
                 return None
             raise
+
+
+class ReadScript:
+    """A read-only Lua script, run with EVALSHA_RO (and EVAL_RO, which caches it, when Redis
+    does not know it yet): a replica may answer it, and the ACL roles that only read may run
+    it (projections.acl)."""
+
+    def __init__(self, client: redis.Redis, source: str, *, url: str, doing: str) -> None:
+        self._client = client
+        self._source = source
+        self._sha = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
+        self._url = url
+        self._doing = doing
+
+    def read(self, args: Sequence[str | int | bytes]) -> Any:
+        """The script's reply for `args` (ARGV; it declares no keys)."""
+        with redis_errors(self._url, self._doing):
+            try:
+                return self._client.evalsha_ro(self._sha, 0, *args)
+            except redis.exceptions.NoScriptError:
+                return self._client.eval_ro(self._source, 0, *args)
 
 
 def is_missing_index(exc: redis.ResponseError) -> bool:

@@ -11,18 +11,16 @@ written into a retired generation after a swap.
 
 from __future__ import annotations
 
-from importlib.resources import files
-
 import redis.asyncio
 from redis.commands.core import AsyncScript
 
 from memstream.memory.ports import SwapResult
 from memstream.projections.connection import compact_async, is_missing_index, redis_errors, text
-from memstream.projections.schema import Keyspace
+from memstream.projections.schema import Keyspace, lua
 
 __all__ = ["RedisGenerations"]
 
-_SWAP = files("memstream.projections").joinpath("swap.lua").read_text()
+_SWAP = lua("swap.lua")
 
 
 class RedisGenerations:
@@ -74,6 +72,8 @@ class RedisGenerations:
                     "tenant",
                     old.tenant_memory_prefix(tenant),
                     new.tenant_memory_prefix(tenant),
+                    old.threads(tenant),
+                    new.threads(tenant),
                 ],
             )
         return SwapResult(int(reply))

@@ -48,14 +48,14 @@ from memstream.memory.embeddings import Embedders, Vectors
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.ranking.fusion import RecallTuning
-from memstream.memory.ranking.neighbours import WINDOW, Around, neighbours_in
+from memstream.memory.ranking.neighbours import WINDOW, Around
 from memstream.memory.ranking.rank import CANDIDATES, VECTOR_CANDIDATES, TermStats, rank
 from memstream.memory.ranking.tokens import query_terms
 from memstream.memory.search import SearchFilter, check_k
 from memstream.memory.tenancy import tenant_token, validate_tenant
-from memstream.projections.connection import search_pipelined, text
+from memstream.projections.connection import ReadScript, search_pipelined, text
 from memstream.projections.live_model import LiveModel
-from memstream.projections.schema import Fields, Keyspace, from_hash
+from memstream.projections.schema import Fields, Keyspace, from_hash, lua
 
 __all__ = [
     "CANDIDATES",
@@ -64,7 +64,6 @@ __all__ = [
     "Hit",
     "HybridQuery",
     "LexicalQuery",
-    "NeighbourQuery",
     "RedisRecaller",
     "TenantFilter",
     "TenantStatsQuery",
@@ -244,53 +243,6 @@ def _words_query(scope: str, terms: Sequence[str]) -> str | None:
     return f"({scope}) (@{Fields.CONTENT}|{Fields.WHEN}:({union}))"
 
 
-@dataclass(frozen=True, slots=True)
-class NeighbourQuery:
-    """The memories of `hit`'s thread around it in time (those `where` lets through, within
-    `neighbours.WINDOW`): at or before it, latest first, and at or after it, earliest first,
-    `reach` and some each way (a turn's memories share a time, and the hit is among them)."""
-
-    tenant: str
-    hit: Memory
-    reach: int
-    where: SearchFilter | None = None
-
-    def __post_init__(self) -> None:
-        validate_tenant(self.tenant)
-
-    def commands(self, index: str) -> list[list[str | int | bytes]]:
-        scope = _scope(self.tenant, self.where)
-        thread = _tags(Fields.THREAD_TAG, [_thread_token(self.hit.thread)])
-        at = self.hit.timestamp.timestamp()
-        start, end = repr(at - WINDOW.total_seconds()), repr(at + WINDOW.total_seconds())
-        before, after = f"[{start} {at!r}]", f"[{at!r} {end}]"
-        return [
-            self._command(index, f"({scope}) {thread} @{Fields.TIMESTAMP}:{before}", "DESC"),
-            self._command(index, f"({scope}) {thread} @{Fields.TIMESTAMP}:{after}", "ASC"),
-        ]
-
-    def _command(self, index: str, query: str, order: str) -> list[str | int | bytes]:
-        return [
-            "FT.SEARCH",
-            index,
-            query,
-            *_returned_fields(),
-            "SORTBY",
-            Fields.TIMESTAMP,
-            order,
-            "LIMIT",
-            0,
-            self.reach + _TIED,
-            "DIALECT",
-            2,
-        ]
-
-
-# How many memories of one time a neighbour query reads past `reach`: the hit itself and the
-# other memories of its turn.
-_TIED = 3
-
-
 def _count(index: str, query: str) -> list[str | int | bytes]:
     return ["FT.SEARCH", index, query, "VERBATIM", "LIMIT", 0, 0, "DIALECT", 2]
 
@@ -387,6 +339,9 @@ class RedisRecaller:
         self._client = client
         self._keys = keyspace
         self._live = LiveModel(client, keyspace, embedders, url=url)
+        self._neighbours = ReadScript(
+            client, lua("neighbours.lua"), url=url, doing="reading thread neighbours"
+        )
         self._url = url
         self.tuning = tuning
 
@@ -464,6 +419,8 @@ class RedisRecaller:
             return []
         hits = {key: hit for reply in replies[:2] for key, hit in parse_reply(reply)}
         found = [(from_hash(hit.fields), hit.vector) for hit in hits.values()]
+        # Neighbours are read from the generation the candidates came from.
+        keys = self._keys.holding(next(iter(hits))) if hits else self._keys
         if keep is not None:
             found = [(memory, vector) for memory, vector in found if keep(memory)]
         if not found:
@@ -480,26 +437,45 @@ class RedisRecaller:
             stats,
             tuning,
             query.k,
-            self._around(query.tenant, query.where, keep),
+            self._around(keys, query.tenant, query.where, keep),
         )
 
     def _around(
-        self, tenant: str, where: SearchFilter | None, keep: Callable[[Memory], bool] | None
+        self,
+        keys: Keyspace,
+        tenant: str,
+        where: SearchFilter | None,
+        keep: Callable[[Memory], bool] | None,
     ) -> Around:
-        """The hits' thread neighbours, read in one round trip with the candidates' filters."""
+        """The hits' thread neighbours from the thread orders of `keys`' generation, in one
+        call (neighbours.lua); those the candidates' filters would not let through are left
+        out."""
 
         def around(hits: Sequence[Memory], reach: int) -> dict[str, list[tuple[Memory, Vectors]]]:
-            queries = [NeighbourQuery(tenant, hit, reach, where) for hit in hits]
-            replies = self._run([c for q in queries for c in q.commands(self._keys.alias)])
+            names = [*Fields.RETURNED, Fields.EMBEDDING]
+            args: list[str | int | bytes] = [
+                keys.tenant_memory_prefix(tenant),
+                keys.threads(tenant),
+                reach,
+                len(hits),
+                *(hit.id for hit in hits),
+                *names,
+            ]
+            rows = self._neighbours.read(args)
             found: dict[str, list[tuple[Memory, Vectors]]] = {}
-            for n, hit in enumerate(hits):
-                near = {
-                    key: (from_hash(h.fields), h.vector)
-                    for reply in (replies or [])[2 * n : 2 * n + 2]
-                    for key, h in parse_reply(reply)
-                }
-                kept = [(m, v) for m, v in near.values() if keep is None or keep(m)]
-                found.update(neighbours_in(kept, [hit], reach))
+            for hit, near in zip(hits, rows, strict=True):
+                kept = []
+                for _, *values in near:
+                    if values[0] is None:  # gone since its place was read
+                        continue
+                    stored = zip(names, values, strict=True)
+                    held = _hit({name: v for name, v in stored if v is not None})
+                    memory = from_hash(held.fields)
+                    if abs(memory.timestamp - hit.timestamp) > WINDOW:
+                        continue
+                    if (where is None or where.matches(memory)) and (keep is None or keep(memory)):
+                        kept.append((memory, held.vector))
+                found[hit.id] = kept
             return found
 
         return around

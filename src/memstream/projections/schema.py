@@ -15,6 +15,9 @@ replay can build generation g+1 beside the live generation g and swap it in at o
     {ns}:g{g}:mem:{token}:{memory_id}  HASH   one memory (fields below; `lineage`: where it
                                               came from, docs/lineage.md)
     {ns}:g{g}:order:{token}            ZSET   the tenant's memories in eviction order
+    {ns}:g{g}:threads:{token}:{thread} ZSET   a thread's conversation memories in time order,
+                                              then the log's (thread_order.lua; the thread as
+                                              its hex tag): thread neighbours are read here
     {ns}:g{g}:applied:{token}          HASH   event id -> recorded outcome: apply-once markers
     {ns}:g{g}:forgotten:{token}        SET    tombstones: memory ids no event may write again
     {ns}:g{g}:positions                HASH   "topic/partition" -> last offset taken into account
@@ -38,6 +41,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.resources import files
 from typing import Any
 
 import numpy as np
@@ -56,6 +60,7 @@ __all__ = [
     "Keyspace",
     "from_hash",
     "lineage_field",
+    "lua",
     "memory_id_of",
     "memory_index_schema",
     "order_member",
@@ -123,6 +128,13 @@ class Keyspace:
 
     def at(self, generation: int) -> Keyspace:
         return Keyspace(self.namespace, generation)
+
+    def holding(self, key: str) -> Keyspace:
+        """The keyspace of the generation whose key `key` is (one a search returned)."""
+        generation, colon, _ = key.removeprefix(f"{self.namespace}:g").partition(":")
+        if not key.startswith(f"{self.namespace}:g") or not colon or not generation.isdigit():
+            raise ValueError(f"{key!r} is no key of a generation of {self.namespace!r}")
+        return self.at(int(generation))
 
     @property
     def layout_key(self) -> str:
@@ -193,9 +205,20 @@ class Keyspace:
     def session_owners(self, tenant: str) -> str:
         return f"{self.namespace}:wm:{tenant_token(tenant)}:owners"
 
+    def threads(self, tenant: str) -> str:
+        """The prefix of the tenant's thread-order keys (the thread's hex tag completes one)."""
+        return f"{self.generation_prefix}threads:{tenant_token(tenant)}:"
+
     def tenant_keys(self, tenant: str) -> tuple[str, str, str]:
         """The per-tenant keys besides the memory hashes: order, applied, forgotten."""
         return self.order(tenant), self.applied(tenant), self.forgotten(tenant)
+
+
+def lua(name: str) -> str:
+    """The script `name` of this package with thread_order.lua's functions before it: the
+    one statement of a memory's place in its thread, for every script that moves one."""
+    package = files("memstream.projections")
+    return package.joinpath("thread_order.lua").read_text() + package.joinpath(name).read_text()
 
 
 def order_member(memory: Memory) -> str:

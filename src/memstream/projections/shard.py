@@ -175,8 +175,9 @@ class RedisShard:
 
     def drop_moved(self, moved: Callable[[str], bool], fields: Collection[str]) -> int:
         """Delete, from the live generation, every tenant `moved` says lives on another shard
-        now (its memories, markers, order set and tombstones) and the positions `fields` of
-        the partitions that moved (a reshard's last step); the number of tenants deleted."""
+        now (its memories, markers, order set, thread orders and tombstones) and the positions
+        `fields` of the partitions that moved (a reshard's last step); the number of tenants
+        deleted."""
         live = ProjectionStatus(self.client, self.keys, url=self._url).live()
         pattern = f"{live.generation_prefix}applied:*"
         prefix = pattern[:-1]
@@ -186,7 +187,11 @@ class RedisShard:
             for tenant in (tenant_from_token(token) for token in tokens):
                 if not moved(tenant):
                     continue
-                keys = [*self.client.scan_iter(match=f"{live.tenant_memory_prefix(tenant)}*")]
+                keys = [
+                    key
+                    for prefix in (live.tenant_memory_prefix(tenant), live.threads(tenant))
+                    for key in self.client.scan_iter(match=f"{prefix}*")
+                ]
                 deleted += int(self.client.unlink(*keys, *live.tenant_keys(tenant)))
                 dropped += 1
             if fields:

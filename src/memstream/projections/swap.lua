@@ -8,6 +8,7 @@
 -- tenant:  KEYS[4..6] the live tenant's order, applied, forgotten keys
 --          KEYS[7..9] the rebuilt tenant's order, applied, forgotten keys
 --          ARGV[3] the live tenant's memory key prefix  ARGV[4] the rebuilt one's
+--          ARGV[5] the live tenant's thread-order key prefix  ARGV[6] the rebuilt one's
 --
 -- Returns 1 when swapped, 0 when the live generation has taken in offsets the rebuild has
 -- not yet (the caller reads on and tries again), -1 when the live generation changed (another
@@ -31,15 +32,32 @@ if ARGV[2] == 'all' then
 end
 
 -- One tenant: its live keys are replaced by the rebuilt ones, renamed into the live
--- generation, where the live index picks the memory hashes up.
+-- generation, where the live index picks the memory hashes up. Its thread orders go with its
+-- memories (found through them: a thread's key is the prefix and the thread's tag).
 local live_prefix, rebuilt_prefix = ARGV[3], ARGV[4]
+local live_threads, rebuilt_threads = ARGV[5], ARGV[6]
 for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
-  redis.call('DEL', live_prefix .. string.match(member, '([^:]+)$'))
+  local key = live_prefix .. string.match(member, '([^:]+)$')
+  local thread = thread_place(key, live_threads)
+  if thread then
+    redis.call('DEL', thread)
+  end
+  redis.call('DEL', key)
 end
 redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
+local threads = {}
 for _, member in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
   local id = string.match(member, '([^:]+)$')
+  local tag = redis.call('HGET', rebuilt_prefix .. id, 'thread_tag')
+  if tag and tag ~= '' then
+    threads[tag] = true
+  end
   redis.call('RENAME', rebuilt_prefix .. id, live_prefix .. id)
+end
+for tag in pairs(threads) do
+  if redis.call('EXISTS', rebuilt_threads .. tag) == 1 then
+    redis.call('RENAME', rebuilt_threads .. tag, live_threads .. tag)
+  end
 end
 for k = 7, 9 do
   if redis.call('EXISTS', KEYS[k]) == 1 then

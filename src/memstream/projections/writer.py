@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from importlib.resources import files
 
 import numpy as np
 import redis.asyncio
@@ -29,11 +28,11 @@ from memstream.memory.model import Memory
 from memstream.memory.ports import AppliedOutcome, Embedded
 from memstream.projections.connection import compact_async, redis_errors, text
 from memstream.projections.generations import RedisGenerations
-from memstream.projections.schema import Fields, Keyspace, memory_index_schema, to_hash
+from memstream.projections.schema import Fields, Keyspace, lua, memory_index_schema, to_hash
 
 __all__ = ["RedisProjectionWriter", "outcome_of"]
 
-_APPLY_ONCE = files("memstream.projections").joinpath("apply_once.lua").read_text()
+_APPLY_ONCE = lua("apply_once.lua")
 
 # KEYS: the live-generation pointer, the positions hash. ARGV[1]: the generation to check
 # ("": none), then field/offset/held triples. Only moves positions forward, never into a
@@ -236,6 +235,7 @@ class RedisProjectionWriter:
             position.field if position else "",
             position.offset if position else -1,
             keys.tenant_memory_prefix(event.tenant),
+            keys.threads(event.tenant),
         ]
         if row.applies is Applies.ERASE:  # the whole tenant: nothing more to say
             return script_keys, args

@@ -14,9 +14,10 @@ held-out ones; the three best hits lend (five lent no better, one lent 2 points 
 costs Redis two sorted searches a lender, in one round trip: ~2 ms of a recall at 100k
 memories (MEMSTREAM_RECALL_NEIGHBOUR_SHARE=0 turns it off).
 
-A backend says who the neighbours are (`Around`: it reads them with the same filters as the
-candidates, so a neighbour a search could not return is never lent to); the lending is here,
-the same for every backend; `neighbours_in` finds them in memories already in hand.
+A backend says who the neighbours are (`Around`: a neighbour the candidates' filters would not
+let through is left out, so a search never lends to what it could not return); the lending is
+here, the same for every backend; `neighbours_in` finds them in memories already in hand, as
+Redis finds them in its thread orders (projections/neighbours.lua).
 """
 
 from __future__ import annotations
@@ -90,11 +91,15 @@ def _joined(memory: Memory, vector: Vectors, query: Vectors) -> Candidate:
 
 
 def neighbours_in(
-    memories: Iterable[tuple[Memory, Vectors]], hits: Sequence[Memory], reach: int
+    memories: Iterable[tuple[Memory, Vectors]],
+    hits: Sequence[Memory],
+    reach: int,
+    keep: Callable[[Memory], bool] | None = None,
 ) -> dict[str, list[tuple[Memory, Vectors]]]:
-    """The neighbours of each of `hits` among `memories` (those a search may return, with
-    their vectors): the `reach` before and after it in its thread, by `order_key`, within
-    `WINDOW` of it."""
+    """The neighbours of each of `hits` among `memories` (with their vectors): the `reach`
+    before and after it in its thread, by `order_key`, within `WINDOW` of it, and of those
+    the ones `keep` lets through (a search's filters: they drop a neighbour, and do not reach
+    past it for another)."""
     wanted = {hit.thread for hit in hits}
     threads: dict[str, list[tuple[Memory, Vectors]]] = defaultdict(list)
     for memory, vector in memories:
@@ -106,5 +111,9 @@ def neighbours_in(
         at = next((i for i, (m, _) in enumerate(thread) if m.id == hit.id), None)
         if at is not None:
             near = [*thread[max(0, at - reach) : at], *thread[at + 1 : at + 1 + reach]]
-            found[hit.id] = [(m, v) for m, v in near if abs(m.timestamp - hit.timestamp) <= WINDOW]
+            found[hit.id] = [
+                (m, v)
+                for m, v in near
+                if abs(m.timestamp - hit.timestamp) <= WINDOW and (keep is None or keep(m))
+            ]
     return found
