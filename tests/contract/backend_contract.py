@@ -349,19 +349,25 @@ class BackendContract:
                 memories = backend.reader().memories(tenant)
                 vectors = await session.writer.known_vectors(memories)
                 assert all(v is not None for v in vectors)
-                behind = await session.generations.swap_tenant(live, rebuilt, tenant)
+                home = f"{Topics('contract', 2).memory}/{self.partition_of(tenant)}"
+                behind = await session.generations.swap_tenant(live, rebuilt, tenant, home)
                 outcomes = await session.writer.apply(
                     [_embedded(self.note(tenant, 2, "rebuilt note"))], into=rebuilt
                 )
                 positions = await session.writer.positions()
                 await session.writer.advance(positions, into=rebuilt)
                 differences = await session.comparer.compare(live, rebuilt, tenant)
-                swapped = await session.generations.swap_tenant(live, rebuilt, tenant)
+                # The live generation moves on elsewhere: the whole rebuild is behind, the
+                # tenant's is not (its state depends on its own partition alone).
+                elsewhere = f"{Topics('contract', 2).memory}/{self.partition_of(tenant) + 1}"
+                await session.writer.advance({elsewhere: 99})
+                whole = await session.generations.swap_all(live, rebuilt)
+                swapped = await session.generations.swap_tenant(live, rebuilt, tenant, home)
                 assert outcomes[0].applied_now
-                return live, rebuilt, [str(d) for d in differences], behind, swapped
+                return live, rebuilt, [str(d) for d in differences], behind, whole, swapped
 
-        live, rebuilt, differences, behind, swapped = asyncio.run(rebuild())
-        assert behind is SwapResult.BEHIND
+        live, rebuilt, differences, behind, whole, swapped = asyncio.run(rebuild())
+        assert behind is SwapResult.BEHIND and whole is SwapResult.BEHIND
         assert swapped is SwapResult.SWAPPED
         assert any("only in the live projection" in d for d in differences)
         # The tenant's live memories are its rebuilt ones; the other tenant's stay.

@@ -40,22 +40,22 @@ class InMemoryGenerations:
                 self._state.changed.notify_all()
             return result
 
-    async def swap_tenant(self, live: int, rebuilt: int, tenant: str) -> SwapResult:
+    async def swap_tenant(self, live: int, rebuilt: int, tenant: str, partition: str) -> SwapResult:
         """Replace the tenant's live state by its rebuilt one, which leaves the rebuild."""
         with self._state.changed:
-            result = self._ready(live, rebuilt)
+            result = self._ready(live, rebuilt, only=partition)
             if result is SwapResult.SWAPPED:
                 moved = self._state.generation(rebuilt).tenants.pop(tenant, TenantState())
                 self._state.generation(live).tenants[tenant] = moved
                 self._state.changed.notify_all()
             return result
 
-    def _ready(self, live: int, rebuilt: int) -> SwapResult:
+    def _ready(self, live: int, rebuilt: int, only: str | None = None) -> SwapResult:
         if self._state.live != live:
             return SwapResult.STALE
         caught_up = self._state.generation(rebuilt).positions
         for name, offset in self._state.generation(live).positions.items():
-            if caught_up.get(name, -1) < offset:
+            if (only is None or name == only) and caught_up.get(name, -1) < offset:
                 return SwapResult.BEHIND
         return SwapResult.SWAPPED
 

@@ -164,7 +164,13 @@ class Generations(Protocol):
 
     async def swap_all(self, live: int, rebuilt: int) -> SwapResult: ...
 
-    async def swap_tenant(self, live: int, rebuilt: int, tenant: TenantId) -> SwapResult: ...
+    async def swap_tenant(
+        self, live: int, rebuilt: int, tenant: TenantId, partition: str
+    ) -> SwapResult:
+        """Swap the tenant's rebuilt state in once the rebuild has caught up with the live
+        generation at `partition` (a position field): the tenant's own partition, the only
+        one its state depends on, so writes elsewhere never keep it waiting."""
+        ...
 
     async def drop(self, generation: int) -> None: ...
 

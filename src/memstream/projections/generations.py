@@ -56,7 +56,7 @@ class RedisGenerations:
             )
         return SwapResult(int(reply))
 
-    async def swap_tenant(self, live: int, rebuilt: int, tenant: str) -> SwapResult:
+    async def swap_tenant(self, live: int, rebuilt: int, tenant: str, partition: str) -> SwapResult:
         old, new = self._keys.at(live), self._keys.at(rebuilt)
         with redis_errors(self._url, "swapping in the tenant's rebuilt memories"):
             reply = await self._swap(
@@ -74,6 +74,7 @@ class RedisGenerations:
                     new.tenant_memory_prefix(tenant),
                     old.threads(tenant),
                     new.threads(tenant),
+                    partition,
                 ],
             )
         return SwapResult(int(reply))

@@ -9,6 +9,8 @@
 --          KEYS[7..9] the rebuilt tenant's order, applied, forgotten keys
 --          ARGV[3] the live tenant's memory key prefix  ARGV[4] the rebuilt one's
 --          ARGV[5] the live tenant's thread-order key prefix  ARGV[6] the rebuilt one's
+--          ARGV[7] the position field of the tenant's partition: the only one compared, as
+--          the tenant's state depends on its own events alone
 --
 -- Returns 1 when swapped, 0 when the live generation has taken in offsets the rebuild has
 -- not yet (the caller reads on and tries again), -1 when the live generation changed (another
@@ -19,9 +21,11 @@ if (redis.call('GET', KEYS[1]) or '1') ~= ARGV[1] then
 end
 local live = redis.call('HGETALL', KEYS[2])
 for i = 1, #live, 2 do
-  local rebuilt = tonumber(redis.call('HGET', KEYS[3], live[i]) or '-1')
-  if rebuilt < tonumber(live[i + 1]) then
-    return 0
+  if ARGV[2] == 'all' or live[i] == ARGV[7] then
+    local rebuilt = tonumber(redis.call('HGET', KEYS[3], live[i]) or '-1')
+    if rebuilt < tonumber(live[i + 1]) then
+      return 0
+    end
   end
 end
 

@@ -37,6 +37,7 @@ from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
+from memstream.streams.wire import partition_of
 
 __all__ = ["CountedDeadLetters", "Progress", "Rebuilt", "Replayer", "reached_ends"]
 
@@ -255,7 +256,9 @@ class Replayer:
                 result = await (
                     self._generations.swap_all(live, target)
                     if tenant is None
-                    else self._generations.swap_tenant(live, target, validate_tenant(tenant))
+                    else self._generations.swap_tenant(
+                        live, target, validate_tenant(tenant), _home(self._topic, tenant, every)
+                    )
                 )
                 if result is SwapResult.SWAPPED:
                     await self._generations.drop(live if tenant is None else target)
@@ -294,6 +297,11 @@ class Replayer:
             dead_letters=dict(unusable.by_reason),
             erased=projector.erased,
         )
+
+
+def _home(topic: str, tenant: str, partitions: list[TopicPartition]) -> str:
+    """The position field of the partition that holds the tenant's events."""
+    return Position(topic, partition_of(tenant, len(partitions)), -1).field
 
 
 async def reached_ends(consumer: AIOKafkaConsumer, ends: Mapping[TopicPartition, int]) -> bool:
