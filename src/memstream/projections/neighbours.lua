@@ -1,14 +1,15 @@
 -- Recall's thread neighbours, read in one step (thread_order.lua, prepended, says where a
 -- memory sits in its thread): for each hit, the memories within `reach` places of it in its
--- thread's order, the hit left out, each as its id and the values of the fields asked for.
+-- thread's order, the hit left out, each as the values of the fields asked for.
 -- Read-only (EVAL_RO): no key is written.
 --
 -- ARGV[1]  the tenant's memory key prefix   ARGV[2] its thread-order key prefix
 -- ARGV[3]  reach   ARGV[4] the number of hits n   ARGV[5 .. 4+n] their ids
 -- ARGV[5+n ..] the field names to return
 --
--- Returns one array per hit, in order: its neighbours in thread order, each {id, values...};
--- empty for a hit that is gone or has no thread.
+-- Returns one array per hit, in order: its neighbours in thread order, each the values (nil
+-- where absent: all of them for one removed meanwhile); empty for a hit that is gone or has
+-- no thread.
 
 local prefix, threads = ARGV[1], ARGV[2]
 local reach, n = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -24,10 +25,7 @@ for h = 1, n do
   if at then
     for _, other in ipairs(redis.call('ZRANGE', key, math.max(at - reach, 0), at + reach)) do
       if other ~= member then
-        local id = string.match(other, '([^:]+)$')
-        local row = redis.call('HMGET', prefix .. id, unpack(fields))
-        table.insert(row, 1, id)
-        near[#near + 1] = row
+        near[#near + 1] = redis.call('HMGET', prefix .. string.match(other, '([^:]+)$'), unpack(fields))
       end
     end
   end

@@ -465,15 +465,17 @@ class RedisRecaller:
             found: dict[str, list[tuple[Memory, Vectors]]] = {}
             for hit, near in zip(hits, rows, strict=True):
                 kept = []
-                for _, *values in near:
-                    if values[0] is None:  # gone since its place was read
+                for values in near:
+                    stored = {n: v for n, v in zip(names, values, strict=True) if v is not None}
+                    if not stored:  # removed since its place was read
                         continue
-                    stored = zip(names, values, strict=True)
-                    held = _hit({name: v for name, v in stored if v is not None})
+                    held = _hit(stored)
                     memory = from_hash(held.fields)
-                    if abs(memory.timestamp - hit.timestamp) > WINDOW:
-                        continue
-                    if (where is None or where.matches(memory)) and (keep is None or keep(memory)):
+                    if (
+                        abs(memory.timestamp - hit.timestamp) <= WINDOW
+                        and (where is None or where.matches(memory))
+                        and (keep is None or keep(memory))
+                    ):
                         kept.append((memory, held.vector))
                 found[hit.id] = kept
             return found

@@ -30,8 +30,13 @@ before the batch is acknowledged, so they are at-least-once. See docs/streams.md
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
+import os
+import signal
+import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,7 +75,15 @@ from memstream.streams.wire import (
     send,
 )
 
-__all__ = ["BATCH_SIZE", "BATCH_WITHIN_S", "KEY_WAIT_S", "build_app", "run_app"]
+__all__ = [
+    "BATCH_SIZE",
+    "BATCH_WITHIN_S",
+    "KEY_WAIT_S",
+    "STOP_DEADLINE_S",
+    "build_app",
+    "run_app",
+    "stop_deadline",
+]
 
 log = logging.getLogger(__name__)
 
@@ -399,8 +412,41 @@ def _positions(partitions: set[faust.types.TP]) -> list[Position]:
 def run_app(
     app: faust.App, *, loglevel: str = "info", loghandlers: Sequence[logging.Handler] = ()
 ) -> None:
-    """Run the worker's app until SIGINT or SIGTERM, under faust.Worker. `loghandlers` are
-    added to the root logger after Faust has set logging up (it clears the root's handlers)."""
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    """Run the worker's app until SIGINT or SIGTERM, under faust.Worker; once asked to stop,
+    it is gone within STOP_DEADLINE_S (`stop_deadline`). `loghandlers` are added to the root
+    logger after Faust has set logging up (it clears the root's handlers)."""
+    worker = _DeadlinedWorker(app, loglevel=loglevel, quiet=True)
     worker.loghandlers.extend(loghandlers)  # installed when the worker sets logging up
     worker.execute_from_commandline()
+
+
+# How long a worker asked to stop may take. Faust stops its consumer, producers and agents in
+# turn, and one of them can wait on a broker that does not answer for as long as it likes;
+# past this, the worker says where it waits and exits. Nothing is lost: its successor reads
+# again from the last committed offsets, and apply-once makes that harmless. Under the 30 s a
+# supervisor (Kubernetes, `memstream down`) waits before SIGKILL, so the stacks get written.
+STOP_DEADLINE_S = 25.0
+
+
+def stop_deadline(seconds: float, exit_: Callable[[int], object] = os._exit) -> threading.Timer:
+    """A started timer that, unless cancelled within `seconds`, writes every thread's stack
+    to stderr and ends the process with status 1 (`exit_`)."""
+
+    def expire() -> None:
+        log.error("the worker did not stop within %.0f s; its threads' stacks follow", seconds)
+        faulthandler.dump_traceback(file=sys.__stderr__ or sys.stderr, all_threads=True)
+        exit_(1)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+class _DeadlinedWorker(faust.Worker):
+    """faust's Worker, gone within STOP_DEADLINE_S of the first SIGINT or SIGTERM."""
+
+    def _schedule_shutdown(self, signal: signal.Signals) -> None:
+        if not self._signal_stop_time:  # the first signal; mode ignores the ones after it
+            stop_deadline(STOP_DEADLINE_S)
+        super()._schedule_shutdown(signal)
