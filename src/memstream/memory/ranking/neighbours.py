@@ -10,8 +10,8 @@ order), and a neighbour ranks with the larger of its own score and
 Only conversation memories lend and borrow: a store item's namespace is a thread by name, not
 a conversation. On LoCoMo's dev split (tuned on its four tuning conversations, docs/
 benchmarks.md) share 0.8 and reach 2 lifted evidence recall@10 from 0.68 to 0.79 on the three
-held-out ones; the three best hits lend (five lent no better, one lent 2 points less). It
-costs Redis two sorted searches a lender, in one round trip: ~2 ms of a recall at 100k
+held-out ones; the three best hits lend (five lent no better, one lent 2 points less). Redis
+reads them in one read-only script over each thread's order: ~0.75 ms of a recall at 100k
 memories (MEMSTREAM_RECALL_NEIGHBOUR_SHARE=0 turns it off).
 
 A backend says who the neighbours are (`Around`: a neighbour the candidates' filters would not
