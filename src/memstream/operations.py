@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import faulthandler
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -159,9 +157,6 @@ def run_worker(
     and last error kept for `memstream status` (a heartbeat)."""
     from memstream.streams.worker import run_app
 
-    # A worker that stops making progress says where it is: SIGQUIT prints every thread's
-    # stack even when the event loop is blocked (Faust's SIGUSR1 prints the loop's tasks).
-    faulthandler.register(signal.SIGQUIT, all_threads=True)
     port = deployment.settings.worker_metrics_port if metrics_port is None else metrics_port
     deployment.check_embedder()
     asyncio.run(deployment.ensure_topics())

@@ -415,10 +415,17 @@ def run_app(
     """Run the worker's app until SIGINT or SIGTERM, under faust.Worker; once asked to stop,
     it is gone within STOP_DEADLINE_S (`stop_deadline`). `loghandlers` are added to the root
     logger after Faust has set logging up (it clears the root's handlers)."""
+    # A worker that stops making progress says where it is: SIGQUIT writes every thread's
+    # stack even when the event loop is blocked (Faust's SIGUSR1 writes the loop's tasks).
+    faulthandler.register(signal.SIGQUIT, file=_STDERR, all_threads=True)
     worker = _DeadlinedWorker(app, loglevel=loglevel, quiet=True)
     worker.loghandlers.extend(loghandlers)  # installed when the worker sets logging up
     worker.execute_from_commandline()
 
+
+# Where a worker writes its stacks: the process's own stderr (its log), which Faust's
+# redirection of sys.stderr into logging leaves alone, and faulthandler needs a file number of.
+_STDERR = sys.__stderr__ or sys.stderr
 
 # How long a worker asked to stop may take. Faust stops its consumer, producers and agents in
 # turn, and one of them can wait on a broker that does not answer for as long as it likes;
@@ -434,7 +441,7 @@ def stop_deadline(seconds: float, exit_: Callable[[int], object] = os._exit) -> 
 
     def expire() -> None:
         log.error("the worker did not stop within %.0f s; its threads' stacks follow", seconds)
-        faulthandler.dump_traceback(file=sys.__stderr__ or sys.stderr, all_threads=True)
+        faulthandler.dump_traceback(file=_STDERR, all_threads=True)
         exit_(1)
 
     timer = threading.Timer(seconds, expire)
