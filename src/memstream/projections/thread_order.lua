@@ -10,9 +10,11 @@ local function thread_place(memory_key, threads_prefix)
   if f[1] ~= 'conversation' or not f[2] or f[2] == '' or not f[3] then
     return nil
   end
+  -- The offset is lineage's fifth item (schema.lineage_field: a compact JSON array whose first
+  -- four hold no comma), read with a pattern: every write of a memory comes here.
   local offset = -1
   if f[4] then
-    offset = tonumber(cjson.decode(f[4])[5]) or -1
+    offset = tonumber(string.match(f[4], '^%[[^,]*,[^,]*,[^,]*,[^,]*,(%-?%d+)[,%]]')) or -1
   end
   return threads_prefix .. f[2], f[3], string.format('%020d', offset + 1) .. ':' .. f[5]
 end
