@@ -35,7 +35,7 @@ check those strings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -469,7 +469,7 @@ class RedisRecaller:
                     stored = {n: v for n, v in zip(names, values, strict=True) if v is not None}
                     if not stored:  # removed since its place was read
                         continue
-                    held = _hit(stored)
+                    held = _hit(stored.items())
                     memory = from_hash(held.fields)
                     if (
                         abs(memory.timestamp - hit.timestamp) <= WINDOW
@@ -511,7 +511,7 @@ def parse_reply(reply: object) -> list[tuple[str, Hit]]:
     """
     if isinstance(reply, dict):
         return [
-            (text(_get(hit, "id")), _hit(dict((_get(hit, "extra_attributes") or {}).items())))
+            (text(_get(hit, "id")), _hit((_get(hit, "extra_attributes") or {}).items()))
             for hit in _get(reply, "results") or []
         ]
     if not isinstance(reply, list) or not reply:
@@ -519,15 +519,25 @@ def parse_reply(reply: object) -> list[tuple[str, Hit]]:
     hits = []
     for at in range(1, len(reply) - 1, 2):
         key, flat = reply[at], reply[at + 1]
-        hits.append((text(key), _hit({flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)})))
+        hits.append((text(key), _hit(zip(flat[::2], flat[1::2], strict=True))))
     return hits
 
 
-def _hit(raw: dict[Any, Any]) -> Hit:
-    fields = {text(name): value for name, value in raw.items()}
-    blob = fields.pop(Fields.EMBEDDING, b"")
-    vector = np.frombuffer(blob if isinstance(blob, bytes) else b"", dtype=np.float32)
-    return Hit({name: text(value) for name, value in fields.items()}, vector)
+_NO_VECTOR = np.empty(0, dtype=np.float32)
+
+
+def _hit(pairs: Iterable[tuple[Any, Any]]) -> Hit:
+    # One pass over every returned field of every candidate: on recall's path, where decoding
+    # replies was a third of the ranking's time.
+    fields: dict[str, str] = {}
+    vector = _NO_VECTOR
+    for raw_name, value in pairs:
+        name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
+        if name == Fields.EMBEDDING:
+            vector = np.frombuffer(value, dtype=np.float32) if isinstance(value, bytes) else vector
+        else:
+            fields[name] = value.decode() if isinstance(value, bytes) else str(value)
+    return Hit(fields, vector)
 
 
 def _total(reply: object) -> int:

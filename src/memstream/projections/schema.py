@@ -343,7 +343,7 @@ def from_hash(fields: Mapping[str, str]) -> Memory:
     """The memory a hash (or a search result's returned fields) holds."""
     return Memory(
         id=fields[Fields.ID],
-        tenant=fields.get(Fields.TENANT) or tenant_from_token(fields[Fields.TENANT_TAG]),
+        tenant=fields.get(Fields.TENANT) or _tenant_of(fields[Fields.TENANT_TAG]),
         content=fields[Fields.CONTENT],
         memory_type=MemoryType(fields[Fields.MEMORY_TYPE]),
         thread=fields[Fields.THREAD],
@@ -351,14 +351,23 @@ def from_hash(fields: Mapping[str, str]) -> Memory:
         importance=float(fields[Fields.IMPORTANCE]),
         event_id=fields[Fields.EVENT_ID],
         role=fields.get(Fields.ROLE, ""),
-        metadata=json.loads(fields.get(Fields.METADATA) or "{}"),
+        metadata=_json(fields.get(Fields.METADATA)) or {},
         embedding_model=fields.get(Fields.EMBEDDING_MODEL, ""),
-        facets=tuple(json.loads(fields.get(Fields.FACETS) or "[]")),
+        facets=tuple(_json(fields.get(Fields.FACETS)) or ()),
         expires_at=_epoch(fields.get(Fields.EXPIRES_AT)),
         provenance=_provenance(
             fields.get(Fields.LINEAGE), fields[Fields.EVENT_ID], fields[Fields.THREAD]
         ),
     )
+
+
+# Recall reads every candidate's hash (tens a query): what most of them hold is said once.
+_tenant_of = functools.lru_cache(maxsize=4096)(tenant_from_token)
+
+
+def _json(raw: str | None) -> Any:
+    """A JSON field's value; None where the field is absent or holds an empty {} or []."""
+    return json.loads(raw) if raw and raw not in ("{}", "[]") else None
 
 
 def _epoch(raw: str | None) -> datetime | None:
