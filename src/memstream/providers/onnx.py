@@ -12,16 +12,14 @@ limit), so two configurations that could embed differently never share an id.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from memstream.config import Settings
 from memstream.errors import ConfigurationError
-from memstream.memory.embeddings import Vectors
 from memstream.providers import EmbedderProvider, embedder_source
 from memstream.providers.model_files import ModelFiles, ModelSource
-from memstream.providers.onnx_encoder import OnnxSentenceEncoder, Pooling
+from memstream.providers.onnx_encoder import EncoderEmbedder, OnnxSentenceEncoder, Pooling
 
 __all__ = ["PROVIDER", "OnnxEmbedder", "OnnxModel"]
 
@@ -70,13 +68,12 @@ class OnnxModel:
         return f"onnx@{model_digest[:12]}+{setup[:8]}"
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(EncoderEmbedder):
     """A pinned ONNX sentence encoder on onnxruntime's CPU; vectors are unit length."""
 
     def __init__(self, model: OnnxModel, source: ModelSource, threads: int | None = None) -> None:
         folder = source.folder(model.files)
-        self._model_id = model.model_id
-        self._encoder = OnnxSentenceEncoder(
+        encoder = OnnxSentenceEncoder(
             model=folder / model.onnx,
             tokenizer_json=(folder / model.tokenizer).read_text(encoding="utf-8"),
             dims=None,
@@ -84,17 +81,7 @@ class OnnxEmbedder:
             max_tokens=model.max_tokens,
             threads=threads,
         )
-        self.dims = self._encoder.dims
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self._encoder.embed_many(texts)
-
-    def embed_query(self, text: str) -> Vectors:
-        return self._encoder.embed_one(text)
+        super().__init__(model.model_id, encoder)
 
 
 def _configured(settings: Settings) -> OnnxEmbedder:
