@@ -452,7 +452,20 @@ def _alive(pid: int) -> bool:
         done, _ = os.waitpid(pid, os.WNOHANG)
         return done == 0
     except ChildProcessError:
-        return True
+        # Another process's zombie too: a broker killed under a long-lived parent (a test
+        # session, a user's own fixture) stays one until that parent reaps it.
+        return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits for its parent to reap it (Linux's /proc says so;
+    elsewhere nothing does, and a live pid counts as running)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # The command name in parentheses may hold spaces and parentheses: the state follows the last.
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
 
 
 def _port_taken(port: int) -> bool:
