@@ -38,7 +38,7 @@ from memstream.projections.schema import Keyspace
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.projector import Overlapping, Projector, RawMessage
 from memstream.streams.replay import CountedDeadLetters
 from memstream.streams.replay import Progress as ReplayProgress
 from memstream.streams.worker import BATCH_SIZE
@@ -116,15 +116,17 @@ async def rebuild_loop(
     try:
         # Timed like raw_consume, from the first fetch; records of every partition fetched
         # together are projected together, as the worker's take_events batches them.
+        # Batches overlap as the replay's do: one is prepared while Redis applies the last.
         count, first = 0, time.perf_counter()
-        while count < expected:
-            batches = await consumer.getmany(timeout_ms=200, max_records=BATCH_SIZE)
-            records = [r for rs in batches.values() for r in rs]
-            if not records:
-                continue
-            await projector.project([RawMessage.of(r) for r in records])
-            count += len(records)
-            progress.tick(f"replayed into {target}", count, expected)
+        async with Overlapping(projector) as overlapping:
+            while count < expected:
+                batches = await consumer.getmany(timeout_ms=200, max_records=BATCH_SIZE)
+                records = [r for rs in batches.values() for r in rs]
+                if not records:
+                    continue
+                await overlapping.project([RawMessage.of(r) for r in records])
+                count += len(records)
+                progress.tick(f"replayed into {target}", count, expected)
         return RawRun(count, time.perf_counter() - first)
     finally:
         await consumer.stop()

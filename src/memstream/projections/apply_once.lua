@@ -1,216 +1,219 @@
--- Apply one memory event at most once, with the tenant's bound eviction, in one atomic step.
+-- Apply memory events, each at most once, with the tenant's bound eviction: every event of the
+-- call is atomic on its own (and the call as a whole, since a script runs alone).
 --
 -- KEYS[1]  the live-generation pointer ({ns}:generation)
--- KEYS[2]  the tenant's applied-markers hash (event id -> recorded outcome)
--- KEYS[3]  the tenant's eviction-order sorted set (members sort by importance, time, id)
--- KEYS[4]  the generation's consumer positions hash ("topic/partition" -> offset)
--- KEYS[5]  the tenant's tombstones (memory ids forgotten: never written again)
+-- KEYS[2]  the generation's consumer positions hash ("topic/partition" -> offset)
 -- ARGV[1]  the generation these keys belong to, checked against KEYS[1] ("": not checked,
 --          a rebuild writing a generation that is not live yet)
--- ARGV[2]  event id     ARGV[3] kind: record | put | forget | consolidate | erase | expire
--- ARGV[4]  max memories (0: unbounded)
--- ARGV[5]  position field ("": none)   ARGV[6] offset
--- ARGV[7]  key prefix of the tenant's memories (keys derive from memory ids)
--- ARGV[8]  key prefix of the tenant's thread orders (thread_order.lua, prepended)
--- ARGV[9…] by kind:
---   record, put, consolidate: the number of memories to write, then for each: its id, its order
---            member, its number of field/value pairs, then the pairs; consolidate then adds
---            the replaced ids as a JSON array
---   forget:  a JSON object {ids, thread, before_us, everything}
---   erase:   nothing more: the whole tenant goes
---   expire:  the item's memory id, the put's event id, the deadline it lapsed at (epoch s)
+-- ARGV[2]  max memories a tenant keeps (0: unbounded)
+-- ARGV[3…] one event each, a MessagePack array (one argument an event, packed once by the
+--          writer, not one argument per field):
+--   1 event id   2 kind: record | put | forget | consolidate | erase | expire
+--   3 position field ("": none)   4 offset
+--   5 the tenant's applied-markers hash (event id -> recorded outcome)
+--   6 the tenant's eviction-order sorted set (members sort by importance, time, id)
+--   7 the tenant's tombstones (memory ids forgotten: never written again)
+--   8 key prefix of the tenant's memories (keys derive from memory ids)
+--   9 key prefix of the tenant's thread orders (thread_order.lua, prepended)
+--   10… by kind:
+--     record, put, consolidate: the memories to write, each {id, order member, {field,
+--            value, field, value, …}}; consolidate then adds the replaced ids as a JSON array
+--     forget:  a JSON object {ids, thread, before_us, everything}
+--     erase:   nothing more: the whole tenant goes
+--     expire:  the item's memory id, the put's event id, the deadline it lapsed at (epoch s)
 --
--- Returns {1, outcome, evicted ids} when applied now, {0, recorded outcome, {}} when the
--- event had been applied before (a redelivery or a replay): nothing is written twice, and
--- {-1, '', {}} when ARGV[1] is no longer the live generation (the caller re-reads it).
--- The outcome is JSON: {memories: written ids, removed: forgotten or replaced ids,
--- skipped: reason or absent, missing: ids a consolidation found gone}.
+-- Returns, for each event in order, {1, outcome, evicted ids} when applied now, {0, recorded
+-- outcome, {}} when the event had been applied before (a redelivery or a replay): nothing is
+-- written twice; or -1 alone when ARGV[1] is no longer the live generation (nothing written:
+-- the caller re-reads it). The outcome is JSON: {memories: written ids, removed: forgotten or
+-- replaced ids, skipped: reason or absent, missing: ids a consolidation found gone}.
 
 if ARGV[1] ~= '' and (redis.call('GET', KEYS[1]) or '1') ~= ARGV[1] then
-  return {-1, '', {}}
+  return -1
 end
--- The position moves forward with every event this Redis holds, applied now or found applied:
--- a position is then proof that everything up to it is here (what healing relies on).
-local function record_position()
-  if ARGV[5] ~= '' then
-    local current = tonumber(redis.call('HGET', KEYS[4], ARGV[5]) or '-1')
-    if tonumber(ARGV[6]) > current then
-      redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
-    end
-  end
-end
-
-local recorded = redis.call('HGET', KEYS[2], ARGV[2])
-if recorded then
-  record_position()
-  return {0, recorded, {}}
-end
-
-local kind, prefix, threads = ARGV[3], ARGV[7], ARGV[8]
-local written, removed = {}, {}
-local outcome = {}
+local bound = tonumber(ARGV[2])
 
 -- The memory id inside an order member: after its last ':' (schema.memory_id_of says the same).
 local function id_of(member)
   return string.match(member, '([^:]+)$')
 end
 
-local function remove(id)
-  local member = redis.call('HGET', prefix .. id, 'order_member')
-  if member then
-    redis.call('ZREM', KEYS[3], member)
-    thread_leave(prefix .. id, threads)
-    redis.call('DEL', prefix .. id)
-  end
-end
+local function apply(e)
+  local event_id, kind, field, offset = e[1], e[2], e[3], e[4]
+  local applied, order, tombstones, prefix, threads = e[5], e[6], e[7], e[8], e[9]
 
-local function write_memories(a)
-  local count = tonumber(ARGV[a])
-  a = a + 1
-  for _ = 1, count do
-    local id, member, pairs_count = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
-    a = a + 3
-    -- A forgotten id stays forgotten, whatever event brings it back (a late duplicate, an
-    -- import of the same lines, a replay).
-    if redis.call('SISMEMBER', KEYS[5], id) == 0 then
-      local fields = {}
-      for j = 0, 2 * pairs_count - 1 do
-        fields[#fields + 1] = ARGV[a + j]
+  -- The position moves forward with every event this Redis holds, applied now or found
+  -- applied: a position is then proof that everything up to it is here (what healing relies on).
+  local function record_position()
+    if field ~= '' then
+      local current = tonumber(redis.call('HGET', KEYS[2], field) or '-1')
+      if tonumber(offset) > current then
+        redis.call('HSET', KEYS[2], field, offset)
       end
-      -- A memory saved again under its id (MemorySaved with new content) replaces the old
-      -- one: its old places in the eviction and thread orders go with it.
-      local previous = redis.call('HGET', prefix .. id, 'order_member')
-      if previous and previous ~= member then
-        redis.call('ZREM', KEYS[3], previous)
-      end
-      if previous then
-        thread_leave(prefix .. id, threads)
-      end
-      redis.call('HSET', prefix .. id, unpack(fields))
-      redis.call('ZADD', KEYS[3], 0, member)
-      thread_join(prefix .. id, threads)
-      written[#written + 1] = id
-    end
-    a = a + 2 * pairs_count
-  end
-  return a
-end
-
-if kind == 'record' then
-  write_memories(9)
-elseif kind == 'put' then
-  -- A store item's memory id is its slot: the put replaces what the slot held (its order
-  -- member may differ) and clears the slot's tombstone, since a new put is a new write.
-  local id = ARGV[10]
-  remove(id)
-  redis.call('SREM', KEYS[5], id)
-  write_memories(9)
-elseif kind == 'consolidate' then
-  local after = 9 + 1
-  local count = tonumber(ARGV[9])
-  for _ = 1, count do
-    after = after + 3 + 2 * tonumber(ARGV[after + 2])
-  end
-  local replaced = cjson.decode(ARGV[after])
-  local missing = {}
-  for _, id in ipairs(replaced) do
-    if redis.call('EXISTS', prefix .. id) == 0 then
-      missing[#missing + 1] = id
     end
   end
-  if #missing > 0 then
-    -- A member was evicted, forgotten or consolidated since the group was decided: the
-    -- summary would speak for memories that are gone, so the whole group is skipped.
-    outcome.skipped = 'members_missing'
-    outcome.missing = missing
-  else
+
+  local recorded = redis.call('HGET', applied, event_id)
+  if recorded then
+    record_position()
+    return {0, recorded, {}}
+  end
+
+  local written, removed = {}, {}
+  local outcome = {}
+
+  local function remove(id)
+    local member = redis.call('HGET', prefix .. id, 'order_member')
+    if member then
+      redis.call('ZREM', order, member)
+      thread_leave(prefix .. id, threads)
+      redis.call('DEL', prefix .. id)
+    end
+  end
+
+  local function write_memories(memories)
+    for _, m in ipairs(memories) do
+      local id, member, fields = m[1], m[2], m[3]
+      -- A forgotten id stays forgotten, whatever event brings it back (a late duplicate, an
+      -- import of the same lines, a replay).
+      if redis.call('SISMEMBER', tombstones, id) == 0 then
+        -- A memory saved again under its id (MemorySaved with new content) replaces the old
+        -- one: its old places in the eviction and thread orders go with it.
+        local previous = redis.call('HGET', prefix .. id, 'order_member')
+        if previous and previous ~= member then
+          redis.call('ZREM', order, previous)
+        end
+        if previous then
+          thread_leave(prefix .. id, threads)
+        end
+        redis.call('HSET', prefix .. id, unpack(fields))
+        redis.call('ZADD', order, 0, member)
+        thread_join(prefix .. id, threads)
+        written[#written + 1] = id
+      end
+    end
+  end
+
+  if kind == 'record' then
+    write_memories(e[10])
+  elseif kind == 'put' then
+    -- A store item's memory id is its slot: the put replaces what the slot held (its order
+    -- member may differ) and clears the slot's tombstone, since a new put is a new write.
+    local id = e[10][1][1]
+    remove(id)
+    redis.call('SREM', tombstones, id)
+    write_memories(e[10])
+  elseif kind == 'consolidate' then
+    local replaced = cjson.decode(e[11])
+    local missing = {}
     for _, id in ipairs(replaced) do
-      remove(id)
-      removed[#removed + 1] = id
-    end
-    write_memories(9)
-  end
-elseif kind == 'forget' then
-  local selector = cjson.decode(ARGV[9])
-  local function forget(id)
-    redis.call('SADD', KEYS[5], id)
-    if redis.call('EXISTS', prefix .. id) == 1 then
-      remove(id)
-      removed[#removed + 1] = id
-    end
-  end
-  if #selector.ids > 0 then
-    -- Named ids are tombstoned even if not (or not yet) stored: they must never appear.
-    for _, id in ipairs(selector.ids) do
-      forget(id)
-    end
-  else
-    for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-      local id = id_of(member)
-      local match = true
-      if not selector.everything then
-        if selector.before_us ~= cjson.null then
-          match = tonumber(string.match(member, '^%d+:(%d+):')) < selector.before_us
-        end
-        if match and selector.thread ~= cjson.null then
-          match = redis.call('HGET', prefix .. id, 'thread') == selector.thread
-        end
+      if redis.call('EXISTS', prefix .. id) == 0 then
+        missing[#missing + 1] = id
       end
-      if match then
+    end
+    if #missing > 0 then
+      -- A member was evicted, forgotten or consolidated since the group was decided: the
+      -- summary would speak for memories that are gone, so the whole group is skipped.
+      outcome.skipped = 'members_missing'
+      outcome.missing = missing
+    else
+      for _, id in ipairs(replaced) do
+        remove(id)
+        removed[#removed + 1] = id
+      end
+      write_memories(e[10])
+    end
+  elseif kind == 'forget' then
+    local selector = cjson.decode(e[10])
+    local function forget(id)
+      redis.call('SADD', tombstones, id)
+      if redis.call('EXISTS', prefix .. id) == 1 then
+        remove(id)
+        removed[#removed + 1] = id
+      end
+    end
+    if #selector.ids > 0 then
+      -- Named ids are tombstoned even if not (or not yet) stored: they must never appear.
+      for _, id in ipairs(selector.ids) do
         forget(id)
       end
+    else
+      for _, member in ipairs(redis.call('ZRANGE', order, 0, -1)) do
+        local id = id_of(member)
+        local match = true
+        if not selector.everything then
+          if selector.before_us ~= cjson.null then
+            match = tonumber(string.match(member, '^%d+:(%d+):')) < selector.before_us
+          end
+          if match and selector.thread ~= cjson.null then
+            match = redis.call('HGET', prefix .. id, 'thread') == selector.thread
+          end
+        end
+        if match then
+          forget(id)
+        end
+      end
     end
-  end
-elseif kind == 'expire' then
-  -- A store item's TTL ran out. Only the put that lapsed goes, and only if no refresh moved
-  -- its deadline past the one the sweeper saw; no tombstone: a later put writes it again.
-  local id, put, deadline = ARGV[9], ARGV[10], tonumber(ARGV[11])
-  local held = redis.call('HMGET', prefix .. id, 'event_id', 'expires_at')
-  if held[1] == put and held[2] and tonumber(held[2]) <= deadline then
-    remove(id)
-    removed[#removed + 1] = id
-  else
-    outcome.skipped = 'item_renewed'
-  end
-elseif kind == 'erase' then
-  -- A TenantErased: every memory of the tenant and its tombstones. Its content in the log is
-  -- unreadable now (its keys are destroyed), so a rebuild has none of it either: the tenant
-  -- starts over, as in any replay. The applied markers (event ids and memory ids, no content)
-  -- stay: an earlier event redelivered after a crash (a plaintext one could still be read)
-  -- must find its marker and write nothing.
-  for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-    local id = id_of(member)
-    thread_leave(prefix .. id, threads)
-    redis.call('DEL', prefix .. id)
-    removed[#removed + 1] = id
-  end
-  redis.call('DEL', KEYS[3], KEYS[5])
-else
-  return redis.error_reply('unknown event kind ' .. kind)
-end
-
--- cjson writes an empty table as {}, not []; an explicit array marker is not available in
--- Redis's cjson, so empty lists are left out and read as empty.
-if #written > 0 then outcome.memories = written end
-if #removed > 0 then outcome.removed = removed end
-local encoded = cjson.encode(outcome)
-redis.call('HSET', KEYS[2], ARGV[2], encoded)
-
-record_position()
-
-local evicted = {}
-local bound = tonumber(ARGV[4])
-if bound > 0 then
-  local excess = redis.call('ZCARD', KEYS[3]) - bound
-  if excess > 0 then
-    local victims = redis.call('ZRANGE', KEYS[3], 0, excess - 1)
-    for _, member in ipairs(victims) do
+  elseif kind == 'expire' then
+    -- A store item's TTL ran out. Only the put that lapsed goes, and only if no refresh moved
+    -- its deadline past the one the sweeper saw; no tombstone: a later put writes it again.
+    local id, put, deadline = e[10], e[11], tonumber(e[12])
+    local held = redis.call('HMGET', prefix .. id, 'event_id', 'expires_at')
+    if held[1] == put and held[2] and tonumber(held[2]) <= deadline then
+      remove(id)
+      removed[#removed + 1] = id
+    else
+      outcome.skipped = 'item_renewed'
+    end
+  elseif kind == 'erase' then
+    -- A TenantErased: every memory of the tenant and its tombstones. Its content in the log
+    -- is unreadable now (its keys are destroyed), so a rebuild has none of it either: the
+    -- tenant starts over, as in any replay. The applied markers (event ids and memory ids, no
+    -- content) stay: an earlier event redelivered after a crash (a plaintext one could still
+    -- be read) must find its marker and write nothing.
+    for _, member in ipairs(redis.call('ZRANGE', order, 0, -1)) do
       local id = id_of(member)
       thread_leave(prefix .. id, threads)
       redis.call('DEL', prefix .. id)
-      evicted[#evicted + 1] = id
+      removed[#removed + 1] = id
     end
-    redis.call('ZREMRANGEBYRANK', KEYS[3], 0, excess - 1)
+    redis.call('DEL', order, tombstones)
+  else
+    return redis.error_reply('unknown event kind ' .. kind)
   end
+
+  -- cjson writes an empty table as {}, not []; an explicit array marker is not available in
+  -- Redis's cjson, so empty lists are left out and read as empty.
+  if #written > 0 then outcome.memories = written end
+  if #removed > 0 then outcome.removed = removed end
+  local encoded = cjson.encode(outcome)
+  redis.call('HSET', applied, event_id, encoded)
+
+  record_position()
+
+  local evicted = {}
+  if bound > 0 then
+    local excess = redis.call('ZCARD', order) - bound
+    if excess > 0 then
+      local victims = redis.call('ZRANGE', order, 0, excess - 1)
+      for _, member in ipairs(victims) do
+        local id = id_of(member)
+        thread_leave(prefix .. id, threads)
+        redis.call('DEL', prefix .. id)
+        evicted[#evicted + 1] = id
+      end
+      redis.call('ZREMRANGEBYRANK', order, 0, excess - 1)
+    end
+  end
+  return {1, encoded, evicted}
 end
-return {1, encoded, evicted}
+
+local replies = {}
+for i = 3, #ARGV do
+  local reply = apply(cmsgpack.unpack(ARGV[i]))
+  if reply.err then
+    return reply
+  end
+  replies[#replies + 1] = reply
+end
+return replies

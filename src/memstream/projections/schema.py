@@ -291,7 +291,7 @@ def to_hash(
         Fields.ROLE: memory.role,
         Fields.IMPORTANCE: repr(memory.importance),
         Fields.TIMESTAMP: repr(memory.timestamp.timestamp()),
-        Fields.METADATA: json.dumps(dict(memory.metadata), ensure_ascii=False, sort_keys=True),
+        Fields.METADATA: _metadata_field(memory.metadata),
         Fields.EVENT_ID: memory.event_id,
         Fields.EMBEDDING_MODEL: memory.embedding_model,
         Fields.EMBEDDING: np.asarray(vector, dtype=np.float32).tobytes(),
@@ -306,6 +306,11 @@ def to_hash(
     if memory.provenance is not None:
         fields[Fields.LINEAGE] = lineage_field(memory.provenance)
     return fields
+
+
+def _metadata_field(metadata: Mapping[str, Any]) -> str:
+    # Most memories (every turn's) have none: no encoder call for those.
+    return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True) if metadata else "{}"
 
 
 # The memories of one event share its provenance: encoded once, not once per memory (a few

@@ -26,6 +26,7 @@ It knows nothing of Faust: the worker module feeds it, and tests can call it dir
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -66,6 +67,9 @@ from memstream.memory.provenance import provenance_of
 __all__ = [
     "DeadLetters",
     "OnApplied",
+    "Overlapping",
+    "Prepared",
+    "Preparing",
     "Projecting",
     "Projector",
     "RawMessage",
@@ -98,6 +102,19 @@ class RawMessage:
         """A message read by an aiokafka consumer (replay, verify, the bench)."""
         at = datetime.fromtimestamp(record.timestamp / 1000, UTC) if record.timestamp else None
         return cls(record.topic, record.partition, record.offset, record.key, record.value, at)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A batch `Projector.prepare` made ready to apply: its messages, the good events with
+    their memories and places in the log, when each was written to the log, and the events
+    embedded for `generation`'s model."""
+
+    messages: tuple[RawMessage, ...]
+    ready: tuple[tuple[MemoryEvent, tuple[Memory, ...], Position], ...]
+    written: dict[str, datetime | None]
+    batch: tuple[Embedded, ...]
+    generation: int
 
 
 # Told of each event applied for the first time, with the time its message was written to the
@@ -167,22 +184,12 @@ class Projector:
         )
 
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
-        outcomes, held = await self._project(messages)
-        # Positions move over every message taken into account, dead letters too; applying
-        # moved them over the events, and the move over the rest is made only where Redis
-        # still holds the last event applied (it may have restarted on older data meanwhile).
-        last = {m.position.field: m.offset for m in messages}
-        await self.retrying(
-            "recording positions",
-            lambda: self._writer.advance(last, into=self._into, held=held),
-        )
-        return outcomes
+        return await self.commit(await self.prepare(messages))
 
-    async def _project(
-        self, messages: Sequence[RawMessage]
-    ) -> tuple[list[AppliedOutcome], dict[str, int]]:
-        """Apply the good events; their outcomes, and the last offset of each partition an
-        event was applied (or found applied) at."""
+    async def prepare(self, messages: Sequence[RawMessage]) -> Prepared:
+        """Everything before Redis is written: `messages` decoded (the unusable ones sent to
+        the dead letters) and their memories embedded, for `commit` to apply. `Overlapping`
+        prepares a batch while Redis applies the one before."""
         ready: list[tuple[MemoryEvent, tuple[Memory, ...], Position]] = []
         written: dict[str, datetime | None] = {}
         for message in messages:
@@ -203,15 +210,36 @@ class Projector:
             ready.append((event, memories_of(event), message.position))
             written[event.id] = message.timestamp
         if not ready:
-            return [], {}
+            return Prepared(tuple(messages), (), {}, (), 0)
+        generation = await self._target()
+        batch = await self._embedded(ready, await self._embedder_for(generation))
+        return Prepared(tuple(messages), tuple(ready), written, tuple(batch), generation)
+
+    async def commit(self, prepared: Prepared) -> list[AppliedOutcome]:
+        """Apply a prepared batch: each event once, then the positions."""
+        outcomes = await self._apply(prepared)
+        # Positions move over every message taken into account, dead letters too; applying
+        # moved them over the events, and the move over the rest is made only where Redis
+        # still holds the last event applied (it may have restarted on older data meanwhile).
+        last = {m.position.field: m.offset for m in prepared.messages}
+        held = {position.field: position.offset for _, _, position in prepared.ready}
+        await self.retrying(
+            "recording positions",
+            lambda: self._writer.advance(last, into=self._into, held=held),
+        )
+        return outcomes
+
+    async def _apply(self, prepared: Prepared) -> list[AppliedOutcome]:
         outcomes: list[AppliedOutcome] = []
-        pending = ready
+        batch, generation = list(prepared.batch), prepared.generation
+        pending = list(prepared.ready)
         while pending:  # more than once only when a swap retires the generation mid-batch
-            generation = await self._target()
-            batch = await self._embedded(pending, await self._embedder_for(generation))
             applied = await self.retrying("applying to Redis", self._applying(batch, generation))
             outcomes += applied
             pending = pending[len(applied) :]
+            if pending:
+                generation = await self._target()
+                batch = await self._embedded(pending, await self._embedder_for(generation))
         if self._monitor is not None:
             at = datetime.now(UTC)
             for outcome in outcomes:
@@ -220,8 +248,8 @@ class Projector:
         if self._on_applied is not None:
             for outcome in outcomes:
                 if outcome.applied_now:
-                    self._on_applied(outcome, written.get(outcome.event_id))
-        return outcomes, {position.field: position.offset for _, _, position in ready}
+                    self._on_applied(outcome, prepared.written.get(outcome.event_id))
+        return outcomes
 
     def _applying(
         self, batch: list[Embedded], generation: int
@@ -341,6 +369,65 @@ class Projector:
                 log.warning("%s failed, retrying in %.1fs: %s", doing, delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._max_retry_s)
+
+
+class Preparing(Protocol):
+    """A projector in its two steps (`Projector` is one)."""
+
+    async def prepare(self, messages: Sequence[RawMessage]) -> Prepared: ...
+
+    async def commit(self, prepared: Prepared) -> list[AppliedOutcome]: ...
+
+
+class Overlapping:
+    """Projects batches in order, preparing each (decoding, embedding) while Redis applies the
+    one before: Python's work and Redis's then run at once, on a machine of two cores a
+    rebuild's largest saving after packing (docs/benchmarks.md). A batch is applied only
+    after the one before it has been, so the order of the log is the order of the writes.
+
+    `project` returns once its batch is prepared and handed on; `then` runs once that batch
+    is applied. Used as a context manager: leaving it waits for the last batch, or, when
+    leaving on an error, cancels it (the caller's work is then abandoned anyway)."""
+
+    def __init__(self, projector: Preparing) -> None:
+        self._projector = projector
+        self._in_flight: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Overlapping:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            await self.drain()
+        elif self._in_flight is not None:
+            self._in_flight.cancel()
+            with contextlib.suppress(BaseException):
+                await self._in_flight
+            self._in_flight = None
+
+    async def project(
+        self,
+        messages: Sequence[RawMessage],
+        then: Callable[[list[AppliedOutcome]], Awaitable[None]] | None = None,
+    ) -> None:
+        prepared = await self._projector.prepare(messages)
+        await self.drain()
+        self._in_flight = asyncio.create_task(self._commit(prepared, then))
+
+    async def drain(self) -> None:
+        """Wait until every batch handed on is applied (its error, if it failed)."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None:
+            await in_flight
+
+    async def _commit(
+        self,
+        prepared: Prepared,
+        then: Callable[[list[AppliedOutcome]], Awaitable[None]] | None,
+    ) -> None:
+        outcomes = await self._projector.commit(prepared)
+        if then is not None:
+            await then(outcomes)
 
 
 class Projecting(Protocol):

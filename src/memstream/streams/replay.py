@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -32,10 +33,16 @@ from aiokafka.errors import KafkaError
 from memstream.errors import EventDecodeError, KafkaUnavailableError, ReplayError
 from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedders
-from memstream.memory.ports import Generations, Position, ProjectionWriter, SwapResult
+from memstream.memory.ports import (
+    AppliedOutcome,
+    Generations,
+    Position,
+    ProjectionWriter,
+    SwapResult,
+)
 from memstream.memory.tenancy import tenant_key, validate_tenant
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.projector import Overlapping, Projector, RawMessage
 from memstream.streams.topics import Topics, topic_partitions
 from memstream.streams.wire import partition_of
 
@@ -223,33 +230,40 @@ class Replayer:
                 )
             consumer.assign(partitions)
             await consumer.seek_to_beginning(*partitions)
+
+            async def settled(skipped: dict[str, int], outcomes: list[AppliedOutcome]) -> None:
+                """What follows a batch once applied (the batch after it is being prepared)."""
+                nonlocal applied
+                applied += sum(o.applied_now for o in outcomes)
+                await writer.advance(skipped, into=target)
+
             for _ in range(_MAX_SWAP_TRIES):
                 ends = await consumer.end_offsets(partitions)
                 total = sum(ends.values())
-                while not await reached_ends(consumer, ends):
-                    batches = await consumer.getmany(timeout_ms=500, max_records=_BATCH)
-                    # Every partition's records in one projection: one embedding call, one
-                    # pipeline to Redis (per-partition order is kept; partitions are independent).
-                    messages = [
-                        RawMessage.of(r)
-                        for records in batches.values()
-                        for r in records
-                        if key is None or r.key == key
-                    ]
-                    outcomes = await projector.project(messages)
-                    applied += sum(o.applied_now for o in outcomes)
-                    for message in messages:
-                        last_events[message.position.field] = message.offset
-                    skipped = {}  # other tenants' events: positions still move over them
-                    for tp, records in batches.items():
-                        read += len(records)
-                        if records:
-                            last = Position(tp.topic, tp.partition, records[-1].offset)
-                            read_to[last.field] = last.offset
-                            if key is not None:
-                                skipped[last.field] = last.offset
-                    await writer.advance(skipped, into=target)
-                    progress(Progress(read, total, time.monotonic() - started))
+                async with Overlapping(projector) as overlapping:
+                    while not await reached_ends(consumer, ends):
+                        batches = await consumer.getmany(timeout_ms=500, max_records=_BATCH)
+                        # Every partition's records in one projection: one embedding call, one
+                        # pipeline to Redis (per-partition order is kept; partitions are
+                        # independent).
+                        messages = [
+                            RawMessage.of(r)
+                            for records in batches.values()
+                            for r in records
+                            if key is None or r.key == key
+                        ]
+                        for message in messages:
+                            last_events[message.position.field] = message.offset
+                        skipped = {}  # other tenants' events: positions still move over them
+                        for tp, records in batches.items():
+                            read += len(records)
+                            if records:
+                                last = Position(tp.topic, tp.partition, records[-1].offset)
+                                read_to[last.field] = last.offset
+                                if key is not None:
+                                    skipped[last.field] = last.offset
+                        await overlapping.project(messages, partial(settled, skipped))
+                        progress(Progress(read, total, time.monotonic() - started))
                 unusable.check(read, allowed=allow_dead_letters)
                 if not swap:
                     break

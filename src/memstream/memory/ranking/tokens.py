@@ -51,9 +51,28 @@ def query_terms(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(word_tokens(text)))[:MAX_QUERY_TERMS]
 
 
+# English whatever the process's locale (strftime's %B is not), and a tuple lookup: every
+# memory written and every candidate ranked says its date.
+_MONTHS = (
+    "",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+
+
 def when_text(at: datetime) -> str:
     """A date as words a question would use: "8 May 2023"."""
-    return f"{at.day} {at:%B %Y}"
+    return f"{at.day} {_MONTHS[at.month]} {at.year}"
 
 
 def memory_words(memory: Memory) -> list[str]:
