@@ -48,7 +48,10 @@ class BackgroundPublisher:
                 kafka,
                 "librdkafka",
                 {
-                    "linger.ms": 2,
+                    # No linger: a write that waits for its acknowledgement (a store's put)
+                    # would wait the linger out too, which was most of a put's time at 2 ms; under load, librdkafka batches what queues while
+                    # earlier requests are in flight anyway (docs/benchmarks.md, "store").
+                    "linger.ms": 0,
                     # The bound is enforced by `submit` (below), exactly; librdkafka's own
                     # queue is only kept from being the tighter limit.
                     "queue.buffering.max.messages": capacity + 1000,

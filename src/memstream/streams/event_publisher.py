@@ -42,9 +42,11 @@ class EventPublisher:
         self._kafka = kafka
         self._keyring = keyring
         self._topics = topics
+        # No linger: every write here waits for its acknowledgement, and would wait the linger
+        # out first (an HTTP write's p50 halved without it: docs/benchmarks.md, "serve").
         self._producer = AIOKafkaProducer(
             **producer_config(
-                kafka, "aiokafka", {"linger_ms": 2, "request_timeout_ms": int(timeout_s * 1000)}
+                kafka, "aiokafka", {"linger_ms": 0, "request_timeout_ms": int(timeout_s * 1000)}
             )
         )
         self._timeout_s = timeout_s
