@@ -49,8 +49,9 @@ class BackgroundPublisher:
                 "librdkafka",
                 {
                     # No linger: a write that waits for its acknowledgement (a store's put)
-                    # would wait the linger out too, which was most of a put's time at 2 ms; under load, librdkafka batches what queues while
-                    # earlier requests are in flight anyway (docs/benchmarks.md, "store").
+                    # would wait the linger out too, which was most of a put's time at 2 ms;
+                    # under load, librdkafka batches what queues while earlier requests are
+                    # in flight anyway (docs/benchmarks.md, "store").
                     "linger.ms": 0,
                     # The bound is enforced by `submit` (below), exactly; librdkafka's own
                     # queue is only kept from being the tighter limit.
