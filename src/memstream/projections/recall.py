@@ -377,6 +377,21 @@ class RedisRecaller:
         )
         return self._ranked(query(vector), replies, self.tuning, keep)
 
+    def recall_counted(
+        self, text: str, query: Callable[[Vectors], HybridQuery], counted: str
+    ) -> tuple[list[RecalledMemory], int]:
+        """`recall_query`, and how many memories pass the filter `counted`, counted in the same
+        round trip ahead of the searches: a memory written in between is then in the hits
+        and not the count, never the other way round."""
+
+        def commands(vector: Vectors) -> list[list[Any]]:
+            return [_count(self._keys.alias, counted), *self._commands(query(vector))]
+
+        vector, replies = self.embedded(text, commands, doing="recalling memories")
+        if replies is None:
+            return [], 0
+        return self._ranked(query(vector), replies[1:], self.tuning, None), _total(replies[0])
+
     def recall_vector(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
         _, replies = self.embedded(
             text,

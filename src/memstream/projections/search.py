@@ -117,18 +117,19 @@ class FilteredSearch:
         offset: int,
         keep: Callable[[Memory], bool] | None,
     ) -> SearchPage:
-        k = POST_FILTER_DEPTH if keep is not None else offset + limit
-        # Counted before the recall: a memory the worker writes in between is then in the
-        # hits alone, never in the count alone (a total of 1 beside no memories, which a
-        # client polling on `total` read as found), and the hits raise the total to match.
-        counted = None if keep is not None else self._run([self._count(render_filter(where))])
-        hits = self._recaller.recall_query(
-            text, lambda vector: HybridQuery(where.tenant, text, vector, k, where=where), keep=keep
-        )
-        page = tuple(hits[offset : offset + limit])
+        def query(vector: Vectors) -> HybridQuery:
+            k = POST_FILTER_DEPTH if keep is not None else offset + limit
+            return HybridQuery(where.tenant, text, vector, k, where=where)
+
         if keep is not None:
-            return SearchPage(page, len(hits))
-        return SearchPage(page, max(_total(counted[0]) if counted else 0, len(hits)))
+            hits = self._recaller.recall_query(text, query, keep=keep)
+            return SearchPage(tuple(hits[offset : offset + limit]), len(hits))
+        # Counted in the recall's round trip, before its searches: a memory the worker writes
+        # in between is then in the hits alone, never in the count alone (a total of 1 beside
+        # no memories, which a client polling on `total` read as found), and the hits raise
+        # the total to match.
+        hits, total = self._recaller.recall_counted(text, query, render_filter(where))
+        return SearchPage(tuple(hits[offset : offset + limit]), max(total, len(hits)))
 
     def _window(
         self,

@@ -7,8 +7,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
+from memstream.config import Settings
+from memstream.deployment import Deployment
 from memstream.memory.model import Memory, MemoryType, RecalledMemory
 from memstream.memory.search import SearchFilter
+from memstream.projections.recall import HybridQuery, RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.search import FilteredSearch
 
@@ -27,48 +32,48 @@ def _memory(n: int) -> Memory:
     )
 
 
-class _Projection:
-    """The memories the index holds; the worker may write one more at any moment."""
+class _Recaller:
+    """Recall over a projection the worker writes to: as Redis runs `recall_counted`'s round
+    trip, the count first, then (the worker's write landing in between) the searches."""
 
     def __init__(self) -> None:
         self.memories: list[Memory] = []
 
-    def pipeline(self, transaction: bool = False) -> _Pipeline:
-        return _Pipeline(self)
-
-
-class _Pipeline:
-    def __init__(self, projection: _Projection) -> None:
-        self._projection = projection
-        self._commands: list[Sequence[Any]] = []
-
-    def execute_command(self, *command: Any) -> None:
-        self._commands.append(command)
-
-    def execute(self) -> list[object]:
-        # Only the count is sent here (LIMIT 0 0): its reply is the total, and no hit.
-        assert all(c[0] == "FT.SEARCH" and c[3:6] == ("LIMIT", 0, 0) for c in self._commands)
-        return [[len(self._projection.memories)] for _ in self._commands]
-
-
-class _Recaller:
-    """Recall over the projection; the worker writes a memory right after each recall."""
-
-    def __init__(self, projection: _Projection) -> None:
-        self._projection = projection
-
-    def recall_query(
-        self, text: str, query: Callable[..., object], *, keep: object = None
-    ) -> list[RecalledMemory]:
-        hits = [RecalledMemory(m, 1.0) for m in self._projection.memories]
-        self._projection.memories.append(_memory(len(self._projection.memories)))
-        return hits
+    def recall_counted(
+        self, text: str, query: Callable[..., object], counted: str
+    ) -> tuple[list[RecalledMemory], int]:
+        total = len(self.memories)
+        self.memories.append(_memory(len(self.memories)))  # the worker, between the two
+        return [RecalledMemory(m, 1.0) for m in self.memories], total
 
 
 def test_a_memory_written_between_count_and_recall_is_never_counted_alone() -> None:
-    projection = _Projection()
-    search = FilteredSearch(projection, Keyspace("ns"), _Recaller(projection))  # type: ignore[arg-type]
+    recaller = _Recaller()
+    search = FilteredSearch(object(), Keyspace("ns"), recaller)  # type: ignore[arg-type]
     first = search.search(SearchFilter(tenant="acme"), "what is the cat called?")
-    assert (len(first.hits), first.total) == (0, 0)
+    assert (len(first.hits), first.total) == (1, 1)  # in the hits: the total rises to match
     second = search.search(SearchFilter(tenant="acme"), "what is the cat called?")
-    assert len(second.hits) == 1 and second.total == 1
+    assert (len(second.hits), second.total) == (2, 2)
+
+
+def test_the_count_goes_in_the_recalls_round_trip_ahead_of_its_searches() -> None:
+    tuning = Deployment(Settings.from_env({})).recall_tuning()
+    recaller = RedisRecaller(object(), Keyspace("ns"), object(), tuning=tuning)  # type: ignore[arg-type]
+    sent: list[list[Any]] = []
+
+    def embedded(
+        text: str, commands: Callable[[Any], Sequence[Sequence[Any]]], *, doing: str
+    ) -> tuple[Any, None]:
+        vector = np.ones(4, dtype=np.float32)
+        sent.extend(list(c) for c in commands(vector))
+        return vector, None
+
+    recaller.embedded = embedded  # type: ignore[method-assign]
+    where = SearchFilter(tenant="acme")
+    recaller.recall_counted(
+        "the cat", lambda v: HybridQuery("acme", "the cat", v, 10, where=where), "@tenant_tag:{x}"
+    )
+    count, *searches = sent
+    assert count[:3] == ["FT.SEARCH", "ns:memories", "@tenant_tag:{x}"]
+    assert count[-5:-2] == ["LIMIT", 0, 0]
+    assert searches and all("LIMIT" in c and c[c.index("LIMIT") + 2] > 0 for c in searches[:2])
