@@ -33,6 +33,7 @@ from memstream.config import Settings
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.ports import Embedded
+from memstream.projections.connection import text
 from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
@@ -86,6 +87,28 @@ def _seed(
             progress.tick("memories seeded", high, stop)
 
     asyncio.run(write())
+
+
+def _keys_bytes(ns: BenchNamespace) -> int:
+    """What the bench namespace's own keys take (MEMORY USAGE of each, every field counted):
+    unlike INFO's total, not moved by anything else the shared Redis holds meanwhile."""
+    total = 0
+    keys = list(ns.redis.scan_iter(match=f"{ns.keys.namespace}:*", count=1000))
+    for low in range(0, len(keys), 1000):
+        with ns.redis.pipeline(transaction=False) as pipe:
+            for key in keys[low : low + 1000]:
+                pipe.memory_usage(key, samples=0)
+            total += sum(used or 0 for used in pipe.execute())
+    return total
+
+
+def _index_bytes(ns: BenchNamespace) -> float:
+    """The search index's own memory (vectors, terms, tags, document table), from FT.INFO."""
+    reply = ns.redis.execute_command("FT.INFO", ns.keys.index_name)  # type: ignore[no-untyped-call]
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+    info = {text(name): value for name, value in pairs}
+    parts = ("vector_index_sz_mb", "total_index_memory_sz_mb")
+    return sum(float(text(info[part])) for part in parts) * (1 << 20)
 
 
 def _calls(
@@ -208,6 +231,10 @@ def run_recall(
                 "raw_hybrid_pair_p99_ms": lat["raw_pair"].p99_ms,
                 "hybrid_vs_raw_pair_p99_ratio": ratio(hybrid.p99_ms, lat["raw_pair"].p99_ms),
                 "hybrid_p95_ms": hybrid.p95_ms,
+                # Everything a memory costs Redis (hash, index, orders, markers), and of that
+                # the search index's share.
+                "redis_bytes_per_memory": round((_keys_bytes(ns) + _index_bytes(ns)) / size, 1),
+                "index_bytes_per_memory": round(_index_bytes(ns) / size, 1),
             }
             if "end_to_end" in lat:
                 end_to_end = lat["end_to_end"]
