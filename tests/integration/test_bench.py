@@ -105,7 +105,7 @@ def test_bench_recall_reports_latency_against_raw(
         assert 0 < sized["end_to_end_p50_ms"] <= sized["end_to_end_p95_ms"]
         # 384 float32 dims are 1,536 bytes, held by the index and again by the memory's hash.
         index, whole = sized["index_bytes_per_memory"], sized["redis_bytes_per_memory"]
-        assert 1536 < index and index + 1536 < whole < 20_000, sized
+        assert index > 1536 and index + 1536 < whole < 20_000, sized
 
 
 def test_bench_store_reports_each_operation_against_raw(
