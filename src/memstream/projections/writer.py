@@ -36,9 +36,10 @@ __all__ = ["EVENTS_PER_CALL", "RedisProjectionWriter", "outcome_of"]
 
 _APPLY_ONCE = lua("apply_once.lua")
 
-# Events per apply_once.lua call: fewer calls cost less to send and run, but a call holds
-# Redis (recall waits behind it) for as long as its events take to index.
-EVENTS_PER_CALL = 16
+# Events per apply_once.lua call. A call holds Redis (recall waits behind it) while its events
+# index, about 0.13 ms an event; replay ran as fast at 1, 4, 16 and 64 (docs/benchmarks.md),
+# so a call stays short.
+EVENTS_PER_CALL = 4
 
 # KEYS: the live-generation pointer, the positions hash. ARGV[1]: the generation to check
 # ("": none), then field/offset/held triples. Only moves positions forward, never into a
