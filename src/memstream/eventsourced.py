@@ -14,9 +14,10 @@ worker has applied its event (tens of milliseconds on an idle worker, see docs/o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-from memstream.errors import ConfigurationError
+from memstream.errors import ConfigurationError, KafkaUnavailableError
 from memstream.memory.cipher import Keyring
 from memstream.memory.events import MemoryEvent, memory_ids_of
 from memstream.memory.model import Memory, RecalledMemory
@@ -25,12 +26,14 @@ from memstream.memory.ports import MemoryReader, Recaller
 from memstream.memory.store import MemoryFilter, WriteOutcome, check_tenant
 from memstream.memory.tenancy import TenantId, validate_tenant
 from memstream.streams.background_publisher import BackgroundPublisher
+from memstream.streams.kafka import RIDE_OUT_S
 from memstream.streams.monitor import KafkaMonitor
 from memstream.streams.topics import Topics
 from memstream.streams.wire import event_record
 
-__all__ = ["EventSourcedMemoryStore", "EventSourcedStores"]
+__all__ = ["EventSourcedMemoryStore", "EventSourcedStores", "keyed"]
 
+log = logging.getLogger(__name__)
 
 EventSink = Callable[[MemoryEvent, Callable[[], None] | None], None]
 
@@ -112,7 +115,31 @@ class EventSourcedStores:
 
     def _send(self, event: MemoryEvent, on_durable: Callable[[], None] | None) -> None:
         # Encoded and sealed on the publisher's thread: the turn only takes a buffer slot.
-        self.publisher.submit(lambda: event_record(self._topics, event, self._keyring), on_durable)
+        self.publisher.submit(
+            lambda: event_record(self._topics, event, self._keyring),
+            keyed(self._keyring, on_durable),
+        )
 
     def close(self, timeout: float = 10.0) -> None:
         self.publisher.close(timeout)
+
+
+def keyed(
+    keyring: Keyring | None, on_durable: Callable[[], None] | None
+) -> Callable[[], None] | None:
+    """`on_durable`, told only once the event's data key is durable too: a key made while
+    Kafka was away may still wait in the keys producer when the event is acknowledged, and
+    an event whose key is lost is lost. Not told (the key still not acknowledged after
+    RIDE_OUT_S), the effect stays started in the journal and recovery sends the event again."""
+    if keyring is None or on_durable is None:
+        return on_durable
+
+    def durable() -> None:
+        try:
+            keyring.confirm(RIDE_OUT_S)
+        except KafkaUnavailableError as exc:
+            log.warning("an event is in Kafka but its data key is not yet: %s", exc)
+            return
+        on_durable()
+
+    return durable

@@ -106,6 +106,12 @@ class Keyring(Protocol):
         """Treat `key_ids` as destroyed from now on (a TenantErased was read)."""
         ...
 
+    def confirm(self, timeout_s: float) -> None:
+        """Return once every key `current` handed out is durable where readers find it;
+        KafkaUnavailableError if that takes longer than `timeout_s`. What is sealed under a
+        key must not be reported durable before its key is: without the key it is lost."""
+        ...
+
 
 class _Nonces:
     """Random 96-bit nonces from the OS, drawn in batches. os.urandom releases the GIL, and on
@@ -442,6 +448,9 @@ class InProcessKeyring:
 
     def forget(self, tenant: str, key_ids: Iterable[str]) -> None:
         self.state.forget(tenant, key_ids)
+
+    def confirm(self, timeout_s: float) -> None:
+        """Its keys live in this process: held as soon as made."""
 
     def erase(self, tenant: str) -> list[str]:
         ids = self.state.key_ids(tenant)

@@ -128,6 +128,8 @@ class KafkaKeyring:
         self._next = 0  # the next offset to read
         self._read_at = float("-inf")
         self._offline_until = float("-inf")  # after a failed read, when to try again
+        # A key made here while Kafka was away, its record not yet acknowledged (`confirm`).
+        self._unconfirmed = False
         # Lock order: _lock (key creation, the clients), then _reading (the consumer and the
         # read position); a refresh holds only _reading while it talks to the broker.
         self._lock = threading.RLock()
@@ -157,7 +159,9 @@ class KafkaKeyring:
                     return key
             # Kafka is away (or an erasure raced the write): the record waits in the producer
             # like the events do, and this process seals with its key at once. A worker that
-            # meets the event first waits for the key (Projector, key_wait_s).
+            # meets the event first waits for the key (Projector, key_wait_s); nothing sealed
+            # under it is reported durable before the key is (`confirm`).
+            self._unconfirmed = True
             self.state.apply(record.record_key, record.encode())
             key = self.state.first(tenant)
             assert key is not None  # just applied
@@ -201,6 +205,20 @@ class KafkaKeyring:
 
     def forget(self, tenant: str, key_ids: Iterable[str]) -> None:
         self.state.forget(tenant, key_ids)
+
+    def confirm(self, timeout_s: float = _TIMEOUT_S) -> None:
+        # Only after a key was made while Kafka was away: otherwise every key handed out was
+        # read back from the topic, so it is there.
+        if not self._unconfirmed:
+            return
+        with self._lock:
+            if self._unconfirmed:
+                if self._producer().flush(timeout_s) != 0:
+                    raise self._unavailable(
+                        "write a data key made while Kafka was away",
+                        TimeoutError(f"not acknowledged in {timeout_s:.0f}s"),
+                    )
+                self._unconfirmed = False
 
     # -- erasure and rotation -----------------------------------------------------------------
 
@@ -329,7 +347,16 @@ class KafkaKeyring:
         with self._lock, self._reading:
             if self._clients is not None:
                 producer, consumer = self._clients
-                producer.flush(_TIMEOUT_S)
+                left = producer.flush(_TIMEOUT_S)
+                if left:
+                    # Events sealed under a key among them were never reported durable
+                    # (`confirm`): their writers send them again, under a key that is there.
+                    log.error(
+                        "%d records of %s were not acknowledged in %.0fs and are dropped",
+                        left,
+                        self._topic,
+                        _TIMEOUT_S,
+                    )
                 consumer.close()
                 self._clients = None
 
