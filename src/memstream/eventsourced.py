@@ -136,7 +136,8 @@ def keyed(
 
     def durable() -> None:
         try:
-            keyring.confirm(RIDE_OUT_S)
+            if keyring.unconfirmed:
+                keyring.confirm(RIDE_OUT_S)
         except KafkaUnavailableError as exc:
             log.warning("an event is in Kafka but its data key is not yet: %s", exc)
             return

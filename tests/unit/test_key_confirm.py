@@ -24,6 +24,10 @@ class _Unconfirmed(InProcessKeyring):
         super().__init__()
         self.durable = False
 
+    @property  # type: ignore[override]
+    def unconfirmed(self) -> bool:
+        return not self.durable
+
     def confirm(self, timeout_s: float) -> None:
         if not self.durable:
             raise KafkaUnavailableError("the keys topic did not acknowledge the key")
@@ -52,8 +56,10 @@ def test_a_key_made_while_kafka_is_away_is_not_confirmed_until_kafka_has_it() ->
     # A port nothing listens on: every read and write of the keys topic fails.
     kafka = KafkaConnection(bootstrap=f"127.0.0.1:{free_port()}")
     keyring = KafkaKeyring(kafka, Topics("away"), MasterKeys(AESGCM.generate_key(bit_length=256)))
+    assert not keyring.unconfirmed
     key: DataKey = keyring.current("acme")  # made here: sealing does not wait for Kafka
     assert keyring.current("acme") == key
+    assert keyring.unconfirmed
     with pytest.raises(KafkaUnavailableError, match="data key made while Kafka was away"):
         keyring.confirm(0.5)
 
@@ -61,4 +67,5 @@ def test_a_key_made_while_kafka_is_away_is_not_confirmed_until_kafka_has_it() ->
 def test_a_keyring_that_made_no_key_here_confirms_at_once() -> None:
     kafka = KafkaConnection(bootstrap=f"127.0.0.1:{free_port()}")
     keyring = KafkaKeyring(kafka, Topics("none"), MasterKeys(os.urandom(32)))
+    assert not keyring.unconfirmed
     keyring.confirm(0.1)  # nothing made here: nothing to wait for

@@ -465,7 +465,8 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return False
     # The command name in parentheses may hold spaces and parentheses: the state follows the last.
-    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
+    state = stat[stat.rfind(")") + 2 :][:1]
+    return state in ("Z", "X")
 
 
 def _port_taken(port: int) -> bool:

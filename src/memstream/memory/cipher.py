@@ -106,6 +106,12 @@ class Keyring(Protocol):
         """Treat `key_ids` as destroyed from now on (a TenantErased was read)."""
         ...
 
+    @property
+    def unconfirmed(self) -> bool:
+        """Whether a key `current` handed out may not be durable yet (`confirm` would wait):
+        asked first, so that a writer pays nothing in the usual case."""
+        ...
+
     def confirm(self, timeout_s: float) -> None:
         """Return once every key `current` handed out is durable where readers find it;
         KafkaUnavailableError if that takes longer than `timeout_s`. What is sealed under a
@@ -449,8 +455,11 @@ class InProcessKeyring:
     def forget(self, tenant: str, key_ids: Iterable[str]) -> None:
         self.state.forget(tenant, key_ids)
 
+    # Its keys live in this process: held as soon as made.
+    unconfirmed = False
+
     def confirm(self, timeout_s: float) -> None:
-        """Its keys live in this process: held as soon as made."""
+        return None
 
     def erase(self, tenant: str) -> list[str]:
         ids = self.state.key_ids(tenant)

@@ -179,9 +179,9 @@ class RedisProjectionWriter:
             for reply in replies:
                 if reply == -1:  # retired generation: this call's events and every later one
                     break
-                for item, event_reply in zip(pending[done:], reply, strict=False):
-                    outcomes.append(outcome_of(item.event, event_reply))
-                done += len(reply)
+                for event_reply in reply:
+                    outcomes.append(outcome_of(pending[done].event, event_reply))
+                    done += 1
             pending = pending[done:]
             if pending and while_live is not None:
                 break  # `while_live` was retired: the rest need vectors for the new one

@@ -129,7 +129,7 @@ class KafkaKeyring:
         self._read_at = float("-inf")
         self._offline_until = float("-inf")  # after a failed read, when to try again
         # A key made here while Kafka was away, its record not yet acknowledged (`confirm`).
-        self._unconfirmed = False
+        self.unconfirmed = False
         # Lock order: _lock (key creation, the clients), then _reading (the consumer and the
         # read position); a refresh holds only _reading while it talks to the broker.
         self._lock = threading.RLock()
@@ -161,7 +161,7 @@ class KafkaKeyring:
             # like the events do, and this process seals with its key at once. A worker that
             # meets the event first waits for the key (Projector, key_wait_s); nothing sealed
             # under it is reported durable before the key is (`confirm`).
-            self._unconfirmed = True
+            self.unconfirmed = True
             self.state.apply(record.record_key, record.encode())
             key = self.state.first(tenant)
             assert key is not None  # just applied
@@ -209,16 +209,14 @@ class KafkaKeyring:
     def confirm(self, timeout_s: float = _TIMEOUT_S) -> None:
         # Only after a key was made while Kafka was away: otherwise every key handed out was
         # read back from the topic, so it is there.
-        if not self._unconfirmed:
-            return
         with self._lock:
-            if self._unconfirmed:
+            if self.unconfirmed:
                 if self._producer().flush(timeout_s) != 0:
                     raise self._unavailable(
                         "write a data key made while Kafka was away",
                         TimeoutError(f"not acknowledged in {timeout_s:.0f}s"),
                     )
-                self._unconfirmed = False
+                self.unconfirmed = False
 
     # -- erasure and rotation -----------------------------------------------------------------
 

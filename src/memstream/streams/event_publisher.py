@@ -77,7 +77,7 @@ class EventPublisher:
             await asyncio.wait_for(asyncio.gather(*sends), self._timeout_s)
         except (KafkaError, TimeoutError) as exc:
             raise self._unavailable(exc) from exc
-        if self._keyring is not None:
+        if self._keyring is not None and self._keyring.unconfirmed:
             # Acknowledged, but readable only with their key: one made while Kafka was away
             # must be durable too before the caller hears that these are.
             await asyncio.to_thread(self._keyring.confirm, self._timeout_s)

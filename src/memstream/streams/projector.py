@@ -231,8 +231,9 @@ class Projector:
 
     async def _apply(self, prepared: Prepared) -> list[AppliedOutcome]:
         outcomes: list[AppliedOutcome] = []
-        batch, generation = list(prepared.batch), prepared.generation
-        pending = list(prepared.ready)
+        batch: Sequence[Embedded] = prepared.batch
+        generation = prepared.generation
+        pending: Sequence[tuple[MemoryEvent, tuple[Memory, ...], Position]] = prepared.ready
         while pending:  # more than once only when a swap retires the generation mid-batch
             applied = await self.retrying("applying to Redis", self._applying(batch, generation))
             outcomes += applied
@@ -252,7 +253,7 @@ class Projector:
         return outcomes
 
     def _applying(
-        self, batch: list[Embedded], generation: int
+        self, batch: Sequence[Embedded], generation: int
     ) -> Callable[[], Awaitable[list[AppliedOutcome]]]:
         """Applying `batch`, whose vectors were made for `generation`'s model."""
         if self._into is not None:
