@@ -119,8 +119,10 @@ _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def _one_of(*choices: str) -> Callable[[str], str]:
+    """One of `choices`, in their case (Kafka's are upper case, memstream's own lower)."""
+
     def parse(raw: str) -> str:
-        value = raw.upper()
+        value = raw.upper() if all(c.isupper() for c in choices) else raw.strip().lower()
         if value not in choices:
             raise ValueError(f"must be one of {', '.join(choices)}")
         return value
@@ -320,6 +322,40 @@ class Settings:
         "",
         "API key for the chat API; read from the environment only.",
         secret=True,
+    )
+    chat_json_mode: str = _setting(
+        "MEMSTREAM_CHAT_JSON_MODE",
+        "json_schema",
+        "How the chat API is held to a JSON answer where memstream wants one (extraction): "
+        "'json_schema' (OpenAI, vLLM, Ollama, llama.cpp's llama-server), 'json_object' "
+        "(llama-cpp-python's server: a JSON object, with the schema) or 'off'.",
+        _one_of("json_schema", "json_object", "off"),
+    )
+    extraction: str = _setting(
+        "MEMSTREAM_EXTRACTION",
+        "off",
+        "The worker's extraction job: 'off', or the strategy it derives memories from recorded "
+        "turns with, using the chat model (MEMSTREAM_CHAT_*): 'discrete' (facts, preferences, "
+        "dated events), 'summary', 'preferences' or 'custom' (MEMSTREAM_EXTRACTION_PROMPT).",
+        _one_of("off", "discrete", "summary", "preferences", "custom"),
+    )
+    extraction_prompt: str = _setting(
+        "MEMSTREAM_EXTRACTION_PROMPT",
+        "",
+        "What a 'custom' extraction asks the model for (the JSON answer's shape is added).",
+    )
+    extraction_tenants: tuple[str, ...] = _setting(
+        "MEMSTREAM_EXTRACTION_TENANTS",
+        ("*",),
+        "Comma-separated tenants whose turns are extracted; '*' for every tenant.",
+        lambda raw: tuple(t.strip() for t in raw.split(",") if t.strip()),
+        ",".join,
+    )
+    extraction_concurrency: int = _setting(
+        "MEMSTREAM_EXTRACTION_CONCURRENCY",
+        2,
+        "How many model calls the extraction job has in flight at once (across tenants).",
+        _positive_int,
     )
     consolidation_window_s: float = _setting(
         "MEMSTREAM_CONSOLIDATION_WINDOW_S",

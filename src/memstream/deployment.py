@@ -64,6 +64,8 @@ from memstream.streams.wire import partition_of
 if TYPE_CHECKING:
     import faust
 
+    from memstream.streams.extraction import ExtractionParts
+
 __all__ = ["Deployment"]
 
 # How long a deployment routes by MEMSTREAM_PARTITIONS after it found no memory topic, before
@@ -404,6 +406,32 @@ class Deployment:
             keyring=keyring,
             sealer=self.sealer(),
             keys_clock=keyring.tick if keyring is not None else None,
+            extraction=self.extraction(),
+        )
+
+    def extraction(self) -> ExtractionParts | None:
+        """The extraction job's parts (MEMSTREAM_EXTRACTION); None when it is off."""
+        from memstream.memory.extraction import Extracting, Strategy
+        from memstream.streams.extraction import ExtractionParts
+
+        settings = self.settings
+        if settings.extraction == "off":
+            return None
+        client = self.chat_model()
+        if client is None:
+            raise ConfigurationError(
+                f"MEMSTREAM_EXTRACTION={settings.extraction} needs a chat model: set "
+                "MEMSTREAM_CHAT_BASE_URL and MEMSTREAM_CHAT_MODEL to an OpenAI-compatible API "
+                "(OpenAI, Ollama's /v1, vLLM, llama.cpp's server), or MEMSTREAM_EXTRACTION=off"
+            )
+        return ExtractionParts(
+            client,
+            settings.chat_model,
+            Extracting(Strategy(settings.extraction), settings.extraction_prompt),
+            frozenset(settings.extraction_tenants),
+            self.status(),
+            self.reader(),
+            settings.extraction_concurrency,
         )
 
     async def ensure_topics(self) -> None:

@@ -30,6 +30,7 @@
     ├── StaleSessionError                      a working-memory put of a version no longer current
     ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
+    ├── ExtractionOutputError                  a model's extraction that is not the JSON asked for
     └── EffectRefusedError                     a crashed run's effect may have run and its
                                                target cannot tell: it is not run again
 
@@ -50,6 +51,7 @@ __all__ = [
     "EventIdMismatchError",
     "EventKeyMismatchError",
     "EventVersionError",
+    "ExtractionOutputError",
     "ForbiddenError",
     "ImportFileError",
     "InfrastructureError",
@@ -61,6 +63,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MemstreamError",
     "ModelProviderError",
+    "ModelRefusedError",
     "NamespaceTenantError",
     "NotAuthenticatedError",
     "ProjectionLagError",
@@ -195,6 +198,21 @@ class EmbeddingProviderError(InfrastructureError):
 
 class ModelProviderError(InfrastructureError):
     code = "model_provider"
+
+
+class ModelRefusedError(ModelProviderError):
+    """The model's API answered, finally, that it will not do this request (a 4xx other than
+    429: a refused content, a prompt over its context): asking again gets the same answer."""
+
+    code = "model_refused"
+    retryable = False
+
+
+class ExtractionOutputError(MemstreamError):
+    """A chat model answered an extraction with something that is not the JSON it was asked
+    for, twice: the turn is set aside (a dead letter) rather than asked about forever."""
+
+    code = "extraction_output"
 
 
 class ProjectionLagError(InfrastructureError):

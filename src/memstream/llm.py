@@ -85,10 +85,17 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
+    """What a model is asked. `answer_schema`: the JSON Schema its answer must follow (a
+    provider that can constrain decoding to it does; the caller checks the answer anyway);
+    `max_tokens` and `temperature`: None leaves them to the provider."""
+
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     sections: tuple[PromptSection, ...] = ()
+    answer_schema: Mapping[str, Any] | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
 
     def system_prompt(self) -> str:
         """The system prompt as sent: the agent's instructions, then each section."""

@@ -78,8 +78,9 @@ def _print_turn(turn: ShownTurn, held: dict[str, Memory]) -> None:
         text = memory.content if memory is not None else "(no longer held)"
         print(f"  {index}. [{shown.memory_id}] {text}")
         print(f"     {_origin(shown)}")
+        how = "derived from" if shown.provenance and shown.provenance.derived else "replaced"
         for source in shown.sources:
-            print(f"       replaced {_made(source)}")
+            print(f"       {how} {_made(source)}")
 
 
 def _origin(shown: ShownMemory) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from memstream.inmemory.state import Namespace
 from memstream.memory.events import MemoryEvent
-from memstream.memory.ports import TenantStats
+from memstream.memory.ports import Identified, Marked, TenantStats
 from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = ["InMemoryStatus"]
@@ -22,11 +22,11 @@ class InMemoryStatus:
     def live_generation(self) -> int:
         return self._state.live
 
-    def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+    def unapplied(self, events: Sequence[Marked]) -> list[Marked]:
         with self._state.lock:
             return [event for event in events if not self._applied(event)]
 
-    def _applied(self, event: MemoryEvent) -> bool:
+    def _applied(self, event: Identified) -> bool:
         held = self._state.held(self._state.live, event.tenant)
         return held is not None and event.id in held.outcomes
 

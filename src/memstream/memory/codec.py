@@ -45,7 +45,7 @@ from memstream.errors import (
     UnknownEventTypeError,
 )
 from memstream.memory.cipher import ALGORITHM, Keyring, open_field, seal_field
-from memstream.memory.events import REGISTRY, EventType, MemoryEvent, Registry
+from memstream.memory.events import REGISTRY, EventType, ExtractedFact, MemoryEvent, Registry
 from memstream.memory.model import MemoryType
 from memstream.memory.tenancy import tenant_key
 
@@ -128,6 +128,62 @@ def _optional(inner: Transcoding) -> Transcoding:
     )
 
 
+def _write_facts(facts: tuple[ExtractedFact, ...]) -> list[dict[str, object]]:
+    written = []
+    for fact in facts:
+        item: dict[str, object] = {"text": fact.text, "kind": fact.kind.value}
+        if fact.event_date is not None:
+            item["event_date"] = _write_time(fact.event_date)
+        if fact.topics:
+            item["topics"] = list(fact.topics)
+        if fact.entities:
+            item["entities"] = list(fact.entities)
+        written.append(item)
+    return written
+
+
+_FACT_FIELDS = frozenset({"text", "kind", "event_date", "topics", "entities"})
+
+
+def _read_facts(value: object) -> tuple[ExtractedFact, ...]:
+    if not isinstance(value, list):
+        raise _WrongType
+    facts = []
+    for item in value:
+        if not isinstance(item, dict) or not item.keys() <= _FACT_FIELDS:
+            raise _WrongType
+        text, kind, date = item.get("text"), item.get("kind", "fact"), item.get("event_date")
+        if not isinstance(text, str) or not isinstance(kind, str):
+            raise _WrongType
+        facts.append(
+            ExtractedFact(
+                text,
+                kind,  # type: ignore[arg-type]  # checked by ExtractedFact: a ValueError
+                None if date is None else _read_time(date),
+                _read_ids(item.get("topics", [])),
+                _read_ids(item.get("entities", [])),
+            )
+        )
+    return tuple(facts)
+
+
+_FACTS_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["text"],
+        "additionalProperties": False,
+        "properties": {
+            "text": {"type": "string"},
+            "kind": {"type": "string", "enum": ["fact", "preference", "event"]},
+            "event_date": {"type": "string", "format": "date-time"},
+            "topics": {"type": "array", "items": {"type": "string"}},
+            "entities": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+}
+
+
 _TIME = Transcoding(
     _write_time,
     _read_time,
@@ -150,7 +206,9 @@ TRANSCODINGS: Mapping[str, Transcoding] = {
     "MemoryType": Transcoding(
         str, _exactly(str), {"type": "string", "enum": [t.value for t in MemoryType]}
     ),
+    "tuple[ExtractedFact, ...]": Transcoding(_write_facts, _read_facts, _FACTS_SCHEMA),
     "str | None": _optional(_TEXT),
+    "int | None": _optional(Transcoding(_same, _exactly(int), {"type": "integer"})),
     "datetime | None": _optional(_TIME),
     "float | None": _optional(_NUMBER),
 }

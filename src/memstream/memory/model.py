@@ -15,6 +15,12 @@ if TYPE_CHECKING:  # a memory's provenance is worked out from its event, which h
 __all__ = [
     "DEFAULT_IMPORTANCE",
     "DEFAULT_MAX_RECORD_CHARS",
+    "ENTITIES",
+    "EVENT_DATE",
+    "EXTRACTED_FROM",
+    "EXTRACTION_STRATEGY",
+    "RESERVED_PREFIX",
+    "TOPICS",
     "Memory",
     "MemoryType",
     "RecalledMemory",
@@ -23,6 +29,16 @@ __all__ = [
 # The defaults of the knobs the domain has; Settings and every config refer to these.
 DEFAULT_IMPORTANCE = 0.5  # of a memory nobody scored
 DEFAULT_MAX_RECORD_CHARS = 8_000  # the most characters (code points) one memory holds
+
+# A memory record's fields beyond its text, kept in its metadata under a reserved prefix by
+# agent-memory-server's names (the HTTP API maps them one to one; extraction writes them). A
+# client's own metadata keys never start with the prefix.
+RESERVED_PREFIX = "ams."
+TOPICS = "ams.topics"  # a JSON array of strings, as ENTITIES and EXTRACTED_FROM
+ENTITIES = "ams.entities"
+EVENT_DATE = "ams.event_date"  # ISO-8601, UTC: the day an episodic memory's event happened
+EXTRACTED_FROM = "ams.extracted_from"  # the ids of the memories it was derived from
+EXTRACTION_STRATEGY = "ams.extraction_strategy"  # absent: stored whole ("discrete")
 
 
 class MemoryType(enum.StrEnum):

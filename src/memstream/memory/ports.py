@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from memstream.memory.embeddings import Vectors
 from memstream.memory.events import MemoryEvent
@@ -40,7 +40,9 @@ __all__ = [
     "Embedded",
     "GenerationComparer",
     "Generations",
+    "Identified",
     "ItemIndex",
+    "Marked",
     "MemoryLookup",
     "MemoryReader",
     "Position",
@@ -243,6 +245,19 @@ class TenantStats:
     newest: datetime
 
 
+class Identified(Protocol):
+    """An event as the projection's applied markers know it: its tenant and its id."""
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def id(self) -> str: ...
+
+
+Marked = TypeVar("Marked", bound=Identified)
+
+
 class ProjectionProgress(Protocol):
     """What the live projection has applied so far, read synchronously."""
 
@@ -250,8 +265,9 @@ class ProjectionProgress(Protocol):
         """The generation recall reads now."""
         ...
 
-    def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
-        """The events of `events` the live projection has not applied yet, in order."""
+    def unapplied(self, events: Sequence[Marked]) -> list[Marked]:
+        """The events of `events` (or of their tenants and ids) the live projection has not
+        applied yet, in order."""
         ...
 
     def wait_applied(

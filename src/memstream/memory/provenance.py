@@ -39,7 +39,8 @@ class Provenance:
     event was applied at, after upcasting), its log position (`topic`, `partition`, `offset`),
     the `thread`, `run` and `turn` it was recorded in (a run and turn only for a turn's
     memories: "" and None otherwise), and `recorded_at`, the time the event carries (a
-    summary's: the latest of its group). A summary lists the memory ids it `replaced`."""
+    summary's: the latest of its group). A summary lists the memory ids it `replaced`, an
+    extracted fact those it was `derived` from."""
 
     event_id: str
     event_type: str
@@ -52,6 +53,7 @@ class Provenance:
     turn: int | None
     recorded_at: datetime
     replaced: tuple[str, ...] = ()
+    derived: tuple[str, ...] = ()
 
     @property
     def in_log(self) -> bool:
@@ -79,6 +81,8 @@ def provenance_json(provenance: Provenance | None) -> dict[str, object] | None:
     }
     if p.replaced:
         shown["replaced"] = list(p.replaced)
+    if p.derived:
+        shown["derived_from"] = list(p.derived)
     return shown
 
 
@@ -114,6 +118,7 @@ def provenance_of(
         turn=origin.turn,
         recorded_at=origin.at,
         replaced=origin.replaced,
+        derived=origin.derived,
     )
 
 

@@ -29,6 +29,7 @@ from memstream.memory.events import MemoryEvent
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import (
     ItemIndex,
+    Marked,
     MemoryLookup,
     ProjectionProgress,
     Recaller,
@@ -248,11 +249,9 @@ class ShardedProgress:
     def __init__(self, shards: Shards[ProjectionProgress]) -> None:
         self._shards = shards
 
-    def _by_shard(
-        self, events: Sequence[MemoryEvent]
-    ) -> list[tuple[ProjectionProgress, list[MemoryEvent]]]:
+    def _by_shard(self, events: Sequence[Marked]) -> list[tuple[ProjectionProgress, list[Marked]]]:
         """The events grouped by their tenant's shard, as (that shard's part, its events)."""
-        by_shard: dict[int, tuple[ProjectionProgress, list[MemoryEvent]]] = {}
+        by_shard: dict[int, tuple[ProjectionProgress, list[Marked]]] = {}
         for event in events:
             part = self._shards.of(event.tenant)
             by_shard.setdefault(id(part), (part, []))[1].append(event)
@@ -263,7 +262,7 @@ class ShardedProgress:
         them all)."""
         return self._shards.home().live_generation()
 
-    def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+    def unapplied(self, events: Sequence[Marked]) -> list[Marked]:
         missing = {
             id(event) for part, own in self._by_shard(events) for event in part.unapplied(own)
         }

@@ -16,8 +16,8 @@ __all__ = ["ShownMemory", "ShownTurn", "turns_shown"]
 @dataclass(frozen=True, slots=True)
 class ShownMemory:
     """A memory a turn was shown: the `provenance` of the write it saw (None: no readable
-    event of the log wrote it), and for a summary the provenance of what it `replaced`, as
-    they were when the summary was written."""
+    event of the log wrote it), and for a summary the provenance of what it `replaced` (for
+    an extracted fact, of what it was derived from), as they were when it was written."""
 
     memory_id: str
     provenance: Provenance | None
@@ -61,5 +61,6 @@ def _traced(memory_id: str, writers: Mapping[str, Logged]) -> ShownMemory:
     if writer is None:
         return ShownMemory(memory_id, None)
     provenance = _provenance(writer)
-    sources = tuple(_provenance(writers[r]) for r in provenance.replaced if r in writers)
+    made_of = (*provenance.replaced, *provenance.derived)
+    sources = tuple(_provenance(writers[r]) for r in made_of if r in writers)
     return ShownMemory(memory_id, provenance, sources)

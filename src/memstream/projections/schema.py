@@ -318,10 +318,14 @@ def _metadata_field(metadata: Mapping[str, Any]) -> str:
 @functools.lru_cache(maxsize=256)
 def lineage_field(provenance: Provenance) -> str:
     """A provenance as its hash field: a JSON array, without the event id and thread the
-    hash holds already (Redis bytes per memory stay within a tenth of what they were)."""
+    hash holds already (Redis bytes per memory stay within a tenth of what they were). The
+    ids a fact was derived from follow the replaced ones as one last array (hashes written
+    before extraction have none)."""
     p = provenance
     row: list[object] = [p.event_type, p.event_version, p.topic, p.partition, p.offset, p.run]
     row += [p.turn, repr(p.recorded_at.timestamp()), *p.replaced]
+    if p.derived:
+        row.append(list(p.derived))
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -329,6 +333,7 @@ def _provenance(raw: str | None, event_id: str, thread: str) -> Provenance | Non
     if not raw:
         return None
     kind, version, topic, partition, offset, run, turn, at, *replaced = json.loads(raw)
+    derived = replaced.pop() if replaced and isinstance(replaced[-1], list) else ()
     return Provenance(
         event_id=event_id,
         event_type=kind,
@@ -341,6 +346,7 @@ def _provenance(raw: str | None, event_id: str, thread: str) -> Provenance | Non
         turn=turn,
         recorded_at=datetime.fromtimestamp(float(at), UTC),
         replaced=tuple(replaced),
+        derived=tuple(derived),
     )
 
 

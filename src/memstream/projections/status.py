@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from memstream.memory.events import MemoryEvent
-from memstream.memory.ports import TenantStats
+from memstream.memory.ports import Marked, TenantStats
 from memstream.memory.tenancy import tenant_from_token, tenant_token
 from memstream.projections.connection import is_missing_index, redis_errors
 from memstream.projections.schema import Fields, Keyspace
@@ -55,7 +55,7 @@ class ProjectionStatus:
     def live_generation(self) -> int:
         return self.live().generation
 
-    def unapplied(self, events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+    def unapplied(self, events: Sequence[Marked]) -> list[Marked]:
         """The events of `events` the live projection has not applied yet, in order."""
         keys = self.live()
         with redis_errors(self._url, "reading applied markers"):

@@ -139,5 +139,8 @@ def chat_model(settings: Settings) -> ModelClient | None:
     from memstream.providers.openai_chat import OpenAICompatibleChat
 
     return OpenAICompatibleChat(
-        settings.chat_base_url, settings.chat_model, api_key=settings.chat_api_key
+        settings.chat_base_url,
+        settings.chat_model,
+        api_key=settings.chat_api_key,
+        json_mode=settings.chat_json_mode,
     )

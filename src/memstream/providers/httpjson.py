@@ -27,7 +27,10 @@ def post_json(
     *,
     error: type[InfrastructureError],
     hint: str,
+    refused: type[InfrastructureError] | None = None,
 ) -> Any:
+    """The JSON `path` answers to `body`; `error` when it fails, or `refused` (default:
+    `error`) when the server's answer is final (a 4xx other than 429)."""
     delay = 0.5
     problem = ""
     for attempt in range(RETRIES + 1):
@@ -45,7 +48,7 @@ def post_json(
                     ) from exc
             problem = f"{client.base_url} answered {response.status_code}: {response.text[:200]}"
             if response.status_code != 429 and response.status_code < 500:
-                raise error(f"{problem}; {hint}")
+                raise (refused or error)(f"{problem}; {hint}")
             delay = _retry_after(response) or delay
         if attempt < RETRIES:
             time.sleep(min(delay, _MAX_WAIT_S))

@@ -9,11 +9,12 @@ ModelProviderError saying what the server answered.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from memstream.errors import ConfigurationError, ModelProviderError
+from memstream.errors import ConfigurationError, ModelProviderError, ModelRefusedError
 from memstream.llm import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from memstream.providers.httpjson import post_json
 
@@ -28,6 +29,7 @@ class OpenAICompatibleChat:
         *,
         api_key: str = "",
         timeout: float = 60.0,
+        json_mode: str = "json_schema",
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not base_url or not model:
@@ -40,6 +42,7 @@ class OpenAICompatibleChat:
             base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
         )
         self._model = model
+        self._json_mode = json_mode
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         body: dict[str, Any] = {"model": self._model, "messages": _messages(request)}
@@ -55,17 +58,32 @@ class OpenAICompatibleChat:
                 }
                 for tool in request.tools
             ]
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.answer_schema is not None and self._json_mode != "off":
+            body["response_format"] = _answer_format(self._json_mode, request.answer_schema)
         reply = post_json(
             self._client,
             "/chat/completions",
             body,
             error=ModelProviderError,
             hint="check MEMSTREAM_CHAT_MODEL and MEMSTREAM_CHAT_API_KEY",
+            refused=ModelRefusedError,
         )
         return _response(reply)
 
     def close(self) -> None:
         self._client.close()
+
+
+def _answer_format(mode: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    # Constrained decoding where the server offers it: a model then answers the JSON asked
+    # for. OpenAI's form, or the older one llama-cpp-python's server (and Anyscale) take.
+    if mode == "json_object":
+        return {"type": "json_object", "schema": dict(schema)}
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": dict(schema)}}
 
 
 def _messages(request: ModelRequest) -> list[dict[str, Any]]:

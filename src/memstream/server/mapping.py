@@ -22,7 +22,16 @@ from datetime import UTC, datetime, timedelta
 
 from memstream.errors import InvalidInputError, LimitExceededError
 from memstream.memory.events import MemorySaved
-from memstream.memory.model import Memory, MemoryType
+from memstream.memory.model import (
+    ENTITIES,
+    EVENT_DATE,
+    EXTRACTED_FROM,
+    EXTRACTION_STRATEGY,
+    RESERVED_PREFIX,
+    TOPICS,
+    Memory,
+    MemoryType,
+)
 from memstream.memory.search import SearchFilter
 from memstream.server.models import (
     DateFilter,
@@ -33,11 +42,9 @@ from memstream.server.models import (
     TagFilter,
 )
 
-__all__ = ["RESERVED_PREFIX", "Scoping", "SearchPlan"]
+__all__ = ["Scoping", "SearchPlan"]
 
-RESERVED_PREFIX = "ams."
-_TOPICS, _ENTITIES, _EVENT_DATE = "ams.topics", "ams.entities", "ams.event_date"
-_EXTRACTED_FROM, _PINNED = "ams.extracted_from", "ams.pinned"
+_PINNED = "ams.pinned"
 
 _TO_MEMSTREAM = {
     MemoryTypeEnum.MESSAGE: MemoryType.CONVERSATION,
@@ -194,15 +201,15 @@ class Scoping:
         other = getattr(record, self.other_field)
         extras: Mapping[str, object] = {
             self._other_key: other,
-            _TOPICS: record.topics,
-            _ENTITIES: record.entities,
-            _EXTRACTED_FROM: record.extracted_from,
+            TOPICS: record.topics,
+            ENTITIES: record.entities,
+            EXTRACTED_FROM: record.extracted_from,
         }
         for key, value in extras.items():
             if value is not None:
                 metadata[key] = value if isinstance(value, str) else json.dumps(value)
         if record.event_date is not None:
-            metadata[_EVENT_DATE] = _aware(record.event_date).astimezone(UTC).isoformat()
+            metadata[EVENT_DATE] = _aware(record.event_date).astimezone(UTC).isoformat()
         if record.pinned:
             metadata[_PINNED] = "true"
         importance = record.importance
@@ -227,7 +234,7 @@ class Scoping:
     def record(self, memory: Memory) -> dict[str, object]:
         """The AMS record fields of a stored memory (any memory, however it was written)."""
         meta = memory.metadata
-        event_date = meta.get(_EVENT_DATE)
+        event_date = meta.get(EVENT_DATE)
         return {
             "id": memory.id,
             "text": memory.content,
@@ -238,11 +245,12 @@ class Scoping:
             "updated_at": memory.timestamp,
             "last_accessed": memory.timestamp,
             "pinned": meta.get(_PINNED) == "true",
-            "topics": _list(meta.get(_TOPICS)),
-            "entities": _list(meta.get(_ENTITIES)),
-            "extracted_from": _list(meta.get(_EXTRACTED_FROM)),
+            "topics": _list(meta.get(TOPICS)),
+            "entities": _list(meta.get(ENTITIES)),
+            "extracted_from": _list(meta.get(EXTRACTED_FROM)),
             "event_date": datetime.fromisoformat(event_date) if event_date else None,
             "memory_type": _TO_AMS[memory.memory_type],
+            "extraction_strategy": _strategy(memory),
             "metadata": {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
             "importance": memory.importance,
         }
@@ -279,7 +287,7 @@ class Scoping:
         if other is not None:
             scope = _Choice.of(other, single_valued=True)
             checks.append(lambda m: scope.admits(m.metadata.get(self._other_key)))
-        for name, key in (("topics", _TOPICS), ("entities", _ENTITIES)):
+        for name, key in (("topics", TOPICS), ("entities", ENTITIES)):
             tag = getattr(request, name)
             if tag is not None:
                 checks.append(_list_check(tag, key))
@@ -287,11 +295,16 @@ class Scoping:
             window = _range([request.event_date])
             checks.append(lambda m: _in_range(_event_date(m), window))
         if request.extraction_strategy is not None:
-            # Every memory memstream stores was given to it whole: "discrete" in AMS's terms.
             strategy = _Choice.of(request.extraction_strategy, single_valued=True)
-            impossible |= not strategy.admits("discrete")
+            checks.append(lambda m: strategy.admits(_strategy(m)))
         keep = (lambda m: all(check(m) for check in checks)) if checks else None
         return SearchPlan(where, keep, impossible)
+
+
+def _strategy(memory: Memory) -> str:
+    # A memory stored whole (a turn, a saved record) is "discrete" in AMS's terms; an
+    # extracted one names the strategy that derived it.
+    return memory.metadata.get(EXTRACTION_STRATEGY, "discrete")
 
 
 def _list(raw: str | None) -> list[str] | None:
@@ -299,7 +312,7 @@ def _list(raw: str | None) -> list[str] | None:
 
 
 def _event_date(memory: Memory) -> datetime | None:
-    raw = memory.metadata.get(_EVENT_DATE)
+    raw = memory.metadata.get(EVENT_DATE)
     return datetime.fromisoformat(raw) if raw else None
 
 

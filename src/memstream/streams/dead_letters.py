@@ -1,6 +1,7 @@
 """The dead-letters topic: what the projector refused, listed, and re-driven once fixed.
 
-A dead letter is the refused message byte for byte, with headers saying why (the error's code
+A dead letter is the refused message byte for byte (or, from the extraction job, a turn a model
+could not answer), with headers saying why (the error's code
 and reason) and where it came from (its topic/partition/offset and record time). Nothing is
 ever deleted from the topic. A retry appends a resolution record for each letter it re-drove
 (an empty value; `memstream-resolves` names the letter's offset, `memstream-outcome` what
@@ -11,7 +12,8 @@ generation, one letter at a time; apply-once makes it idempotent: a letter whose
 applied meanwhile (by a replay, or an earlier retry) is found applied, not applied twice. One
 that fails again is dead-lettered anew, with its new reason and `memstream-retry-of` naming the
 old letter, which is resolved as `failed`. Each outcome is announced on the monitoring topic
-(`DeadLetterRetried`).
+(`DeadLetterRetried`). An extraction's letter is not projected again but `redriven`: its turn
+goes back on the memory topic for the extraction job (`EXTRACTION_CODES`).
 
 A retried event is applied when the retry runs, after the events that followed it in the log.
 Where one of those would have touched its memories (a forget by thread or by time), `memstream
@@ -31,7 +33,13 @@ from types import TracebackType
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
-from memstream.errors import EventDecodeError, KafkaUnavailableError
+from memstream.errors import (
+    EventDecodeError,
+    ExtractionOutputError,
+    KafkaUnavailableError,
+    MemstreamError,
+    ModelRefusedError,
+)
 from memstream.memory.monitoring import DeadLetterRetried, Monitor, MonitoringEvent
 from memstream.memory.tenancy import tenant_key
 from memstream.streams.kafka import KafkaConnection
@@ -40,6 +48,7 @@ from memstream.streams.topics import Topics, topic_partitions
 from memstream.streams.wire import Record, monitoring_record, producer_config, send
 
 __all__ = [
+    "EXTRACTION_CODES",
     "DeadLetter",
     "DeadLetterLog",
     "DeadLetterRetry",
@@ -65,10 +74,17 @@ class Outcome(enum.StrEnum):
     ALREADY_APPLIED = "already_applied"  # applied meanwhile (a replay, an earlier retry)
     FAILED = "failed"  # refused again: a new letter holds its new reason
     ERASED = "erased"  # sealed under a key an erasure destroyed: gone by design
+    REDRIVEN = "redriven"  # an extraction's letter: its turn handed back to the job
+
+
+# Letters of the extraction job (streams.extraction): their turn was applied, a model could not
+# answer it. A retry writes the turn to the memory topic again, where the projection skips it
+# as applied and the job, finding no extraction of it, asks the model once more.
+EXTRACTION_CODES = frozenset({ExtractionOutputError.code, ModelRefusedError.code})
 
 
 def dead_letter_headers(
-    message: RawMessage, error: EventDecodeError
+    message: RawMessage, error: MemstreamError
 ) -> tuple[tuple[str, bytes], ...]:
     """The headers a dead letter of `message` carries: why, and where it came from."""
     headers = {
@@ -263,6 +279,10 @@ class DeadLetterRetry:
         return done
 
     async def _one(self, letter: DeadLetter) -> Retried:
+        if letter.code in EXTRACTION_CODES:
+            message = letter.message
+            await self._send(Record(message.topic, message.key, message.value, ()))
+            return Retried(letter, Outcome.REDRIVEN)
         self._refusals.errors.clear()
         erased = self._projector.erased
         outcomes = await self._projector.project([letter.message])

@@ -47,7 +47,7 @@ from aiokafka import AIOKafkaProducer
 from faust.types import EventT
 
 from memstream.config import Settings
-from memstream.errors import EventDecodeError, KafkaUnavailableError
+from memstream.errors import KafkaUnavailableError, MemstreamError
 from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedders
@@ -62,6 +62,7 @@ from memstream.memory.ports import (
 from memstream.metrics import Metrics
 from memstream.streams.consolidation import ConsolidationJob
 from memstream.streams.dead_letters import dead_letter_headers
+from memstream.streams.extraction import ExtractionJob, ExtractionOutlets, ExtractionParts
 from memstream.streams.heal import KafkaLog, ShardHealers
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
@@ -140,7 +141,7 @@ class _WorkerProducer:
         """Send `record` and wait until the broker has it."""
         await (await send(await self._started(), record))
 
-    async def send(self, message: RawMessage, error: EventDecodeError) -> None:
+    async def send(self, message: RawMessage, error: MemstreamError) -> None:
         headers = dead_letter_headers(message, error)
         # Awaiting the delivery, not just the send, keeps the message from being
         # acknowledged on the memory topic before its dead letter is durable.
@@ -178,13 +179,15 @@ def build_app(
     keyring: Keyring | None = None,
     sealer: Keyring | None = None,
     keys_clock: Callable[[], None] | None = None,
+    extraction: ExtractionParts | None = None,
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
     `shards` are the projection's shards (their layout, and each one's writer and
     generations); `keyring` opens sealed events, `sealer` (None: plaintext) seals the summaries
     it writes, `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S
     (streams.data_keys); with `metrics`, Faust's sensors and memstream's own are kept in its
-    registry."""
+    registry; with `extraction`, the extraction job (streams.extraction) runs beside the
+    projection, in a consumer group of its own."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
         topics.worker_group,
@@ -302,6 +305,27 @@ def build_app(
     @app.timer(interval=_HEAL_CHECK_S)  # type: ignore[untyped-decorator]
     async def heal() -> None:
         await healer.check()
+
+    if extraction is not None:
+        job = ExtractionJob(
+            kafka,
+            topics.memory,
+            f"{topics.worker_group}.extract",
+            extraction,
+            ExtractionOutlets(
+                send=lambda event: monitoring.publish(event_record(topics, event, sealer)),
+                dead_letter=monitoring.send,
+                monitor=monitor,
+                keyring=keyring,
+                embedding_model=embedders.configured_model,
+                default_importance=settings.default_importance,
+                max_chars=settings.max_record_chars,
+            ),
+        )
+
+        @app.task  # type: ignore[untyped-decorator]
+        async def extract() -> None:
+            await job.run()
 
     if keys_clock is not None:
         tick = keys_clock

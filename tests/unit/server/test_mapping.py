@@ -11,6 +11,7 @@ from memstream import MemoryType
 from memstream.errors import ForbiddenError, InvalidInputError, LimitExceededError
 from memstream.memory.codec import decode_event, encode_event
 from memstream.memory.events import memories_of
+from memstream.memory.model import EXTRACTION_STRATEGY
 from memstream.server.api_keys import Principal
 from memstream.server.mapping import Scoping
 from memstream.server.models import (
@@ -138,9 +139,21 @@ def test_filters_that_cannot_match_are_known_before_searching() -> None:
     for impossible in (
         {"session_id": {"all": ["a", "b"]}},
         {"session_id": {"eq": "a", "in_": ["b"]}},
-        {"extraction_strategy": {"eq": "summary"}},
     ):
         assert SCOPING.plan("acme", SearchRequest.model_validate(impossible)).impossible
+
+
+def test_the_extraction_strategy_filter_reads_each_memorys_strategy() -> None:
+    """A memory stored whole is "discrete"; an extracted one names the strategy that made it."""
+    (stored,) = memories_of(SCOPING.saved(_record(), "acme", "m"))
+    extracted = replace(stored, metadata={EXTRACTION_STRATEGY: "summary"})
+    plan = SCOPING.plan(
+        "acme", SearchRequest.model_validate({"extraction_strategy": {"eq": "summary"}})
+    )
+    assert plan.keep is not None and not plan.impossible
+    assert plan.keep(extracted) and not plan.keep(stored)
+    assert SCOPING.record(stored)["extraction_strategy"] == "discrete"
+    assert SCOPING.record(extracted)["extraction_strategy"] == "summary"
 
 
 def test_a_tenant_key_acts_for_its_tenant_only_and_an_admin_names_one() -> None:

@@ -7,30 +7,32 @@ Everything non-deterministic (clock readings, importance, the embedding model) i
 before the event is written and carried in it; turning an event into memories
 (`memories_of`) is a pure function.
 
-Four kinds of effect reach the log: memories recorded (`TurnCompleted`, `MessageRecorded`,
-`MemorySaved` under a client's own id, `ItemStored` by the LangGraph store),
+Five kinds of effect reach the log: memories recorded (`TurnCompleted`, `MessageRecorded`,
+`MemorySaved` under a client's own id, `ItemStored` by the LangGraph store), memories a model
+derived from a recorded turn (`MemoriesExtracted`, decided once by the extraction job),
 memories forgotten (`MemoryForgotten`, the users' right to erasure; `TenantErased`, a whole
 tenant crypto-shredded; `ItemExpired`, a store item whose TTL ran out), groups of memories
 replaced by a summary (`MemoriesConsolidated`, decided once by the consolidation job), and
 requests for that (`ConsolidationRequested`).
 
 The log is kept forever, so every type has one `EventType` row, right below its class in its
-family's module (`recorded`, `forgetting`, `consolidation`, `store`; what every type shares is
-in `base`), listed in its family's `ROWS`, which `REGISTRY` here gathers: its wire name and
-older names, its version, the upcasters that lift each older version of its payload to the
-current one, the effect that writes it, how the projection applies it (`Applies`), the
-memories it writes and where they come from (`Origin`), and what it removes (`Selection`,
-`Lapse`). The codec (`memory.codec`), the hooks' effect journal, the projection's writers
-(Redis and in-process), the history fold, lineage and the JSON Schemas all read that row and
-none asks an event's class: adding an event type that applies as an existing kind does is its
-class and row in its family's module, nothing else in the code.
+family's module (`recorded`, `extraction`, `forgetting`, `consolidation`, `store`; what
+every type shares is in `base`), listed in its family's `ROWS`, which `REGISTRY` here
+gathers: its wire name and older names, its version, the upcasters that lift each older
+version of its payload to the current one, the effect that writes it, how the projection
+applies it (`Applies`), the memories it writes and where they come from (`Origin`), and what
+it removes (`Selection`, `Lapse`). The codec (`memory.codec`), the hooks' effect journal,
+the projection's writers (Redis and in-process), the history fold, lineage and the JSON
+Schemas all read that row and none asks an event's class: adding an event type that applies
+as an existing kind does is its class and row in its family's module, nothing else in the
+code.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from memstream.memory.events import consolidation, forgetting, recorded, store
+from memstream.memory.events import consolidation, extraction, forgetting, recorded, store
 from memstream.memory.events.base import (
     ID_NAMESPACE,
     Applies,
@@ -44,6 +46,12 @@ from memstream.memory.events.base import (
     record_effect_key,
 )
 from memstream.memory.events.consolidation import ConsolidationRequested, MemoriesConsolidated
+from memstream.memory.events.extraction import (
+    ExtractedFact,
+    FactKind,
+    MemoriesExtracted,
+    extraction_id,
+)
 from memstream.memory.events.forgetting import MemoryForgotten, TenantErased
 from memstream.memory.events.recorded import (
     MemorySaved,
@@ -73,10 +81,13 @@ __all__ = [
     "ConsolidationRequested",
     "Event",
     "EventType",
+    "ExtractedFact",
+    "FactKind",
     "ItemExpired",
     "ItemStored",
     "Lapse",
     "MemoriesConsolidated",
+    "MemoriesExtracted",
     "MemoryEvent",
     "MemoryForgotten",
     "MemorySaved",
@@ -89,6 +100,7 @@ __all__ = [
     "check_memory_id",
     "consolidate_effect_key",
     "derive_id",
+    "extraction_id",
     "item_memory_id",
     "memories_of",
     "memory_ids_of",
@@ -97,7 +109,11 @@ __all__ = [
 
 
 MemoryEvent = (
-    recorded.Recorded | forgetting.Forgetting | consolidation.Consolidation | store.StoreEvent
+    recorded.Recorded
+    | extraction.Extraction
+    | forgetting.Forgetting
+    | consolidation.Consolidation
+    | store.StoreEvent
 )
 
 
@@ -129,7 +145,9 @@ class Registry:
         return sorted(self._by_name)
 
 
-REGISTRY = Registry(*recorded.ROWS, *forgetting.ROWS, *consolidation.ROWS, *store.ROWS)
+REGISTRY = Registry(
+    *recorded.ROWS, *extraction.ROWS, *forgetting.ROWS, *consolidation.ROWS, *store.ROWS
+)
 
 
 def memory_ids_of(event: MemoryEvent) -> tuple[str, ...]:

@@ -114,13 +114,15 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 class Origin:
     """Where the memories an event writes come from, as their provenance names it
     (memory.provenance): the thread (a store item's namespace, dotted), when, the agent run and
-    turn if a turn wrote them, and the memories a summary replaced."""
+    turn if a turn wrote them, the memories a summary replaced, and those an extracted fact
+    was derived from (which stay)."""
 
     thread: str
     at: datetime
     run: str = ""
     turn: int | None = None
     replaced: tuple[str, ...] = ()
+    derived: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

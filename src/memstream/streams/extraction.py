@@ -1,0 +1,322 @@
+"""The extraction job: derives memories from recorded turns with a chat model, off the hot path.
+
+What does the job do?
+    It reads the memory topic in a consumer group of its own (`<worker group>.extract`), so
+    however slow the model is, recording, recall and the projection never wait for it. For
+    each turn or message of a tenant it extracts for (MEMSTREAM_EXTRACTION_TENANTS), it waits
+    until the projection has applied the turn, checks that the turn was not extracted this
+    way already and that its memories are still held, asks the model (memory.extraction), and
+    writes the answer to the memory topic as one MemoriesExtracted, keyed by the tenant. The
+    projection applies that like any write; a replay, a reshard or a re-embedding reads it
+    from the log and never asks a model again.
+
+Why can it never extract a turn twice?
+    The event's id is the turn's, the strategy's, the prompt version's and the model's, and
+    it is known before the model is asked: a turn read again (a redelivery after a crash, a
+    rebalance, a duplicate in the log) finds its extraction applied and is skipped, and two
+    answers racing for one turn are one event to apply-once.
+
+What happens when the model fails?
+    Busy and failing answers are retried by the provider with backoff; when it still fails,
+    the job waits and asks again, holding only that turn (its partition's committed offset
+    stays before it; other turns and tenants go on, up to MEMSTREAM_EXTRACTION_CONCURRENCY
+    calls at once). A turn the model refuses (a final 4xx) or answers without the JSON asked
+    for, twice, becomes a dead letter with its own code (`model_refused`,
+    `extraction_output`), and the job goes on.
+
+It commits a partition's offset up to the first message still being worked on, so a crash
+re-reads at most what was in flight, and skips it as extracted where it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from memstream.errors import (
+    DataKeyErasedError,
+    EventDecodeError,
+    ExtractionOutputError,
+    MemstreamError,
+    ModelProviderError,
+    ModelRefusedError,
+    UnknownDataKeyError,
+)
+from memstream.llm import ModelClient
+from memstream.memory.cipher import Keyring
+from memstream.memory.codec import decode_event
+from memstream.memory.events import MemoriesExtracted, extraction_id
+from memstream.memory.extraction import Extracting, Source, extract, source_of
+from memstream.memory.monitoring import ModelUsage, Monitor
+from memstream.memory.ports import MemoryLookup, ProjectionProgress
+from memstream.memory.tenancy import validate_tenant
+from memstream.streams.kafka import KafkaConnection
+from memstream.streams.projector import RawMessage, worker_context
+
+__all__ = ["ExtractionJob", "ExtractionOutlets", "ExtractionParts", "Offsets"]
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[MemoriesExtracted], Awaitable[None]]
+DeadLetter = Callable[[RawMessage, MemstreamError], Awaitable[None]]
+
+# How often a turn read ahead of the projection asks whether it is applied, and how often
+# the job says it is still waiting.
+_APPLIED_POLL_S, _APPLIED_SAY_S = 0.05, 30.0
+_RETRY_FIRST_S, _RETRY_MAX_S = 1.0, 60.0
+_COMMIT_EVERY_S = 1.0
+_MAX_IN_FLIGHT = 512  # messages read but not finished, across partitions: then it stops reading
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionParts:
+    """What the deployment configures: the chat model (and its name), how it extracts and for
+    which tenants ("*": all), the projection it checks, and how many calls at once."""
+
+    client: ModelClient
+    model: str
+    how: Extracting
+    tenants: frozenset[str]
+    progress: ProjectionProgress
+    lookup: MemoryLookup
+    concurrency: int = 2
+
+    def extracts_for(self, key: bytes | None) -> bool:
+        if "*" in self.tenants:
+            return True
+        return key is not None and key.decode("utf-8", "replace") in self.tenants
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionOutlets:
+    """What the worker gives the job: where its events and dead letters go, its monitor,
+    and how it reads events (their keyring, the fields a producer may leave out)."""
+
+    send: Send
+    dead_letter: DeadLetter
+    monitor: Monitor
+    keyring: Keyring | None
+    embedding_model: str
+    default_importance: float
+    max_chars: int
+
+
+class Offsets:
+    """Per partition, the offsets read and not yet finished: what may be committed is the
+    first unfinished one (or one past the last read, when none is)."""
+
+    def __init__(self) -> None:
+        self._open: dict[TopicPartition, set[int]] = {}
+        self._next: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+
+    def read(self, where: TopicPartition, offset: int) -> None:
+        self._open.setdefault(where, set()).add(offset)
+        self._next[where] = max(self._next.get(where, 0), offset + 1)
+
+    def done(self, where: TopicPartition, offset: int) -> None:
+        self._open.get(where, set()).discard(offset)
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        for where in partitions:
+            self._open.pop(where, None)
+            self._next.pop(where, None)
+            self._committed.pop(where, None)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(len(offsets) for offsets in self._open.values())
+
+    def committable(self) -> dict[TopicPartition, int]:
+        """Partitions whose commit point moved since the last call, with that point."""
+        moved = {}
+        for where, after in self._next.items():
+            point = min(self._open.get(where) or {after})
+            if self._committed.get(where) != point:
+                moved[where] = point
+        self._committed.update(moved)
+        return moved
+
+
+class ExtractionJob:
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        topic: str,
+        group: str,
+        parts: ExtractionParts,
+        outlets: ExtractionOutlets,
+    ) -> None:
+        self._kafka = kafka
+        self._topic = topic
+        self._group = group
+        self._parts = parts
+        self._out = outlets
+        self._calls = asyncio.Semaphore(parts.concurrency)
+        self._offsets = Offsets()
+        self._working: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        """Extract until cancelled; offsets of finished work are committed on the way out."""
+        consumer = AIOKafkaConsumer(
+            self._topic,
+            group_id=self._group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **self._kafka.aiokafka(),
+        )
+        await consumer.start()
+        log.info("extraction (%s, %s) reading %s", self._parts.how.strategy, self._parts.model,
+                 self._topic)  # fmt: skip
+        try:
+            await self._consume(consumer)
+        finally:
+            for task in self._working:
+                task.cancel()
+            await asyncio.gather(*self._working, return_exceptions=True)
+            with contextlib.suppress(KafkaError):
+                await self._commit(consumer)
+            await consumer.stop()
+
+    async def _consume(self, consumer: AIOKafkaConsumer) -> None:
+        last_commit = asyncio.get_running_loop().time()
+        while True:
+            if self._offsets.in_flight >= _MAX_IN_FLIGHT:
+                await asyncio.wait(self._working, return_when=asyncio.FIRST_COMPLETED)
+            batches = await consumer.getmany(timeout_ms=200, max_records=100)
+            for where, records in batches.items():
+                for record in records:
+                    self._offsets.read(where, record.offset)
+                    message = RawMessage.of(record)
+                    task = asyncio.ensure_future(self._finish(where, message))
+                    self._working.add(task)
+                    task.add_done_callback(self._working.discard)
+            now = asyncio.get_running_loop().time()
+            if now - last_commit >= _COMMIT_EVERY_S:
+                await self._commit(consumer)
+                last_commit = now
+
+    async def _commit(self, consumer: AIOKafkaConsumer) -> None:
+        held = consumer.assignment()
+        # A partition taken away keeps nothing here: its new holder commits it.
+        self._offsets.forget(
+            where for where in list(self._offsets.committable()) if where not in held
+        )
+        moved = {
+            where: point for where, point in self._offsets.committable().items() if where in held
+        }
+        if moved:
+            await consumer.commit(moved)
+
+    async def _finish(self, where: TopicPartition, message: RawMessage) -> None:
+        try:
+            await self.handle(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # one message's bug must not stop the job
+            log.exception("extraction of %s/%d@%d failed; skipped", message.topic,
+                          message.partition, message.offset)  # fmt: skip
+        self._offsets.done(where, message.offset)
+
+    async def handle(self, message: RawMessage) -> MemoriesExtracted | None:
+        """Extract what `message` recorded, if it is a turn this job extracts and nobody has;
+        the event written (None: nothing to do, or a dead letter)."""
+        parts = self._parts
+        if not parts.extracts_for(message.key):
+            return None
+        source = await self._source(message)
+        if source is None or not await self._due(source):
+            return None
+        delay = _RETRY_FIRST_S
+        while True:
+            try:
+                async with self._calls:
+                    event = await asyncio.to_thread(self._extract, source)
+                break
+            except (ModelRefusedError, ExtractionOutputError) as exc:
+                log.warning("extraction of %s set aside: %s", source.event_id, exc)
+                await self._out.dead_letter(message, exc)
+                return None
+            except ModelProviderError as exc:
+                log.warning("extraction of %s waits %.0fs for the model: %s", source.event_id,
+                            delay, exc)  # fmt: skip
+                await asyncio.sleep(delay)  # the provider retried already: an outage
+                delay = min(delay * 2, _RETRY_MAX_S)
+        await self._out.send(event)
+        self._out.monitor.announce(
+            ModelUsage(
+                tenant=source.tenant,
+                thread=source.thread,
+                purpose="extraction",
+                calls=1,
+                input_tokens=event.input_tokens,
+                output_tokens=event.output_tokens,
+                at=event.extracted_at,
+            )
+        )
+        log.info("extracted %d memories of %s (tenant %r)", len(event.facts), source.event_id,
+                 source.tenant)  # fmt: skip
+        return event
+
+    async def _source(self, message: RawMessage) -> Source | None:
+        out = self._out
+        context = worker_context(message, out.embedding_model, out.default_importance,
+                                 out.keyring)  # fmt: skip
+        try:
+            event = decode_event(message.value or b"", context)
+        except (DataKeyErasedError, UnknownDataKeyError):
+            return None  # erased (nothing to derive), or the projector's to wait for and report
+        except EventDecodeError:
+            return None  # the projector dead-letters it
+        return source_of(event)
+
+    async def _due(self, source: Source) -> bool:
+        """Whether `source` still needs extracting: applied by the projection, not extracted
+        this way yet, and some of its memories still held (one forgotten, evicted or erased
+        has nothing left to derive from)."""
+        parts = self._parts
+        tenant = validate_tenant(source.tenant)
+        turn = _Applied(tenant, source.event_id)
+        waited = 0.0
+        while await asyncio.to_thread(parts.progress.unapplied, [turn]):
+            # The job reads the log beside the worker, and may be ahead of it.
+            await asyncio.sleep(_APPLIED_POLL_S)
+            waited += _APPLIED_POLL_S
+            if waited % _APPLIED_SAY_S < _APPLIED_POLL_S:
+                log.warning("extraction waits for the projection to apply %s", source.event_id)
+        how = parts.how
+        done = _Applied(
+            tenant,
+            extraction_id(tenant, source.event_id, how.strategy, how.prompt_version, parts.model),
+        )
+        if not await asyncio.to_thread(parts.progress.unapplied, [done]):
+            return False
+        held = await asyncio.to_thread(parts.lookup.memories_by_id, tenant, source.memory_ids)
+        return any(memory is not None for memory in held)
+
+    def _extract(self, source: Source) -> MemoriesExtracted:
+        parts = self._parts
+        return extract(
+            source,
+            parts.client,
+            parts.how,
+            model=parts.model,
+            embedding_model=self._out.embedding_model,
+            max_chars=self._out.max_chars,
+            now=datetime.now(UTC),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    """An event as the projection's applied markers know it: its tenant and id."""
+
+    tenant: str
+    id: str

@@ -1,0 +1,161 @@
+"""Extraction end to end, with a real LLM (tests/integration/llm.py): a worker with
+MEMSTREAM_EXTRACTION on, on a namespace of its own, derives memories from recorded turns;
+they are events in the log, traced to their turn, extracted once, and rebuilt by replay and
+verify with the model's endpoint down."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pytest
+
+from memstream import Settings, TurnCompleted
+from memstream.deployment import Deployment
+from memstream.memory.events import MemoriesExtracted, memories_of, memory_ids_of
+from memstream.memory.model import EXTRACTED_FROM, EXTRACTION_STRATEGY, Memory
+from memstream.operations import drop
+from memstream.processes import free_port
+
+from .commands import memstream
+from .helpers import TestStack, running_worker, wait_until
+from .llm import MODEL, llama_server
+
+pytestmark = pytest.mark.integration
+
+SAID = (
+    "Hi! I'm Caroline. I went to an LGBTQ support group yesterday and it was so powerful. "
+    "We use PostgreSQL 16 at work and deploy every Thursday."
+)
+
+
+@pytest.fixture(scope="module")
+def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with llama_server(tmp_path_factory.mktemp("llm")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def extracting(
+    env: dict[str, str], model_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    """The environment of a worker that extracts for tenants `sam` and `ana` (its probe's
+    tenant is left alone), on a namespace of its own, running while the module's tests do."""
+    extract_env = {
+        **env,
+        "MEMSTREAM_NAMESPACE": f"{env['MEMSTREAM_NAMESPACE']}-x",
+        "MEMSTREAM_EXTRACTION": "discrete",
+        "MEMSTREAM_EXTRACTION_TENANTS": "sam,ana",
+        "MEMSTREAM_CHAT_BASE_URL": model_url,
+        "MEMSTREAM_CHAT_MODEL": MODEL,
+        "MEMSTREAM_CHAT_JSON_MODE": "json_object",
+    }
+    log = tmp_path_factory.mktemp("extracting") / "worker.log"
+    try:
+        with running_worker(extract_env, log):
+            yield extract_env
+    finally:
+        drop(Deployment(Settings.from_env(extract_env)))
+
+
+def logged_extractions(deployment: Deployment, tenant: str) -> list[MemoriesExtracted]:
+    return [
+        entry.event
+        for entry in deployment.lineage().log(tenant).events
+        if isinstance(entry.event, MemoriesExtracted)
+    ]
+
+
+def extraction_of(deployment: Deployment, turn: TurnCompleted) -> MemoriesExtracted:
+    """The turn's extraction, once the log holds it and the projection has applied it."""
+    found: list[MemoriesExtracted] = []
+
+    def logged() -> bool:
+        found[:] = [e for e in logged_extractions(deployment, turn.tenant) if e.source == turn.id]
+        return bool(found)
+
+    wait_until(logged, f"the extraction of {turn.id}", timeout=180)
+    (extraction,) = found
+    wait_until(lambda: not deployment.status().unapplied([extraction]), "the facts applied")
+    return extraction
+
+
+@dataclass(frozen=True)
+class Extracted:
+    settings: Settings
+    env: dict[str, str]
+    turn: TurnCompleted
+    extraction: MemoriesExtracted
+
+
+@pytest.fixture(scope="module")
+def extracted(extracting: dict[str, str]) -> Extracted:
+    """One turn of `sam`'s, recorded once and extracted by the real model."""
+    settings = Settings.from_env(extracting)
+    stack = TestStack(settings)
+    turn = TurnCompleted(
+        tenant="sam", thread="support", run=f"run-{uuid.uuid4().hex[:8]}", turn=0, query=SAID,
+        answer="That sounds wonderful, Caroline! Thanks for sharing.",
+        recorded_at=datetime(2023, 5, 8, 14, 0, tzinfo=UTC), importance=0.6,
+        embedding_model=stack.model_id,
+    )  # fmt: skip
+    stack.publish([turn])
+    with Deployment(settings) as deployment:
+        return Extracted(settings, extracting, turn, extraction_of(deployment, turn))
+
+
+def facts_held(deployment: Deployment, extraction: MemoriesExtracted) -> list[Memory | None]:
+    return deployment.reader().memories_by_id("sam", memory_ids_of(extraction))
+
+
+def test_a_real_model_extracts_a_turn_into_an_event_whose_facts_trace_to_the_turn(
+    extracted: Extracted,
+) -> None:
+    turn, extraction = extracted.turn, extracted.extraction
+    assert (extraction.model, extraction.strategy, extraction.prompt_version) == (
+        MODEL, "discrete", "1",
+    )  # fmt: skip
+    assert extraction.source_memories == memory_ids_of(turn)
+    assert (extraction.thread, extraction.run, extraction.turn) == ("support", turn.run, 0)
+    assert extraction.recorded_at == turn.recorded_at and extraction.input_tokens > 0
+    with Deployment(extracted.settings) as deployment:
+        held = facts_held(deployment, extraction)
+    # The model's words are its own; what memstream does with them is not.
+    assert [m.content if m else None for m in held] == [m.content for m in memories_of(extraction)]
+    for memory in held:
+        assert memory is not None and memory.provenance is not None
+        assert memory.provenance.derived == memory_ids_of(turn)
+        assert memory.provenance.event_type == "MemoriesExtracted"
+        assert json.loads(memory.metadata[EXTRACTED_FROM]) == list(memory_ids_of(turn))
+        assert memory.metadata[EXTRACTION_STRATEGY] == "discrete"
+        assert memory.timestamp == turn.recorded_at and memory.thread == "support"
+
+
+def test_a_duplicated_turn_is_extracted_once(extracted: Extracted) -> None:
+    stack = TestStack(extracted.settings)
+    later = stack.turn("sam", "I'm Sam and I keep bees on my roof.", "Lovely!", turn=1)
+    # The same turn again (a producer's retry, a re-import), then another one: once the other
+    # one is extracted, the job has passed the duplicate.
+    stack.publish([extracted.turn, later])
+    with Deployment(extracted.settings) as deployment:
+        extraction_of(deployment, later)
+        sources = [e.source for e in logged_extractions(deployment, "sam")]
+    assert sources.count(extracted.turn.id) == 1 and sources.count(later.id) == 1
+
+
+def test_replay_and_verify_rebuild_the_extracted_memories_with_the_model_down(
+    extracted: Extracted,
+) -> None:
+    # The chat endpoint is a port nobody listens on: any model call would fail.
+    down = {**extracted.env, "MEMSTREAM_CHAT_BASE_URL": f"http://127.0.0.1:{free_port()}/v1"}
+    with Deployment(extracted.settings) as deployment:
+        before = facts_held(deployment, extracted.extraction)
+        verified = memstream(down, "verify", "--tenant", "sam", "--timeout", "60")
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        replayed = memstream(down, "replay", "--tenant", "sam")
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        after = facts_held(deployment, extracted.extraction)
+    assert after == before and all(m is not None for m in after)
