@@ -30,8 +30,10 @@ from memstream.errors import ConfigurationError, InvalidInputError, StaleSession
 from memstream.llm import Usage
 from memstream.memory.embeddings import Embedders
 from memstream.memory.events import (
+    ExtractedFact,
     ItemExpired,
     ItemStored,
+    MemoriesExtracted,
     MemoryEvent,
     MessageRecorded,
     memories_of,
@@ -219,6 +221,53 @@ class BackendContract:
         # Forgotten for good: the same events again write nothing.
         (again,) = self.apply(backend, self.note(tenant, 6, "late b", thread="b"))
         assert not again.applied_now and self.contents(backend, tenant) == set()
+
+    # -- extracted facts ----------------------------------------------------------------------
+
+    def extraction(
+        self, turn: TurnCompleted, *facts: str, model: str = "tiny"
+    ) -> MemoriesExtracted:
+        return MemoriesExtracted(
+            tenant=turn.tenant, thread=turn.thread, source=turn.id,
+            source_memories=memory_ids_of(turn), run=turn.run, turn=turn.turn,
+            facts=tuple(ExtractedFact(text) for text in facts), strategy="discrete",
+            prompt_version="1", model=model, recorded_at=turn.recorded_at,
+            extracted_at=T0 + timedelta(days=2), importance=0.5, embedding_model="",
+        )  # fmt: skip
+
+    def test_extracted_facts_are_memories_traced_to_their_turn(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant = self.tenant()
+        turn = self.turn(tenant, 1, "I'm Sam; I keep bees.", "Lovely.")
+        extracted = self.extraction(turn, "Sam keeps bees.")
+        self.apply(backend, turn, extracted)
+        (fact,) = [m for m in backend.reader().memories(tenant) if m.event_id == extracted.id]
+        assert fact.content == "Sam keeps bees." and fact.memory_type is MemoryType.USER_FACT
+        assert fact.provenance is not None and fact.provenance.derived == memory_ids_of(turn)
+        assert fact.provenance.turn == 1 and fact.timestamp == turn.recorded_at
+
+    def test_forgetting_a_turn_forgets_what_was_extracted_from_it(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant = self.tenant()
+        turn = self.turn(tenant, 1, "I'm Sam; I keep bees.", "Lovely.")
+        other = self.turn(tenant, 2, "My cat is Tom.", "Hi Tom.")
+        self.apply(
+            backend, turn, other, self.extraction(turn, "Sam keeps bees."),
+            self.extraction(other, "The user's cat is Tom."),
+        )  # fmt: skip
+        user_said = memory_ids_of(turn)[0]
+        (forget,) = self.apply(backend, self.forget(tenant, memory_ids=(user_said,)))
+        assert len(forget.removed) == 2  # what the user said, and the fact that came of it
+        assert self.contents(backend, tenant) == {
+            "Lovely.", "My cat is Tom.", "Hi Tom.", "The user's cat is Tom.",
+        }  # fmt: skip
+        # Extracted again late (another model, answering after the forget): not written.
+        late_one = self.extraction(turn, "Sam has bees on the roof.", model="bigger")
+        (late,) = self.apply(backend, late_one)
+        assert late.applied_now and late.memory_ids == ()
+        assert "Sam has bees on the roof." not in self.contents(backend, tenant)
 
     # -- consolidation, store items, erasure -----------------------------------------------------
 

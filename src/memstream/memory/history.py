@@ -30,7 +30,7 @@ from memstream.memory.events import (
     Selection,
     memories_of,
 )
-from memstream.memory.model import Memory
+from memstream.memory.model import Memory, derived_from
 from memstream.memory.ports import Position
 from memstream.memory.provenance import Logged, provenance_of
 
@@ -194,6 +194,8 @@ class Fold:
         for memory in written:
             if memory.id in self._tombstones:
                 continue
+            if any(source in self._tombstones for source in derived_from(memory)):
+                continue  # derived from a forgotten memory (extracted before it was forgotten)
             change = Change.EDITED if memory.id in self.memories else Change.RECORDED
             self.memories[memory.id] = memory
             key = self._keys[memory.id] = eviction_key(memory)
@@ -202,8 +204,10 @@ class Fold:
         return made
 
     def _forgotten_by(self, chosen: Selection) -> list[str]:
-        if chosen.ids:
-            return list(chosen.ids)  # tombstoned even if not (or not yet) stored
+        if chosen.ids:  # tombstoned even if not (or not yet) stored; and what came of them
+            named = set(chosen.ids)
+            derived = [i for i, m in self.memories.items() if i not in named and chosen.chooses(m)]
+            return [*chosen.ids, *derived]
         return [i for i, m in self.memories.items() if chosen.chooses(m)]
 
     def _evict(self, bounds: Bounds) -> list[str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +26,7 @@ __all__ = [
     "Memory",
     "MemoryType",
     "RecalledMemory",
+    "derived_from",
 ]
 
 # The defaults of the knobs the domain has; Settings and every config refer to these.
@@ -85,3 +88,21 @@ class RecalledMemory:
 
     memory: Memory
     score: float
+
+
+def derived_from(memory: Memory) -> tuple[str, ...]:
+    """The ids of the memories `memory` was derived from (EXTRACTED_FROM; none for a memory
+    stored as it was given). Forgetting one of them forgets it too."""
+    raw = memory.metadata.get(EXTRACTED_FROM)
+    if not raw:
+        return ()
+    return _id_list(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _id_list(raw: str) -> tuple[str, ...]:
+    try:
+        ids = json.loads(raw)
+    except ValueError:
+        return ()  # a client's malformed field: it names nothing
+    return tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ()

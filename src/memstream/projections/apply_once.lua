@@ -17,7 +17,8 @@
 --   9 key prefix of the tenant's thread orders (thread_order.lua, prepended)
 --   10… by kind:
 --     record, put, consolidate: the memories to write, each {id, order member, {field,
---            value, field, value, …}}; consolidate then adds the replaced ids as a JSON array
+--            value, field, value, …}, {ids it was derived from}}; consolidate then adds the
+--            replaced ids as a JSON array
 --     forget:  a JSON object {ids, thread, before_us, everything}
 --     erase:   nothing more: the whole tenant goes
 --     expire:  the item's memory id, the put's event id, the deadline it lapsed at (epoch s)
@@ -71,12 +72,23 @@ local function apply(e)
     end
   end
 
+  -- Whether a memory derived from `sources` speaks for one that was forgotten (a fact
+  -- extracted from a turn, applied after the turn was forgotten): then it is not written.
+  local function from_forgotten(sources)
+    for _, source in ipairs(sources or {}) do
+      if redis.call('SISMEMBER', tombstones, source) == 1 then
+        return true
+      end
+    end
+    return false
+  end
+
   local function write_memories(memories)
     for _, m in ipairs(memories) do
       local id, member, fields = m[1], m[2], m[3]
       -- A forgotten id stays forgotten, whatever event brings it back (a late duplicate, an
       -- import of the same lines, a replay).
-      if redis.call('SISMEMBER', tombstones, id) == 0 then
+      if redis.call('SISMEMBER', tombstones, id) == 0 and not from_forgotten(m[4]) then
         -- A memory saved again under its id (MemorySaved with new content) replaces the old
         -- one: its old places in the eviction and thread orders go with it.
         local previous = redis.call('HGET', prefix .. id, 'order_member')
@@ -134,8 +146,24 @@ local function apply(e)
     end
     if #selector.ids > 0 then
       -- Named ids are tombstoned even if not (or not yet) stored: they must never appear.
+      local named = {}
       for _, id in ipairs(selector.ids) do
+        named[id] = true
         forget(id)
+      end
+      -- What was derived from them goes too (a fact extracted from a forgotten turn): one
+      -- field read per memory of the tenant, on a forget by ids only.
+      for _, member in ipairs(redis.call('ZRANGE', order, 0, -1)) do
+        local id = id_of(member)
+        local sources = redis.call('HGET', prefix .. id, 'derived_from')
+        if sources then
+          for source in string.gmatch(sources, '%S+') do
+            if named[source] then
+              forget(id)
+              break
+            end
+          end
+        end
       end
     else
       for _, member in ipairs(redis.call('ZRANGE', order, 0, -1)) do

@@ -49,7 +49,7 @@ from redisvl.schema import IndexSchema
 
 from memstream.memory.bounds import eviction_key
 from memstream.memory.embeddings import Vectors
-from memstream.memory.model import Memory, MemoryType
+from memstream.memory.model import Memory, MemoryType, derived_from
 from memstream.memory.provenance import Provenance
 from memstream.memory.ranking.tokens import when_text
 from memstream.memory.tenancy import tenant_from_token, tenant_token
@@ -99,6 +99,9 @@ class Fields:
     LINEAGE = "lineage"
     # Not part of the memory: its member in the order set, so a removal by id is O(1).
     ORDER_MEMBER = "order_member"
+    # Only on a memory derived from others (an extracted fact): their ids, space-separated, so
+    # a forget of one of them finds it without decoding every memory's metadata.
+    DERIVED_FROM = "derived_from"
 
     RETURNED = (
         ID,
@@ -305,6 +308,8 @@ def to_hash(
         fields[Fields.EXPIRES_AT] = repr(memory.expires_at.timestamp())
     if memory.provenance is not None:
         fields[Fields.LINEAGE] = lineage_field(memory.provenance)
+    if sources := derived_from(memory):
+        fields[Fields.DERIVED_FROM] = " ".join(sources)
     return fields
 
 

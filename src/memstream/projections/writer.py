@@ -26,7 +26,7 @@ from redisvl.index import AsyncSearchIndex
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
 from memstream.memory.events import REGISTRY, Applies, MemoryEvent
-from memstream.memory.model import Memory
+from memstream.memory.model import Memory, derived_from
 from memstream.memory.ports import AppliedOutcome, Embedded
 from memstream.projections.connection import compact_async, redis_errors, text
 from memstream.projections.generations import RedisGenerations
@@ -274,7 +274,8 @@ def _packed(keys: Keyspace, item: Embedded) -> bytes:
         for memory, vector, facet_vectors in zip(item.memories, item.vectors, facets, strict=True):
             fields = to_hash(memory, vector, facet_vectors)
             pairs = [part for pair in fields.items() for part in pair]
-            written.append([memory.id, fields[Fields.ORDER_MEMBER], pairs])
+            sources = list(derived_from(memory))
+            written.append([memory.id, fields[Fields.ORDER_MEMBER], pairs, sources])
         args.append(written)
         if row.applies is Applies.CONSOLIDATE:
             args.append(json.dumps(list(row.replaced(event))))

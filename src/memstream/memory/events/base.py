@@ -16,7 +16,7 @@ from json.encoder import encode_basestring
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from memstream.errors import InvalidInputError
-from memstream.memory.model import Memory, MemoryType
+from memstream.memory.model import Memory, MemoryType, derived_from
 
 # Fixed forever: changing it changes every id and breaks apply-once across a replay.
 ID_NAMESPACE = uuid.UUID("6f1b3f1e-8d7c-5b8e-9a61-4d2f0c3b7a10")
@@ -128,8 +128,9 @@ class Origin:
 @dataclass(frozen=True, slots=True)
 class Selection:
     """The memories a forget removes and tombstones, chosen when it is applied (so a replay
-    chooses the same): these ids (tombstoned even if not stored), or those of `thread`
-    and/or written `before`, or every one."""
+    chooses the same): these ids (tombstoned even if not stored) and what was derived from
+    them (an extracted fact goes with the turn it came from), or those of `thread` and/or
+    written `before`, or every one."""
 
     ids: tuple[str, ...] = ()
     thread: str | None = None
@@ -139,7 +140,9 @@ class Selection:
     def chooses(self, memory: Memory) -> bool:
         if self.everything or memory.id in self.ids:
             return True
-        if self.ids or (self.thread is None and self.before is None):
+        if self.ids:
+            return any(source in self.ids for source in derived_from(memory))
+        if self.thread is None and self.before is None:
             return False
         return (self.thread is None or memory.thread == self.thread) and (
             self.before is None or memory.timestamp < self.before
