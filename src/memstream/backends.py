@@ -33,6 +33,7 @@ from memstream.memory.ports import (
     Resharding,
     ShardLayout,
     ShardReport,
+    TokenLedger,
     TombstoneReader,
     WorkingMemoryStore,
 )
@@ -103,6 +104,8 @@ class ProjectionBackend(Protocol):
     def working_memory(self) -> WorkingMemoryStore: ...
 
     def processes(self) -> ProcessRegistry: ...
+
+    def token_ledger(self) -> TokenLedger: ...
 
     def journal(self) -> Journal: ...
 

@@ -351,6 +351,14 @@ class Settings:
         lambda raw: tuple(t.strip() for t in raw.split(",") if t.strip()),
         ",".join,
     )
+    extraction_daily_tokens: int = _setting(
+        "MEMSTREAM_EXTRACTION_DAILY_TOKENS",
+        1_000_000,
+        "The most tokens (in and out) extraction spends on one tenant in a UTC day; past it the "
+        "tenant's turns are not extracted until the next day, each announced as a Skipped "
+        "(0: no limit).",
+        _non_negative_int,
+    )
     extraction_concurrency: int = _setting(
         "MEMSTREAM_EXTRACTION_CONCURRENCY",
         2,

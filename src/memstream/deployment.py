@@ -46,7 +46,13 @@ from memstream.memory.cipher import MasterKeys, parse_master_key
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
 from memstream.memory.model import Memory
-from memstream.memory.ports import ItemIndex, MemoryLookup, ProjectionProgress, Recaller
+from memstream.memory.ports import (
+    ItemIndex,
+    MemoryLookup,
+    ProjectionProgress,
+    Recaller,
+    TokenLedger,
+)
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedders
@@ -409,6 +415,10 @@ class Deployment:
             extraction=self.extraction(),
         )
 
+    def token_ledger(self) -> TokenLedger:
+        """Tokens model calls spent per day, tenant and purpose (extraction's budget, stats)."""
+        return self.projection.token_ledger()
+
     def extraction(self) -> ExtractionParts | None:
         """The extraction job's parts (MEMSTREAM_EXTRACTION); None when it is off."""
         from memstream.memory.extraction import Extracting, Strategy
@@ -431,7 +441,9 @@ class Deployment:
             frozenset(settings.extraction_tenants),
             self.status(),
             self.reader(),
-            settings.extraction_concurrency,
+            self.token_ledger(),
+            daily_tokens=settings.extraction_daily_tokens,
+            concurrency=settings.extraction_concurrency,
         )
 
     async def ensure_topics(self) -> None:

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import ClassVar
 
 import pytest
@@ -630,6 +630,24 @@ class BackendContract:
                 await store.aclose()
 
         asyncio.run(run())
+
+    def test_the_token_ledger_adds_up_per_day_tenant_and_purpose(
+        self, backend: ProjectionBackend
+    ) -> None:
+        ledger = backend.token_ledger()
+        day = date(2026, 12, 5)
+        one, other = self.tenant(), self.tenant()
+        ledger.spend(day, one, "extraction:discrete", 300)
+        ledger.spend(day, one, "extraction:discrete", 45)
+        ledger.spend(day, one, "consolidation", 7)
+        ledger.spend(day, other, "extraction:discrete", 1)
+        ledger.spend(day - timedelta(days=1), one, "extraction:discrete", 1000)
+        assert ledger.spent(day, one) == {
+            (one, "extraction:discrete"): 345,
+            (one, "consolidation"): 7,
+        }
+        assert ledger.spent(day)[(other, "extraction:discrete")] == 1
+        assert ledger.spent(day + timedelta(days=1), one) == {}
 
     def test_processes_report_until_their_ttl(self, backend: ProjectionBackend) -> None:
         registry = backend.processes()

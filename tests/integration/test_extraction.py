@@ -123,6 +123,9 @@ def test_a_real_model_extracts_a_turn_into_an_event_whose_facts_trace_to_the_tur
     assert extraction.recorded_at == turn.recorded_at and extraction.input_tokens > 0
     with Deployment(extracted.settings) as deployment:
         held = facts_held(deployment, extraction)
+        spent = deployment.token_ledger().spent(extraction.extracted_at.date(), turn.tenant)
+    # The tokens it cost are on the tenant's ledger (`stats`, the daily budget).
+    assert spent[("sam", "extraction:discrete")] >= extraction.input_tokens
     # The model's words are its own; what memstream does with them is not.
     assert [m.content if m else None for m in held] == [m.content for m in memories_of(extraction)]
     for memory in held:

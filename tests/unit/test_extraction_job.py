@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,13 +20,16 @@ from memstream.errors import (
     ModelProviderError,
     ModelRefusedError,
 )
+from memstream.inmemory.state import Namespace
+from memstream.inmemory.stores import InMemoryTokenLedger
 from memstream.llm import ModelRequest
 from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoriesExtracted, TurnCompleted, extraction_id, memories_of
 from memstream.memory.extraction import PROMPT_VERSION, Extracting
 from memstream.memory.model import Memory
-from memstream.memory.monitoring import ModelUsage, MonitoringEvent
+from memstream.memory.monitoring import ModelUsage, MonitoringEvent, Skipped
 from memstream.memory.ports import Marked
+from memstream.memory.tenancy import validate_tenant
 from memstream.streams import extraction as job_module
 from memstream.streams.extraction import ExtractionJob, ExtractionOutlets, ExtractionParts, Offsets
 from memstream.streams.kafka import KafkaConnection
@@ -68,7 +71,12 @@ class Monitor:
 
 
 def job(
-    model: ScriptedModel, projection: Projection, tenants: frozenset[str] = frozenset({"*"})
+    model: ScriptedModel,
+    projection: Projection,
+    tenants: frozenset[str] = frozenset({"*"}),
+    *,
+    ledger: InMemoryTokenLedger | None = None,
+    daily_tokens: int = 0,
 ) -> tuple[ExtractionJob, list[MemoriesExtracted], list[MemstreamError], Monitor]:
     sent: list[MemoriesExtracted] = []
     letters: list[MemstreamError] = []
@@ -85,8 +93,10 @@ def job(
         "tiny",
         Extracting(),
         tenants,
-        projection,
         projection,  # type: ignore[arg-type]
+        projection,  # type: ignore[arg-type]
+        ledger or InMemoryTokenLedger(Namespace()),
+        daily_tokens=daily_tokens,
     )
     outlets = ExtractionOutlets(send, dead_letter, monitor, None, "model@1", 0.5, 500)
     kafka = KafkaConnection("127.0.0.1:1")
@@ -115,7 +125,7 @@ def test_a_recorded_turn_is_asked_about_once_and_its_usage_announced() -> None:
     assert written is not None and sent == [written] and not letters
     assert written.id == DONE and [f.text for f in written.facts] == ["Sam keeps bees."]
     (usage,) = monitor.events
-    assert isinstance(usage, ModelUsage) and usage.purpose == "extraction"
+    assert isinstance(usage, ModelUsage) and usage.purpose == "extraction:discrete"
     assert (usage.tenant, usage.thread, usage.calls) == ("acme", "support", 1)
     assert usage.input_tokens == written.input_tokens > 0
 
@@ -189,6 +199,30 @@ def test_an_outage_of_the_model_is_waited_out(monkeypatch: pytest.MonkeyPatch) -
     extraction, sent, letters, _ = job(model, held_turn())
     assert asyncio.run(extraction.handle(message())) is not None
     assert len(model.requests) == 3 and len(sent) == 1 and not letters
+
+
+def test_a_tenant_over_its_daily_tokens_is_not_extracted_until_the_next_day() -> None:
+    ledger = InMemoryTokenLedger(Namespace())
+    extraction, sent, _, _ = job(ScriptedModel([ANSWER]), held_turn(), ledger=ledger)
+    first = asyncio.run(extraction.handle(message()))
+    assert first is not None
+    today = first.extracted_at.date()
+    spent = first.input_tokens + first.output_tokens
+    assert ledger.spent(today, TURN.tenant) == {("acme", "extraction:discrete"): spent}
+    later = TurnCompleted("acme", "support", "run-1", 1, "I also keep hens.", "Nice.", AT, 0.5, "m")
+    model = ScriptedModel([])  # over budget: never asked
+    held = Projection({later.id}, memories_of(later))
+    over, sent, _, monitor = job(model, held, ledger=ledger, daily_tokens=spent)
+    assert asyncio.run(over.handle(message(later))) is None and not sent and not model.requests
+    (skipped,) = monitor.events
+    assert isinstance(skipped, Skipped)
+    assert (skipped.stage, skipped.code, skipped.tenant) == ("extract", "budget_exhausted", "acme")
+    assert "MEMSTREAM_EXTRACTION_DAILY_TOKENS" in skipped.reason
+    # What another tenant spent, or the tenant spent on another day, is not counted.
+    ledger.spend(today - timedelta(days=1), validate_tenant("acme"), "extraction:discrete", 10**9)
+    ledger.spend(today, validate_tenant("globex"), "extraction:discrete", 10**9)
+    roomy, sent, _, _ = job(ScriptedModel([ANSWER]), held, ledger=ledger, daily_tokens=spent + 1)
+    assert asyncio.run(roomy.handle(message(later))) is not None and len(sent) == 1
 
 
 def test_offsets_commit_up_to_the_first_unfinished_message() -> None:

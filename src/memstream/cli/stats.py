@@ -1,12 +1,14 @@
-"""`memstream stats`: memories per tenant (count, oldest, newest), the worker's lag, and each
-shard of the projection (its memories, the memory its Redis uses, its partitions' lag, whether
-it answers). A shard that does not answer is shown as such, and the command exits 1."""
+"""`memstream stats`: memories per tenant (count, oldest, newest), the tokens model calls
+spent on each tenant today (extraction, by strategy), the worker's lag, and each shard of the
+projection (its memories, the memory its Redis uses, its partitions' lag, whether it answers).
+A shard that does not answer is shown as such, and the command exits 1."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 from memstream.cli.dead_letters import pending_by_code, pending_line
@@ -32,6 +34,10 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         status = deployment.status()
         tenants = status.tenant_stats(args.tenant)
         lag = projection_lag(deployment)
+        today = datetime.now(UTC).date()
+        tokens: dict[str, dict[str, int]] = {}
+        for (tenant, purpose), spent in deployment.token_ledger().spent(today, args.tenant).items():
+            tokens.setdefault(tenant, {})[purpose] = spent
         body |= {
             "memories": sum(t.memories for t in tenants),
             "lag": sum(lag.values()),
@@ -43,6 +49,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
                     "memories": t.memories,
                     "oldest": t.oldest.isoformat(),
                     "newest": t.newest.isoformat(),
+                    "tokens_today": tokens.get(t.tenant, {}),
                 }
                 for t in tenants
             },
@@ -68,6 +75,8 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         return 1
     for tenant, row in body["tenants"].items():
         print(f"  {tenant!r}: {row['memories']} memories, {row['oldest']} .. {row['newest']}")
+        for purpose, spent in sorted(row["tokens_today"].items()):
+            print(f"    {purpose}: {spent} tokens today (UTC)")
     return 0
 
 

@@ -25,7 +25,12 @@ from memstream.inmemory.reader import InMemoryItems, InMemoryReader, InMemoryTom
 from memstream.inmemory.recall import InMemoryRecaller, InMemorySearch
 from memstream.inmemory.state import namespace
 from memstream.inmemory.status import InMemoryStatus
-from memstream.inmemory.stores import InMemoryApiKeys, InMemoryProcesses, InMemoryWorkingMemory
+from memstream.inmemory.stores import (
+    InMemoryApiKeys,
+    InMemoryProcesses,
+    InMemoryTokenLedger,
+    InMemoryWorkingMemory,
+)
 from memstream.inmemory.writer import InMemoryWriter
 from memstream.memory.embeddings import Embedders
 from memstream.memory.ports import (
@@ -41,6 +46,7 @@ from memstream.memory.ports import (
     Resharding,
     ShardLayout,
     ShardReport,
+    TokenLedger,
     TombstoneReader,
     WorkingMemoryStore,
 )
@@ -145,6 +151,9 @@ class InMemoryProjection:
 
     def processes(self) -> ProcessRegistry:
         return InMemoryProcesses(self._state)
+
+    def token_ledger(self) -> TokenLedger:
+        return InMemoryTokenLedger(self._state)
 
     def journal(self) -> Journal:
         return self._state.journal

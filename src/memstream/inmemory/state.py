@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import date
 
 from memstream.agent.journal import InMemoryJournal
 from memstream.memory.bounds import Bounds
@@ -72,6 +73,7 @@ class Namespace:
             self.api_keys: dict[str, str] = {}
             self.sessions: dict[tuple[str, str], Session] = {}
             self.processes: dict[tuple[str, int], tuple[ProcessReport, float]] = {}
+            self.tokens: dict[date, dict[tuple[str, str], int]] = {}
             self.journal = InMemoryJournal()
             self.changed.notify_all()
 

@@ -1,19 +1,21 @@
 """What a deployment keeps beside the in-memory projection: the server's API keys, sessions'
 working memory (a compare-and-set on each session's version, with a TTL) and the processes'
-heartbeats (each lasting its TTL) — the `ApiKeyStore`, `WorkingMemoryStore` and
-`ProcessRegistry` ports, with the Redis ones' semantics. Deadlines are wall-clock seconds, as
-Redis's expiries are; a lapsed entry reads as absent."""
+heartbeats (each lasting its TTL), the tokens spent per day — the `ApiKeyStore`,
+`WorkingMemoryStore`, `ProcessRegistry` and `TokenLedger` ports, with the Redis ones'
+semantics. Deadlines are wall-clock seconds, as Redis's expiries are; a lapsed entry reads as
+absent."""
 
 from __future__ import annotations
 
 import time
+from datetime import date
 
 from memstream.errors import StaleSessionError
 from memstream.inmemory.state import Namespace, Session
 from memstream.memory.ports import ProcessReport, StoredSession
 from memstream.memory.tenancy import TenantId
 
-__all__ = ["InMemoryApiKeys", "InMemoryProcesses", "InMemoryWorkingMemory"]
+__all__ = ["InMemoryApiKeys", "InMemoryProcesses", "InMemoryTokenLedger", "InMemoryWorkingMemory"]
 
 
 class InMemoryApiKeys:
@@ -124,3 +126,18 @@ class InMemoryProcesses:
         with self._state.lock:
             live = [report for report, until in self._state.processes.values() if until > now]
         return sorted(live, key=lambda r: (r.kind, r.host, r.pid))
+
+
+class InMemoryTokenLedger:
+    def __init__(self, state: Namespace) -> None:
+        self._state = state
+
+    def spend(self, day: date, tenant: TenantId, purpose: str, tokens: int) -> None:
+        with self._state.lock:
+            spent = self._state.tokens.setdefault(day, {})
+            spent[(tenant, purpose)] = spent.get((tenant, purpose), 0) + tokens
+
+    def spent(self, day: date, tenant: TenantId | None = None) -> dict[tuple[str, str], int]:
+        with self._state.lock:
+            spent = self._state.tokens.get(day, {})
+            return {k: v for k, v in spent.items() if tenant is None or k[0] == tenant}

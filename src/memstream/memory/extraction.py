@@ -37,6 +37,7 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
+from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -97,7 +98,7 @@ class Source:
     """What extraction reads of one recorded event: who said what, when, and where."""
 
     event_id: str
-    tenant: str
+    tenant: TenantId
     thread: str
     run: str
     turn: int | None
@@ -115,12 +116,12 @@ def source_of(event: MemoryEvent) -> Source | None:
         if not event.echo:  # an echo only restated what the turn was shown: nothing new
             lines.append(("assistant", event.answer))
         return Source(
-            event.id, event.tenant, event.thread, event.run, event.turn, event.recorded_at,
-            event.importance, tuple(lines), memory_ids_of(event),
+            event.id, validate_tenant(event.tenant), event.thread, event.run, event.turn,
+            event.recorded_at, event.importance, tuple(lines), memory_ids_of(event),
         )  # fmt: skip
     if isinstance(event, MessageRecorded):
         return Source(
-            event.id, event.tenant, event.thread, "", None, event.recorded_at,
+            event.id, validate_tenant(event.tenant), event.thread, "", None, event.recorded_at,
             event.importance, ((event.speaker or "user", event.content),), memory_ids_of(event),
         )  # fmt: skip
     return None

@@ -53,7 +53,7 @@ class Skipped:
     tenant: str
     thread: str
     run_id: str
-    stage: Literal["recall", "record", "consolidate"]
+    stage: Literal["recall", "record", "consolidate", "extract"]
     code: str
     reason: str
     at: datetime

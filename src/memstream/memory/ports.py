@@ -23,7 +23,7 @@ import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol, TypeVar
 
 from memstream.memory.embeddings import Vectors
@@ -58,6 +58,7 @@ __all__ = [
     "StoredSession",
     "SwapResult",
     "TenantStats",
+    "TokenLedger",
     "TombstoneReader",
     "WorkingMemoryStore",
 ]
@@ -369,6 +370,18 @@ class GenerationComparer(Protocol):
         ...
 
     async def compare(self, live: int, rebuilt: int, tenant: TenantId) -> list[Difference]: ...
+
+
+class TokenLedger(Protocol):
+    """Tokens spent by model calls memory makes outside turns, per UTC day, tenant and purpose
+    (`extraction:<strategy>`, ...): the extraction budget reads it, `memstream stats` shows it.
+    Kept a month."""
+
+    def spend(self, day: date, tenant: TenantId, purpose: str, tokens: int) -> None: ...
+
+    def spent(self, day: date, tenant: TenantId | None = None) -> dict[tuple[str, str], int]:
+        """(tenant, purpose) -> tokens spent on `day`; one tenant's, or every tenant's."""
+        ...
 
 
 class ApiKeyStore(Protocol):

@@ -50,6 +50,7 @@ from memstream.memory.ports import (
     SessionMove,
     ShardLayout,
     ShardReport,
+    TokenLedger,
     TombstoneReader,
     WorkingMemoryStore,
 )
@@ -296,6 +297,9 @@ class RedisProjection:
 
     def processes(self) -> ProcessRegistry:
         return self.home.processes()
+
+    def token_ledger(self) -> TokenLedger:
+        return self.home.token_ledger()
 
     # -- namespace-wide chores ----------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from memstream.memory.ports import (
     ProjectionWriter,
     Recaller,
     ShardReport,
+    TokenLedger,
     TombstoneReader,
     WorkingMemoryStore,
 )
@@ -57,6 +58,7 @@ from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
 from memstream.projections.search import FilteredSearch
 from memstream.projections.status import ProjectionStatus
+from memstream.projections.token_ledger import RedisTokenLedger
 from memstream.projections.tombstones import RedisTombstones
 from memstream.projections.working_memory import RedisWorkingMemoryStore
 from memstream.projections.writer import RedisProjectionWriter
@@ -204,6 +206,9 @@ class RedisShard:
 
     def processes(self) -> ProcessRegistry:
         return RedisProcessRegistry(self.client, self.keys, url=self._url)
+
+    def token_ledger(self) -> TokenLedger:
+        return RedisTokenLedger(self.client, self.keys.namespace, url=self._url)
 
     # -- namespace-wide chores ----------------------------------------------------------------
 

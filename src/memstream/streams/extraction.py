@@ -54,9 +54,8 @@ from memstream.memory.cipher import Keyring
 from memstream.memory.codec import decode_event
 from memstream.memory.events import MemoriesExtracted, extraction_id
 from memstream.memory.extraction import Extracting, Source, extract, source_of
-from memstream.memory.monitoring import ModelUsage, Monitor
-from memstream.memory.ports import MemoryLookup, ProjectionProgress
-from memstream.memory.tenancy import validate_tenant
+from memstream.memory.monitoring import ModelUsage, Monitor, Skipped
+from memstream.memory.ports import MemoryLookup, ProjectionProgress, TokenLedger
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 
@@ -78,7 +77,8 @@ _MAX_IN_FLIGHT = 512  # messages read but not finished, across partitions: then 
 @dataclass(frozen=True, slots=True)
 class ExtractionParts:
     """What the deployment configures: the chat model (and its name), how it extracts and for
-    which tenants ("*": all), the projection it checks, and how many calls at once."""
+    which tenants ("*": all), the projection it checks, the ledger of tokens spent and each
+    tenant's daily budget, and how many calls at once."""
 
     client: ModelClient
     model: str
@@ -86,7 +86,14 @@ class ExtractionParts:
     tenants: frozenset[str]
     progress: ProjectionProgress
     lookup: MemoryLookup
+    ledger: TokenLedger
+    daily_tokens: int = 0  # per tenant and UTC day; 0: no limit
     concurrency: int = 2
+
+    @property
+    def purpose(self) -> str:
+        """What its model calls are for, as usage and the ledger count them."""
+        return f"extraction:{self.how.strategy}"
 
     def extracts_for(self, key: bytes | None) -> bool:
         if "*" in self.tenants:
@@ -234,6 +241,8 @@ class ExtractionJob:
         source = await self._source(message)
         if source is None or not await self._due(source):
             return None
+        if await self._over_budget(source):
+            return None
         delay = _RETRY_FIRST_S
         while True:
             try:
@@ -250,11 +259,14 @@ class ExtractionJob:
                 await asyncio.sleep(delay)  # the provider retried already: an outage
                 delay = min(delay * 2, _RETRY_MAX_S)
         await self._out.send(event)
+        tokens = event.input_tokens + event.output_tokens
+        today = event.extracted_at.date()
+        await asyncio.to_thread(parts.ledger.spend, today, source.tenant, parts.purpose, tokens)
         self._out.monitor.announce(
             ModelUsage(
                 tenant=source.tenant,
                 thread=source.thread,
-                purpose="extraction",
+                purpose=parts.purpose,
                 calls=1,
                 input_tokens=event.input_tokens,
                 output_tokens=event.output_tokens,
@@ -277,12 +289,38 @@ class ExtractionJob:
             return None  # the projector dead-letters it
         return source_of(event)
 
+    async def _over_budget(self, source: Source) -> bool:
+        """Whether the tenant spent its day's tokens on extraction already: then the turn is
+        not extracted, and a Skipped says so. (Calls in flight may each overrun it once.)"""
+        budget = self._parts.daily_tokens
+        if not budget:
+            return False
+        today = datetime.now(UTC)
+        spent = await asyncio.to_thread(self._parts.ledger.spent, today.date(), source.tenant)
+        total = sum(t for (_, purpose), t in spent.items() if purpose.startswith("extraction"))
+        if total < budget:
+            return False
+        self._out.monitor.announce(
+            Skipped(
+                tenant=source.tenant,
+                thread=source.thread,
+                run_id=source.run,
+                stage="extract",
+                code="budget_exhausted",
+                reason=f"extraction spent {total} tokens of tenant {source.tenant!r} today, "
+                f"MEMSTREAM_EXTRACTION_DAILY_TOKENS={budget}: turn {source.event_id} is not "
+                "extracted (reextract it later, or raise the budget)",
+                at=today,
+            )
+        )
+        return True
+
     async def _due(self, source: Source) -> bool:
         """Whether `source` still needs extracting: applied by the projection, not extracted
         this way yet, and some of its memories still held (one forgotten, evicted or erased
         has nothing left to derive from)."""
         parts = self._parts
-        tenant = validate_tenant(source.tenant)
+        tenant = source.tenant
         turn = _Applied(tenant, source.event_id)
         waited = 0.0
         while await asyncio.to_thread(parts.progress.unapplied, [turn]):
