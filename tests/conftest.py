@@ -20,6 +20,7 @@ PROFILE = fuzzing.load_profile()
 # no process begins a 40-second file while the others have nothing left to do.
 LONGEST_FIRST = (
     "integration/test_bench.py",
+    "integration/test_extraction.py",
     "integration/test_erasure.py",
     "integration/test_crash.py",
     "integration/test_server_openapi.py",

@@ -323,6 +323,13 @@ class Settings:
         "API key for the chat API; read from the environment only.",
         secret=True,
     )
+    chat_timeout_s: float = _setting(
+        "MEMSTREAM_CHAT_TIMEOUT_S",
+        60.0,
+        "How long one call to the chat API may take before it is retried (a slow local model "
+        "writing a long answer needs more).",
+        _positive_float,
+    )
     chat_json_mode: str = _setting(
         "MEMSTREAM_CHAT_JSON_MODE",
         "json_schema",
@@ -347,7 +354,8 @@ class Settings:
     extraction_tenants: tuple[str, ...] = _setting(
         "MEMSTREAM_EXTRACTION_TENANTS",
         ("*",),
-        "Comma-separated tenants whose turns are extracted; '*' for every tenant.",
+        "Comma-separated tenants whose turns are extracted, each `tenant` or "
+        "`tenant=strategy` (its own strategy); '*' for every other tenant.",
         lambda raw: tuple(t.strip() for t in raw.split(",") if t.strip()),
         ",".join,
     )

@@ -421,7 +421,7 @@ class Deployment:
 
     def extraction(self) -> ExtractionParts | None:
         """The extraction job's parts (MEMSTREAM_EXTRACTION); None when it is off."""
-        from memstream.memory.extraction import Extracting, Strategy
+        from memstream.memory.extraction import Extracting, Strategy, extraction_tenants
         from memstream.streams.extraction import ExtractionParts
 
         settings = self.settings
@@ -437,8 +437,10 @@ class Deployment:
         return ExtractionParts(
             client,
             settings.chat_model,
-            Extracting(Strategy(settings.extraction), settings.extraction_prompt),
-            frozenset(settings.extraction_tenants),
+            extraction_tenants(
+                settings.extraction_tenants,
+                Extracting(Strategy(settings.extraction), settings.extraction_prompt),
+            ),
             self.status(),
             self.reader(),
             self.token_ledger(),

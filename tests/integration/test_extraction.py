@@ -1,4 +1,4 @@
-"""Extraction end to end, with a real LLM (tests/integration/llm.py): a worker with
+"""Extraction end to end, with a real LLM (memstream.providers.local_chat): a worker with
 MEMSTREAM_EXTRACTION on, on a namespace of its own, derives memories from recorded turns;
 they are events in the log, traced to their turn, extracted once, and rebuilt by replay and
 verify with the model's endpoint down."""
@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -19,10 +20,10 @@ from memstream.memory.events import MemoriesExtracted, memories_of, memory_ids_o
 from memstream.memory.model import EXTRACTED_FROM, EXTRACTION_STRATEGY, Memory
 from memstream.operations import drop
 from memstream.processes import free_port
+from memstream.providers.local_chat import MODEL, local_chat_model
 
 from .commands import memstream
 from .helpers import TestStack, running_worker, wait_until
-from .llm import MODEL, llama_server
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +34,14 @@ SAID = (
 
 
 @pytest.fixture(scope="module")
-def model_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with llama_server(tmp_path_factory.mktemp("llm")) as url:
-        yield url
+def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    with local_chat_model(tmp_path_factory.mktemp("llm")) as model:
+        yield model.settings()
 
 
 @pytest.fixture(scope="module")
 def extracting(
-    env: dict[str, str], model_url: str, tmp_path_factory: pytest.TempPathFactory
+    env: dict[str, str], chat: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
     """The environment of a worker that extracts for tenants `sam` and `ana` (its probe's
     tenant is left alone), on a namespace of its own, running while the module's tests do."""
@@ -49,9 +50,7 @@ def extracting(
         "MEMSTREAM_NAMESPACE": f"{env['MEMSTREAM_NAMESPACE']}-x",
         "MEMSTREAM_EXTRACTION": "discrete",
         "MEMSTREAM_EXTRACTION_TENANTS": "sam,ana",
-        "MEMSTREAM_CHAT_BASE_URL": model_url,
-        "MEMSTREAM_CHAT_MODEL": MODEL,
-        "MEMSTREAM_CHAT_JSON_MODE": "json_object",
+        **chat,
     }
     log = tmp_path_factory.mktemp("extracting") / "worker.log"
     try:
@@ -162,3 +161,19 @@ def test_replay_and_verify_rebuild_the_extracted_memories_with_the_model_down(
         assert replayed.returncode == 0, replayed.stdout + replayed.stderr
         after = facts_held(deployment, extracted.extraction)
     assert after == before and all(m is not None for m in after)
+
+
+def test_bench_extract_measures_the_job_against_the_model_alone(
+    env: dict[str, str], chat: dict[str, str], tmp_path: Path
+) -> None:
+    # The module's model, configured as a user configures theirs (no second server).
+    args = ["--extract-turns", "1", "--extract-probes", "2", "--out", str(tmp_path), "--json"]
+    done = memstream({**env, **chat}, "bench", "extract", *args)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)["results"]["extract"]
+    assert result["model"] == MODEL and not result["local_test_model"] and result["turns"] == 1
+    # Every turn was extracted or set aside as a dead letter, none lost.
+    assert result["job_extracted"] + result["job_dead_lettered"] == 1
+    assert result["model_turns_per_s"] > 0 and result["job_turns_per_s"] > 0
+    assert 0 <= result["model_grounded_share"] <= 1 and 0 <= result["model_json_share"] <= 1
+    assert result["job_idle_freshness_p99_ms"] > 0 and result["job_busy_freshness_p99_ms"] > 0

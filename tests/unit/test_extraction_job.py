@@ -15,6 +15,7 @@ from aiokafka import TopicPartition
 
 from memstream.agent import ScriptedModel
 from memstream.errors import (
+    ConfigurationError,
     ExtractionOutputError,
     MemstreamError,
     ModelProviderError,
@@ -25,7 +26,7 @@ from memstream.inmemory.stores import InMemoryTokenLedger
 from memstream.llm import ModelRequest
 from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoriesExtracted, TurnCompleted, extraction_id, memories_of
-from memstream.memory.extraction import PROMPT_VERSION, Extracting
+from memstream.memory.extraction import PROMPT_VERSION, Extracting, extraction_tenants
 from memstream.memory.model import Memory
 from memstream.memory.monitoring import ModelUsage, MonitoringEvent, Skipped
 from memstream.memory.ports import Marked
@@ -73,7 +74,7 @@ class Monitor:
 def job(
     model: ScriptedModel,
     projection: Projection,
-    tenants: frozenset[str] = frozenset({"*"}),
+    tenants: tuple[str, ...] = ("*",),
     *,
     ledger: InMemoryTokenLedger | None = None,
     daily_tokens: int = 0,
@@ -91,8 +92,7 @@ def job(
     parts = ExtractionParts(
         model,
         "tiny",
-        Extracting(),
-        tenants,
+        extraction_tenants(tenants, Extracting()),
         projection,  # type: ignore[arg-type]
         projection,  # type: ignore[arg-type]
         ledger or InMemoryTokenLedger(Namespace()),
@@ -150,7 +150,7 @@ def test_nothing_is_asked_about_a_turn_with_nothing_left_or_of_another_tenant(
     projection: Projection, key: bytes
 ) -> None:
     model = ScriptedModel([])
-    extraction, sent, _, _ = job(model, projection, frozenset({"acme"}))
+    extraction, sent, _, _ = job(model, projection, ("acme",))
     assert asyncio.run(extraction.handle(message(key=key))) is None
     assert not model.requests and not sent
 
@@ -223,6 +223,27 @@ def test_a_tenant_over_its_daily_tokens_is_not_extracted_until_the_next_day() ->
     ledger.spend(today, validate_tenant("globex"), "extraction:discrete", 10**9)
     roomy, sent, _, _ = job(ScriptedModel([ANSWER]), held, ledger=ledger, daily_tokens=spent + 1)
     assert asyncio.run(roomy.handle(message(later))) is not None and len(sent) == 1
+
+
+def test_a_tenant_may_have_its_own_strategy_and_the_star_stands_for_the_others() -> None:
+    model = ScriptedModel([ANSWER, ANSWER])
+    extraction, sent, _, monitor = job(model, held_turn(), ("acme=preferences", "*"))
+    asyncio.run(extraction.handle(message()))
+    (event,) = sent
+    assert event.strategy == "preferences" and "only the user's preferences" in (
+        model.requests[0].system
+    )
+    usage = monitor.events[0]
+    assert isinstance(usage, ModelUsage) and usage.purpose == "extraction:preferences"
+    globex = TurnCompleted("globex", "t", "r", 0, "I'm Ann.", "Hi!", AT, 0.5, "m")
+    others, sent, _, _ = job(ScriptedModel([ANSWER]), Projection({globex.id}, memories_of(globex)),
+                             ("acme=preferences", "*"))  # fmt: skip
+    assert asyncio.run(others.handle(message(globex, b"globex"))) is not None
+    assert sent[0].strategy == "discrete"
+    with pytest.raises(ConfigurationError, match="MEMSTREAM_EXTRACTION_TENANTS"):
+        extraction_tenants(["acme=everything"], Extracting())
+    with pytest.raises(ConfigurationError, match="custom"):
+        extraction_tenants(["acme=custom"], Extracting())  # no prompt to go with it
 
 
 def test_offsets_commit_up_to_the_first_unfinished_message() -> None:

@@ -58,8 +58,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "projections": {"memory", "agent", "errors", "config"},
     # The in-memory projection backend (tests, embedding): the domain only, no Redis.
     "inmemory": {"memory", "agent", "errors", "config"},
-    # binaries: the cache folder a model from the hub is downloaded into (model_files).
-    "providers": {"memory", "errors", "llm", "config", "binaries"},
+    # binaries: the cache folder a model from the hub is downloaded into (model_files);
+    # processes: a free port for the local chat model's server (local_chat).
+    "providers": {"memory", "errors", "llm", "config", "binaries", "processes"},
     "agent": {"errors", "llm"},  # the agent runtime knows nothing of memory
     "health": {"memory", "errors"},
     "metrics": {"memory", "errors"},

@@ -1,7 +1,7 @@
 """`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
 
-Subcommands: hook, recall, freshness, throughput, replay, load, locomo, store, serve, lineage,
-echo, asof, scale and all (every one of them with its defaults). Each bench runs in a fresh
+Subcommands: hook, recall, freshness, throughput, replay, load, locomo, extract, store, serve,
+lineage, echo, asof, scale and all (every one of them with its defaults). Each bench runs in a fresh
 namespace on the configured stack (scale on a cluster of its own), with a worker process of its
 own where it needs one, and drops everything it created when it ends. Progress goes to stderr;
 `--json` prints the report's JSON on stdout. What each figure means: docs/benchmarks.md.
@@ -51,6 +51,19 @@ def _freshness(args: argparse.Namespace, settings: Settings, embedder: Embedder)
 
     return run_freshness(
         settings, embedder, light_count=args.light, high_seconds=args.high_seconds, rate=args.rate
+    )
+
+
+def _extract(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream_bench.extract import run_extract
+
+    return run_extract(settings, embedder, count=args.extract_turns, probes=args.extract_probes)
+
+
+def _extract_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--extract-turns", type=int, default=24, help="LoCoMo turns extracted")
+    parser.add_argument(
+        "--extract-probes", type=int, default=12, help="turns timed for freshness, each phase"
     )
 
 
@@ -316,6 +329,11 @@ _BENCHES.update(
             _encryption_options,
         ),
         "locomo": (_locomo, "LoCoMo evidence recall@k vs BM25 and vector", _locomo_options),
+        "extract": (
+            _extract,
+            "turns/s extracted and projected vs the chat model alone; freshness while extracting",
+            _extract_options,
+        ),
         "echo": (
             _echo,
             "restatements stored and facts kept, echo control on vs off",
@@ -346,6 +364,11 @@ _BENCHES.update(
 )
 
 
+# Not in `bench all`: extraction runs a chat model (minutes of it on a CPU), which the other
+# benches' before/after comparisons should not wait on.
+_ON_ITS_OWN = frozenset({"extract"})
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -361,7 +384,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     every = subs.add_parser("all", help="every bench with its defaults", parents=[common])
     for _, _, options in _BENCHES.values():
         options(every)
-    every.set_defaults(run=_run, benches=list(_BENCHES))
+    every.set_defaults(run=_run, benches=[name for name in _BENCHES if name not in _ON_ITS_OWN])
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:

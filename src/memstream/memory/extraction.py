@@ -49,6 +49,7 @@ __all__ = [
     "Strategy",
     "extract",
     "extraction_request",
+    "extraction_tenants",
     "read_answer",
     "source_of",
 ]
@@ -91,6 +92,32 @@ class Extracting:
         if self.strategy is not Strategy.CUSTOM:
             return PROMPT_VERSION
         return f"{PROMPT_VERSION}-{hashlib.sha256(self.custom_prompt.encode()).hexdigest()[:12]}"
+
+
+def extraction_tenants(listed: Sequence[str], default: Extracting) -> dict[str, Extracting]:
+    """Who is extracted and how, from MEMSTREAM_EXTRACTION_TENANTS' items: `tenant` (the
+    default strategy), `tenant=strategy`, or `*` (every tenant not listed, by default)."""
+    chosen: dict[str, Extracting] = {}
+    for item in listed:
+        tenant, _, strategy = (part.strip() for part in item.partition("="))
+        if tenant != "*":
+            tenant = validate_tenant(tenant)
+        try:
+            how = (
+                default
+                if not strategy
+                else Extracting(
+                    Strategy(strategy), default.custom_prompt if strategy == "custom" else ""
+                )
+            )
+        except ValueError:
+            known = ", ".join(s.value for s in Strategy)
+            raise ConfigurationError(
+                f"MEMSTREAM_EXTRACTION_TENANTS: {item!r} names no strategy ({known}), or a "
+                "custom one without MEMSTREAM_EXTRACTION_PROMPT"
+            ) from None
+        chosen[tenant] = how
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)

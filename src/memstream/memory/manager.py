@@ -39,13 +39,15 @@ __all__ = [
     "relevant_context",
 ]
 
+# Distilled memories before raw ones: what was extracted, saved or summarised (facts, events)
+# comes before what was said, which the budget cuts first.
 _SECTION_TITLES = {
     MemoryType.USER_FACT: "What the user told about themselves",
     MemoryType.ENTITY: "People, places and things",
     MemoryType.KNOWLEDGE: "Knowledge",
     MemoryType.TASK: "Tasks",
+    MemoryType.CUSTOM: "Events and other memories",
     MemoryType.CONVERSATION: "Earlier conversations",
-    MemoryType.CUSTOM: "Other memories",
 }
 
 
@@ -132,7 +134,8 @@ class LLMMemoryManager:
     def get_relevant_context(self, query: str, max_chars: int) -> str:
         """The memories relevant to `query`, in sections by memory type, within `max_chars`.
 
-        Sections follow a fixed order (facts about the user first, raw conversation last);
+        Sections follow a fixed order (facts about the user first, then the other distilled
+        memories, extracted events among them, raw conversation last);
         within a section the most relevant come first. Only whole memories are shown, except
         when not even the first one fits: then it is cut, so the budget is never wasted.
         """

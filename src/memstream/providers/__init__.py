@@ -142,5 +142,6 @@ def chat_model(settings: Settings) -> ModelClient | None:
         settings.chat_base_url,
         settings.chat_model,
         api_key=settings.chat_api_key,
+        timeout=settings.chat_timeout_s,
         json_mode=settings.chat_json_mode,
     )

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -76,29 +76,31 @@ _MAX_IN_FLIGHT = 512  # messages read but not finished, across partitions: then 
 
 @dataclass(frozen=True, slots=True)
 class ExtractionParts:
-    """What the deployment configures: the chat model (and its name), how it extracts and for
-    which tenants ("*": all), the projection it checks, the ledger of tokens spent and each
-    tenant's daily budget, and how many calls at once."""
+    """What the deployment configures: the chat model (and its name), the tenants it extracts
+    for and how (`tenants`: tenant, or "*" for every other one, -> its way of extracting),
+    the projection it checks, the ledger of tokens spent and each tenant's daily budget, and
+    how many calls at once."""
 
     client: ModelClient
     model: str
-    how: Extracting
-    tenants: frozenset[str]
+    tenants: Mapping[str, Extracting]
     progress: ProjectionProgress
     lookup: MemoryLookup
     ledger: TokenLedger
     daily_tokens: int = 0  # per tenant and UTC day; 0: no limit
     concurrency: int = 2
 
-    @property
-    def purpose(self) -> str:
-        """What its model calls are for, as usage and the ledger count them."""
-        return f"extraction:{self.how.strategy}"
+    def how_for(self, key: bytes | None) -> Extracting | None:
+        """How the tenant keyed `key` is extracted; None: it is not."""
+        tenant = key.decode("utf-8", "replace") if key is not None else None
+        if tenant is not None and tenant in self.tenants:
+            return self.tenants[tenant]
+        return self.tenants.get("*")
 
-    def extracts_for(self, key: bytes | None) -> bool:
-        if "*" in self.tenants:
-            return True
-        return key is not None and key.decode("utf-8", "replace") in self.tenants
+
+def purpose(how: Extracting) -> str:
+    """What an extraction's model calls are for, as usage and the ledger count them."""
+    return f"extraction:{how.strategy}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +182,8 @@ class ExtractionJob:
             **self._kafka.aiokafka(),
         )
         await consumer.start()
-        log.info("extraction (%s, %s) reading %s", self._parts.how.strategy, self._parts.model,
-                 self._topic)  # fmt: skip
+        ways = {tenant: str(how.strategy) for tenant, how in self._parts.tenants.items()}
+        log.info("extraction (%s, %s) reading %s", ways, self._parts.model, self._topic)
         try:
             await self._consume(consumer)
         finally:
@@ -236,10 +238,11 @@ class ExtractionJob:
         """Extract what `message` recorded, if it is a turn this job extracts and nobody has;
         the event written (None: nothing to do, or a dead letter)."""
         parts = self._parts
-        if not parts.extracts_for(message.key):
+        how = parts.how_for(message.key)
+        if how is None:
             return None
         source = await self._source(message)
-        if source is None or not await self._due(source):
+        if source is None or not await self._due(source, how):
             return None
         if await self._over_budget(source):
             return None
@@ -247,7 +250,7 @@ class ExtractionJob:
         while True:
             try:
                 async with self._calls:
-                    event = await asyncio.to_thread(self._extract, source)
+                    event = await asyncio.to_thread(self._extract, source, how)
                 break
             except (ModelRefusedError, ExtractionOutputError) as exc:
                 log.warning("extraction of %s set aside: %s", source.event_id, exc)
@@ -261,12 +264,12 @@ class ExtractionJob:
         await self._out.send(event)
         tokens = event.input_tokens + event.output_tokens
         today = event.extracted_at.date()
-        await asyncio.to_thread(parts.ledger.spend, today, source.tenant, parts.purpose, tokens)
+        await asyncio.to_thread(parts.ledger.spend, today, source.tenant, purpose(how), tokens)
         self._out.monitor.announce(
             ModelUsage(
                 tenant=source.tenant,
                 thread=source.thread,
-                purpose=parts.purpose,
+                purpose=purpose(how),
                 calls=1,
                 input_tokens=event.input_tokens,
                 output_tokens=event.output_tokens,
@@ -315,7 +318,7 @@ class ExtractionJob:
         )
         return True
 
-    async def _due(self, source: Source) -> bool:
+    async def _due(self, source: Source, how: Extracting) -> bool:
         """Whether `source` still needs extracting: applied by the projection, not extracted
         this way yet, and some of its memories still held (one forgotten, evicted or erased
         has nothing left to derive from)."""
@@ -329,7 +332,6 @@ class ExtractionJob:
             waited += _APPLIED_POLL_S
             if waited % _APPLIED_SAY_S < _APPLIED_POLL_S:
                 log.warning("extraction waits for the projection to apply %s", source.event_id)
-        how = parts.how
         done = _Applied(
             tenant,
             extraction_id(tenant, source.event_id, how.strategy, how.prompt_version, parts.model),
@@ -339,12 +341,12 @@ class ExtractionJob:
         held = await asyncio.to_thread(parts.lookup.memories_by_id, tenant, source.memory_ids)
         return any(memory is not None for memory in held)
 
-    def _extract(self, source: Source) -> MemoriesExtracted:
+    def _extract(self, source: Source, how: Extracting) -> MemoriesExtracted:
         parts = self._parts
         return extract(
             source,
             parts.client,
-            parts.how,
+            how,
             model=parts.model,
             embedding_model=self._out.embedding_model,
             max_chars=self._out.max_chars,

@@ -43,6 +43,17 @@ def test_facts_come_first_and_each_type_has_its_section() -> None:
     )
 
 
+def test_events_and_other_memories_come_before_what_was_said() -> None:
+    """What extraction derives (an event is a custom memory) is shown before raw turns, which
+    the budget cuts first."""
+    said, event = memory(1, "we chatted"), memory(2, "moved on 2026-01-02", MemoryType.CUSTOM)
+    text = context([said, event], 500)
+    assert text.index("### Events and other memories") < text.index("### Earlier conversations")
+    assert context([said, event], len(text) - 1) == (
+        "### Events and other memories\n- [2026-01-03, user] moved on 2026-01-02"
+    )
+
+
 def test_only_whole_memories_fit_the_budget() -> None:
     memories = [memory(1, "a" * 30), memory(2, "b" * 30)]
     full = context(memories, 1000)
