@@ -5,6 +5,7 @@ verify with the model's endpoint down."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from memstream import Settings, TurnCompleted
 from memstream.deployment import Deployment
@@ -146,6 +148,26 @@ def test_a_duplicated_turn_is_extracted_once(extracted: Extracted) -> None:
         extraction_of(deployment, later)
         sources = [e.source for e in logged_extractions(deployment, "sam")]
     assert sources.count(extracted.turn.id) == 1 and sources.count(later.id) == 1
+    # The job commits what it finished: a restarted worker does not read it all again.
+    wait_until(lambda: sum(committed(stack, f"{stack.topics.worker_group}.extract")) > 0,
+               "the extraction group's commit")  # fmt: skip
+
+
+def committed(stack: TestStack, group: str) -> list[int]:
+    """The group's committed offset on each partition of the memory topic (0: none)."""
+
+    async def read() -> list[int]:
+        consumer = AIOKafkaConsumer(**stack.kafka.aiokafka(), group_id=group)
+        await consumer.start()
+        try:
+            parts = [
+                TopicPartition(stack.topics.memory, p) for p in range(stack.settings.partitions)
+            ]
+            return [await consumer.committed(tp) or 0 for tp in parts]
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(read())
 
 
 def test_replay_and_verify_rebuild_the_extracted_memories_with_the_model_down(

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
+from aiokafka.errors import CommitFailedError
 
 from memstream.agent import ScriptedModel
 from memstream.errors import (
@@ -253,12 +254,50 @@ def test_offsets_commit_up_to_the_first_unfinished_message() -> None:
         offsets.read(p0, offset)
     offsets.read(p1, 4)
     assert offsets.committable() == {p0: 10, p1: 4} and offsets.in_flight == 4
+    offsets.committed({p0: 10, p1: 4})
     offsets.done(p0, 11)
     offsets.done(p1, 4)
     assert offsets.committable() == {p1: 5}  # p0 still waits on 10
+    assert offsets.committable() == {p1: 5}  # not committed yet: still to commit
+    offsets.committed({p1: 5})
     offsets.done(p0, 10)
     assert offsets.committable() == {p0: 12}
+    offsets.committed({p0: 12})
     assert offsets.committable() == {}  # nothing moved since
     offsets.done(p0, 12)
-    offsets.forget([p1])
+    offsets.keep_only([p0])  # p1 was taken away
     assert offsets.committable() == {p0: 13} and offsets.in_flight == 0
+
+
+class Consumer:
+    """What the job asks of its consumer when it commits: its assignment, and commits."""
+
+    def __init__(self, held: set[TopicPartition], fail: int = 0) -> None:
+        self.held = held
+        self.commits: list[dict[TopicPartition, int]] = []
+        self.fail = fail
+
+    def assignment(self) -> set[TopicPartition]:
+        return self.held
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise CommitFailedError("rebalancing")
+        self.commits.append(dict(offsets))
+
+
+def test_the_job_commits_what_moved_and_again_after_a_failed_commit() -> None:
+    extraction, *_ = job(ScriptedModel([]), held_turn())
+    p0, p1 = TopicPartition("ns.memory", 0), TopicPartition("ns.memory", 1)
+    offsets = extraction._offsets
+    offsets.read(p0, 0)
+    offsets.read(p1, 0)
+    offsets.done(p0, 0)
+    consumer = Consumer({p0}, fail=1)
+    asyncio.run(extraction._commit(consumer))
+    assert consumer.commits == []  # refused while the group rebalanced
+    asyncio.run(extraction._commit(consumer))
+    assert consumer.commits == [{p0: 1}]  # p1 is not held: not committed here
+    asyncio.run(extraction._commit(consumer))
+    assert consumer.commits == [{p0: 1}]  # nothing moved

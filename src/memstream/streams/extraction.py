@@ -33,12 +33,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import CommitFailedError, KafkaError
 
 from memstream.errors import (
     DataKeyErasedError,
@@ -133,8 +133,9 @@ class Offsets:
     def done(self, where: TopicPartition, offset: int) -> None:
         self._open.get(where, set()).discard(offset)
 
-    def forget(self, partitions: Iterable[TopicPartition]) -> None:
-        for where in partitions:
+    def keep_only(self, held: Collection[TopicPartition]) -> None:
+        """Forget the partitions not in `held`: taken away, their new holder commits them."""
+        for where in [w for w in self._next if w not in held]:
             self._open.pop(where, None)
             self._next.pop(where, None)
             self._committed.pop(where, None)
@@ -144,14 +145,14 @@ class Offsets:
         return sum(len(offsets) for offsets in self._open.values())
 
     def committable(self) -> dict[TopicPartition, int]:
-        """Partitions whose commit point moved since the last call, with that point."""
-        moved = {}
-        for where, after in self._next.items():
-            point = min(self._open.get(where) or {after})
-            if self._committed.get(where) != point:
-                moved[where] = point
-        self._committed.update(moved)
-        return moved
+        """Partitions whose commit point moved since it was last `committed`, with that point."""
+        points = {
+            where: min(self._open.get(where) or {after}) for where, after in self._next.items()
+        }
+        return {w: p for w, p in points.items() if self._committed.get(w) != p}
+
+    def committed(self, points: Mapping[TopicPartition, int]) -> None:
+        self._committed.update(points)
 
 
 class ExtractionJob:
@@ -173,7 +174,22 @@ class ExtractionJob:
         self._working: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
-        """Extract until cancelled; offsets of finished work are committed on the way out."""
+        """Extract until cancelled. A broker failure restarts the consumer after a pause (what
+        was in flight is read again from the last commit, and skipped where it was done)."""
+        ways = {tenant: str(how.strategy) for tenant, how in self._parts.tenants.items()}
+        log.info("extraction (%s, %s) reading %s", ways, self._parts.model, self._topic)
+        pause = _RETRY_FIRST_S
+        while True:
+            try:
+                await self._run_once()
+            except KafkaError as exc:
+                log.warning(
+                    "extraction's consumer failed (%s); starting again in %.0fs", exc, pause
+                )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _RETRY_MAX_S)
+
+    async def _run_once(self) -> None:
         consumer = AIOKafkaConsumer(
             self._topic,
             group_id=self._group,
@@ -181,10 +197,8 @@ class ExtractionJob:
             auto_offset_reset="earliest",
             **self._kafka.aiokafka(),
         )
-        await consumer.start()
-        ways = {tenant: str(how.strategy) for tenant, how in self._parts.tenants.items()}
-        log.info("extraction (%s, %s) reading %s", ways, self._parts.model, self._topic)
         try:
+            await consumer.start()
             await self._consume(consumer)
         finally:
             for task in self._working:
@@ -192,13 +206,18 @@ class ExtractionJob:
             await asyncio.gather(*self._working, return_exceptions=True)
             with contextlib.suppress(KafkaError):
                 await self._commit(consumer)
+            self._offsets.keep_only(())
             await consumer.stop()
 
     async def _consume(self, consumer: AIOKafkaConsumer) -> None:
         last_commit = asyncio.get_running_loop().time()
         while True:
+            # Saturated: stop fetching, but keep polling, so the group keeps this member.
+            held = consumer.assignment()
             if self._offsets.in_flight >= _MAX_IN_FLIGHT:
-                await asyncio.wait(self._working, return_when=asyncio.FIRST_COMPLETED)
+                consumer.pause(*held)
+            else:
+                consumer.resume(*held)
             batches = await consumer.getmany(timeout_ms=200, max_records=100)
             for where, records in batches.items():
                 for record in records:
@@ -213,16 +232,18 @@ class ExtractionJob:
                 last_commit = now
 
     async def _commit(self, consumer: AIOKafkaConsumer) -> None:
-        held = consumer.assignment()
-        # A partition taken away keeps nothing here: its new holder commits it.
-        self._offsets.forget(
-            where for where in list(self._offsets.committable()) if where not in held
-        )
-        moved = {
-            where: point for where, point in self._offsets.committable().items() if where in held
-        }
-        if moved:
+        """Commit each held partition up to its first unfinished message; a failed commit
+        (a rebalance under way) is tried again at the next one."""
+        self._offsets.keep_only(consumer.assignment())
+        moved = self._offsets.committable()
+        if not moved:
+            return
+        try:
             await consumer.commit(moved)
+        except CommitFailedError as exc:
+            log.info("extraction's commit waits for the group to settle: %s", exc)
+            return
+        self._offsets.committed(moved)
 
     async def _finish(self, where: TopicPartition, message: RawMessage) -> None:
         try:
