@@ -21,6 +21,9 @@ import pytest
 from agent_memory_client import MemoryAPIClient
 from agent_memory_client.models import MemoryMessage, WorkingMemory
 
+from memstream import Settings, TurnCompleted
+from memstream.deployment import Deployment
+from memstream.memory.model import LONG_TERM_PROMPT, LONG_TERM_STRATEGY
 from memstream.memory.monitoring import ModelUsage
 
 from .commands import memstream
@@ -138,6 +141,28 @@ async def test_concurrent_appends_from_two_clients_keep_every_message(
 
     assert await asyncio.gather(*(append(i) for i in range(8))) == [200] * 8
     assert len(_session(http, "busy").json()["messages"]) == 12 + 8
+
+
+def test_a_sessions_extraction_strategy_travels_with_its_turns(
+    http: httpx.Client, settings: Settings, tenant: str
+) -> None:
+    """The extraction job reads each turn's `long_term_memory_strategy` off the turn itself
+    (docs/memory.md, "Extraction"): the session's, with a custom strategy's prompt."""
+    strategy = {"strategy": "custom", "config": {"custom_prompt": "List the pets named."}}
+    body = {"messages": _turn("My cat is Tom", "Hi Tom!"), "long_term_memory_strategy": strategy}
+    assert http.put("/v1/working-memory/pets", json=body).status_code == 200
+    _settled(http)
+    with Deployment(settings) as deployment:
+        (turn,) = [
+            e.event
+            for e in deployment.lineage().log(tenant).events
+            if isinstance(e.event, TurnCompleted) and e.event.thread == "pets"
+        ]
+    assert turn.metadata == {
+        LONG_TERM_STRATEGY: "custom",
+        LONG_TERM_PROMPT: "List the pets named.",
+    }
+    assert http.get("/v1/working-memory/pets").json()["long_term_memory_strategy"] == strategy
 
 
 def test_a_put_with_a_stale_version_is_refused_and_says_what_to_do(http: httpx.Client) -> None:

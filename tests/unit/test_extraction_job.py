@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,7 +29,7 @@ from memstream.llm import ModelRequest
 from memstream.memory.codec import encode_event
 from memstream.memory.events import MemoriesExtracted, TurnCompleted, extraction_id, memories_of
 from memstream.memory.extraction import PROMPT_VERSION, Extracting, extraction_tenants
-from memstream.memory.model import Memory
+from memstream.memory.model import LONG_TERM_STRATEGY, Memory
 from memstream.memory.monitoring import ModelUsage, MonitoringEvent, Skipped
 from memstream.memory.ports import Marked
 from memstream.memory.tenancy import validate_tenant
@@ -245,6 +246,23 @@ def test_a_tenant_may_have_its_own_strategy_and_the_star_stands_for_the_others()
         extraction_tenants(["acme=everything"], Extracting())
     with pytest.raises(ConfigurationError, match="custom"):
         extraction_tenants(["acme=custom"], Extracting())  # no prompt to go with it
+
+
+def test_a_working_memory_session_extracts_as_it_asks_within_its_tenants_choice() -> None:
+    asked = replace(TURN, metadata={LONG_TERM_STRATEGY: "summary"})
+    model = ScriptedModel([ANSWER])
+    extraction, sent, _, _ = job(model, held_turn())
+    asyncio.run(extraction.handle(message(asked)))
+    assert sent[0].strategy == "summary" and "summarises the turn" in model.requests[0].system
+    # A tenant extraction leaves alone stays alone, whatever its sessions ask.
+    model = ScriptedModel([])
+    alone, sent, _, _ = job(model, held_turn(), ("globex",))
+    assert asyncio.run(alone.handle(message(asked))) is None and not model.requests
+    # A custom strategy without its prompt cannot run: the tenant's strategy does.
+    custom = replace(TURN, metadata={LONG_TERM_STRATEGY: "custom"})
+    extraction, sent, _, _ = job(ScriptedModel([ANSWER]), held_turn())
+    asyncio.run(extraction.handle(message(custom)))
+    assert sent[0].strategy == "discrete"
 
 
 def test_offsets_commit_up_to_the_first_unfinished_message() -> None:

@@ -37,6 +37,7 @@ from memstream.memory.events import (
     TurnCompleted,
     memory_ids_of,
 )
+from memstream.memory.model import LONG_TERM_PROMPT, LONG_TERM_STRATEGY
 from memstream.memory.tenancy import TenantId, validate_tenant
 
 __all__ = [
@@ -133,6 +134,7 @@ class Source:
     importance: float
     lines: tuple[tuple[str, str], ...]  # (speaker, text)
     memory_ids: tuple[str, ...]
+    asks: Extracting | None = None  # how its session asks to be extracted (None: the tenant's)
 
 
 def source_of(event: MemoryEvent) -> Source | None:
@@ -145,6 +147,7 @@ def source_of(event: MemoryEvent) -> Source | None:
         return Source(
             event.id, validate_tenant(event.tenant), event.thread, event.run, event.turn,
             event.recorded_at, event.importance, tuple(lines), memory_ids_of(event),
+            _asked(event.metadata),
         )  # fmt: skip
     if isinstance(event, MessageRecorded):
         return Source(
@@ -152,6 +155,16 @@ def source_of(event: MemoryEvent) -> Source | None:
             event.importance, ((event.speaker or "user", event.content),), memory_ids_of(event),
         )  # fmt: skip
     return None
+
+
+def _asked(metadata: Mapping[str, str]) -> Extracting | None:
+    """The strategy a turn's session asked for, if it names one that can run."""
+    try:
+        return Extracting(
+            Strategy(metadata[LONG_TERM_STRATEGY]), metadata.get(LONG_TERM_PROMPT, "")
+        )
+    except (KeyError, ValueError):  # none asked, or a custom one without its prompt
+        return None
 
 
 _KINDS = [kind.value for kind in FactKind]

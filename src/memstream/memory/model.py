@@ -21,6 +21,8 @@ __all__ = [
     "EVENT_DATE",
     "EXTRACTED_FROM",
     "EXTRACTION_STRATEGY",
+    "LONG_TERM_PROMPT",
+    "LONG_TERM_STRATEGY",
     "RESERVED_PREFIX",
     "TOPICS",
     "Memory",
@@ -42,6 +44,10 @@ ENTITIES = "ams.entities"
 EVENT_DATE = "ams.event_date"  # ISO-8601, UTC: the day an episodic memory's event happened
 EXTRACTED_FROM = "ams.extracted_from"  # the ids of the memories it was derived from
 EXTRACTION_STRATEGY = "ams.extraction_strategy"  # absent: stored whole ("discrete")
+# On a turn recorded from a working-memory session: how the session asks to be extracted
+# (its `long_term_memory_strategy`), and a custom strategy's prompt.
+LONG_TERM_STRATEGY = "ams.long_term_memory_strategy"
+LONG_TERM_PROMPT = "ams.long_term_memory_prompt"
 
 
 class MemoryType(enum.StrEnum):

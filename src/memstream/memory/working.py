@@ -29,6 +29,7 @@ from memstream.errors import InvalidInputError
 from memstream.llm import Message, ModelRequest
 from memstream.memory.events import TurnCompleted
 from memstream.memory.manager import HeuristicImportance, cut
+from memstream.memory.model import LONG_TERM_PROMPT, LONG_TERM_STRATEGY
 
 __all__ = [
     "DEFAULT_WINDOW_TOKENS",
@@ -153,10 +154,13 @@ def turn_of(
     embedding_model: str,
     default_importance: float,
     max_chars: int,
+    strategy: str = "",
+    custom_prompt: str = "",
 ) -> TurnCompleted:
     """The exchange as a turn of the session's thread. Its id derives from the tenant, the
     session and the two message ids (the run names them), so the same exchange sent again is
-    the same event; its time is the answer's, its importance the heuristic's (no model)."""
+    the same event; its time is the answer's, its importance the heuristic's (no model). The
+    session's extraction `strategy` (and a custom one's prompt) travel in its metadata."""
     query, answer = (
         cut(exchange.user.content, max_chars),
         cut(exchange.assistant.content, max_chars),
@@ -171,7 +175,15 @@ def turn_of(
         recorded_at=exchange.assistant.created_at,
         importance=HeuristicImportance(default_importance).score(query, answer),
         embedding_model=embedding_model,
+        metadata=_asked(strategy, custom_prompt),
     )
+
+
+def _asked(strategy: str, custom_prompt: str) -> dict[str, str]:
+    asked = {LONG_TERM_STRATEGY: strategy} if strategy else {}
+    if strategy and custom_prompt:
+        asked[LONG_TERM_PROMPT] = custom_prompt
+    return asked
 
 
 def merge_messages(

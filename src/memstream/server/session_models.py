@@ -76,7 +76,9 @@ class _Session(BaseModel):
     tokens: int = Field(default=0, ge=0)
     namespace: str | None = None
     long_term_memory_strategy: MemoryStrategyConfig = Field(
-        default_factory=MemoryStrategyConfig, description="Kept; memstream does not extract"
+        default_factory=MemoryStrategyConfig,
+        description="How the extraction job derives memories from the session's exchanges "
+        "(with MEMSTREAM_EXTRACTION on for the tenant); custom: config.custom_prompt",
     )
     ttl_seconds: int | None = Field(
         default=None, ge=1, le=MAX_TTL_S, description="Seconds without a put before it expires"

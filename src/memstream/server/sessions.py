@@ -404,6 +404,7 @@ class SessionService:
         saved = set(state.saved if state else ())
         events: list[MemoryEvent] = []
         done = _Recorded()
+        asked = memory.long_term_memory_strategy  # the extraction job reads it off each turn
         for exchange in exchanges(memory.messages):
             if exchange.key in recorded:
                 continue
@@ -415,6 +416,8 @@ class SessionService:
                     embedding_model=self._embedding_model,
                     default_importance=self._scoping.default_importance,
                     max_chars=self._scoping.max_record_chars,
+                    strategy=asked.strategy,
+                    custom_prompt=str(asked.config.get("custom_prompt") or ""),
                 )
             )
             done.recorded.append(exchange.key)

@@ -263,7 +263,10 @@ class ExtractionJob:
         if how is None:
             return None
         source = await self._source(message)
-        if source is None or not await self._due(source, how):
+        if source is None:
+            return None
+        how = source.asks or how  # a working-memory session's own strategy
+        if not await self._due(source, how):
             return None
         if await self._over_budget(source):
             return None
