@@ -12,13 +12,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from memstream import Settings, TurnCompleted
 from memstream.deployment import Deployment
-from memstream.memory.events import MemoriesExtracted, memories_of, memory_ids_of
+from memstream.memory.events import (
+    ExtractedFact,
+    FactKind,
+    MemoriesExtracted,
+    memories_of,
+    memory_ids_of,
+)
 from memstream.memory.model import EXTRACTED_FROM, EXTRACTION_STRATEGY, Memory
 from memstream.operations import drop
 from memstream.processes import free_port
@@ -26,6 +34,7 @@ from memstream.providers.local_chat import MODEL, local_chat_model
 
 from .commands import memstream
 from .helpers import TestStack, running_worker, wait_until
+from .serving import ams_client, serving, tenant_key
 
 pytestmark = pytest.mark.integration
 
@@ -199,3 +208,60 @@ def test_bench_extract_measures_the_job_against_the_model_alone(
     assert result["model_turns_per_s"] > 0 and result["job_turns_per_s"] > 0
     assert 0 <= result["model_grounded_share"] <= 1 and 0 <= result["model_json_share"] <= 1
     assert result["job_idle_freshness_p99_ms"] > 0 and result["job_busy_freshness_p99_ms"] > 0
+
+
+def test_extracted_memories_reach_users_through_the_http_api_and_stats(
+    extracted: Extracted, tmp_path: Path
+) -> None:
+    """What extraction writes, as agent-memory-server's client and `stats` show it. The event
+    is written here as the job writes it, so that what is checked does not hang on the tiny
+    model's words (the job itself: the tests above)."""
+    stack = TestStack(extracted.settings)
+    said = stack.turn("reach", "I'm Ana. I moved to Porto last week.", "Welcome!", turn=0)
+    facts = (
+        ExtractedFact("Ana's city is Porto.", FactKind.FACT, None, ("home",), ("Ana", "Porto")),
+        ExtractedFact("Ana moved to Porto.", FactKind.EVENT, datetime(2026, 11, 28, tzinfo=UTC)),
+    )
+    extraction = MemoriesExtracted(
+        tenant="reach", thread=said.thread, source=said.id, source_memories=memory_ids_of(said),
+        run=said.run, turn=0, facts=facts, strategy="discrete", prompt_version="1", model=MODEL,
+        recorded_at=said.recorded_at, extracted_at=said.recorded_at, importance=0.5,
+        embedding_model=stack.model_id,
+    )  # fmt: skip
+    stack.publish([said, extraction])
+    stack.wait_applied([extraction])
+    key = tenant_key(extracted.env, "reach")
+
+    async def ask(url: str) -> tuple[Any, Any, list[dict[str, Any]]]:
+        async with ams_client(url, key) as client:
+            semantic = await client.search_long_term_memory(
+                text="Ana", memory_type={"eq": "semantic"}, limit=10
+            )
+            episodic = await client.search_long_term_memory(
+                text="Ana", memory_type={"eq": "episodic"}, limit=10
+            )
+        async with httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {key}"}
+        ) as http:
+            searched = await http.post(
+                "/v1/long-term-memory/search",
+                json={"text": "", "extraction_strategy": {"eq": "discrete"}, "limit": 20},
+            )
+        return semantic, episodic, searched.json()["memories"]
+
+    with serving(extracted.env, tmp_path / "server.log") as url:
+        semantic, episodic, found = asyncio.run(ask(url))
+    (fact,) = semantic.memories
+    assert fact.text == "Ana's city is Porto."
+    assert fact.extracted_from == list(memory_ids_of(said))
+    assert (fact.topics, fact.entities) == (["home"], ["Ana", "Porto"])
+    (event,) = episodic.memories
+    assert event.text == "Ana moved to Porto." and event.event_date is not None
+    assert event.event_date.date().isoformat() == "2026-11-28"
+    # Everything here is discrete: the turn's two memories stored whole, and both facts.
+    assert len(found) == 4 and {m["extraction_strategy"] for m in found} == {"discrete"}
+    # `stats` shows what the real model's extraction of sam's turn cost today.
+    stats = memstream(extracted.env, "stats", "--tenant", "sam", "--json")
+    assert stats.returncode == 0, stats.stderr
+    spent = json.loads(stats.stdout)["tenants"]["sam"]["tokens_today"]
+    assert spent["extraction:discrete"] >= extracted.extraction.input_tokens
