@@ -37,9 +37,9 @@ from memstream.memory.events import (
     MemoryEvent,
     MessageRecorded,
     TurnCompleted,
-    extraction_id,
 )
 from memstream.memory.extraction import Extracting, extract, source_of
+from memstream.memory.ports import EventRef
 from memstream.providers import chat_model
 from memstream.streams.dead_letters import EXTRACTION_CODES, read_dead_letters
 from memstream_bench.corpus import DEFAULT_LOCOMO
@@ -201,11 +201,7 @@ def _the_job(
         ns.start_worker(probe)
         idle = _freshness(ns, probes, progress, "idle")
         model = extracting.chat_model
-        done = [
-            _Marker(_TENANT, extraction_id(_TENANT, e.id, "discrete", Extracting().prompt_version,
-                                           model))
-            for e in events
-        ]  # fmt: skip
+        done = [EventRef(_TENANT, Extracting().extraction_id(_TENANT, e.id, model)) for e in events]
         t0 = time.perf_counter()
         ns.publish(events)
         busy = _freshness(ns, probes, progress, "while extracting")
@@ -228,13 +224,6 @@ def _the_job(
         "busy_freshness_p50_ms": percentile(busy, 50),
         "busy_freshness_p99_ms": percentile(busy, 99),
     }
-
-
-class _Marker:
-    """An extraction as the applied markers know it (its tenant and id)."""
-
-    def __init__(self, tenant: str, event_id: str) -> None:
-        self.tenant, self.id = tenant, event_id
 
 
 def _probe(n: int, ns: BenchNamespace) -> TurnCompleted:

@@ -35,6 +35,7 @@ from memstream.memory.events import (
     MemoryEvent,
     MessageRecorded,
     TurnCompleted,
+    extraction_id,
     memory_ids_of,
 )
 from memstream.memory.model import LONG_TERM_PROMPT, LONG_TERM_STRATEGY
@@ -94,6 +95,10 @@ class Extracting:
             return PROMPT_VERSION
         return f"{PROMPT_VERSION}-{hashlib.sha256(self.custom_prompt.encode()).hexdigest()[:12]}"
 
+    def extraction_id(self, tenant: str, source: str, model: str) -> str:
+        """The id of the extraction of event `source` this way by `model`."""
+        return extraction_id(tenant, source, self.strategy, self.prompt_version, model)
+
 
 def extraction_tenants(listed: Sequence[str], default: Extracting) -> dict[str, Extracting]:
     """Who is extracted and how, from MEMSTREAM_EXTRACTION_TENANTS' items: `tenant` (the
@@ -104,13 +109,7 @@ def extraction_tenants(listed: Sequence[str], default: Extracting) -> dict[str, 
         if tenant != "*":
             tenant = validate_tenant(tenant)
         try:
-            how = (
-                default
-                if not strategy
-                else Extracting(
-                    Strategy(strategy), default.custom_prompt if strategy == "custom" else ""
-                )
-            )
+            how = _way(strategy, default) if strategy else default
         except ValueError:
             known = ", ".join(s.value for s in Strategy)
             raise ConfigurationError(
@@ -119,6 +118,12 @@ def extraction_tenants(listed: Sequence[str], default: Extracting) -> dict[str, 
             ) from None
         chosen[tenant] = how
     return chosen
+
+
+def _way(strategy: str, default: Extracting) -> Extracting:
+    # A custom strategy named for one tenant takes the deployment's custom prompt.
+    prompt = default.custom_prompt if strategy == Strategy.CUSTOM else ""
+    return Extracting(Strategy(strategy), prompt)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ __all__ = [
     "AppliedOutcome",
     "Difference",
     "Embedded",
+    "EventRef",
     "GenerationComparer",
     "Generations",
     "Identified",
@@ -254,6 +255,15 @@ class Identified(Protocol):
 
     @property
     def id(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EventRef:
+    """An event by its tenant and id alone: what the applied markers are asked about when the
+    event itself is not at hand (an extraction not written yet)."""
+
+    tenant: str
+    id: str
 
 
 Marked = TypeVar("Marked", bound=Identified)

@@ -52,10 +52,10 @@ from memstream.errors import (
 from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
 from memstream.memory.codec import decode_event
-from memstream.memory.events import MemoriesExtracted, extraction_id
+from memstream.memory.events import MemoriesExtracted
 from memstream.memory.extraction import Extracting, Source, extract, source_of
 from memstream.memory.monitoring import ModelUsage, Monitor, Skipped
-from memstream.memory.ports import MemoryLookup, ProjectionProgress, TokenLedger
+from memstream.memory.ports import EventRef, MemoryLookup, ProjectionProgress, TokenLedger
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 
@@ -347,22 +347,22 @@ class ExtractionJob:
         this way yet, and some of its memories still held (one forgotten, evicted or erased
         has nothing left to derive from)."""
         parts = self._parts
-        tenant = source.tenant
-        turn = _Applied(tenant, source.event_id)
-        waited = 0.0
+        turn = EventRef(source.tenant, source.event_id)
+        say_at = asyncio.get_running_loop().time() + _APPLIED_SAY_S
         while await asyncio.to_thread(parts.progress.unapplied, [turn]):
             # The job reads the log beside the worker, and may be ahead of it.
             await asyncio.sleep(_APPLIED_POLL_S)
-            waited += _APPLIED_POLL_S
-            if waited % _APPLIED_SAY_S < _APPLIED_POLL_S:
+            if asyncio.get_running_loop().time() >= say_at:
                 log.warning("extraction waits for the projection to apply %s", source.event_id)
-        done = _Applied(
-            tenant,
-            extraction_id(tenant, source.event_id, how.strategy, how.prompt_version, parts.model),
+                say_at += _APPLIED_SAY_S
+        done = EventRef(
+            source.tenant, how.extraction_id(source.tenant, source.event_id, parts.model)
         )
         if not await asyncio.to_thread(parts.progress.unapplied, [done]):
             return False
-        held = await asyncio.to_thread(parts.lookup.memories_by_id, tenant, source.memory_ids)
+        held = await asyncio.to_thread(
+            parts.lookup.memories_by_id, source.tenant, source.memory_ids
+        )
         return any(memory is not None for memory in held)
 
     def _extract(self, source: Source, how: Extracting) -> MemoriesExtracted:
@@ -376,11 +376,3 @@ class ExtractionJob:
             max_chars=self._out.max_chars,
             now=datetime.now(UTC),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class _Applied:
-    """An event as the projection's applied markers know it: its tenant and id."""
-
-    tenant: str
-    id: str
