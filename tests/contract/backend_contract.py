@@ -31,6 +31,7 @@ from memstream.llm import Usage
 from memstream.memory.embeddings import Embedders
 from memstream.memory.events import (
     ExtractedFact,
+    FactKind,
     ItemExpired,
     ItemStored,
     MemoriesExtracted,
@@ -225,12 +226,13 @@ class BackendContract:
     # -- extracted facts ----------------------------------------------------------------------
 
     def extraction(
-        self, turn: TurnCompleted, *facts: str, model: str = "tiny"
+        self, turn: TurnCompleted, *facts: str | ExtractedFact, model: str = "tiny"
     ) -> MemoriesExtracted:
         return MemoriesExtracted(
             tenant=turn.tenant, thread=turn.thread, source=turn.id,
             source_memories=memory_ids_of(turn), run=turn.run, turn=turn.turn,
-            facts=tuple(ExtractedFact(text) for text in facts), strategy="discrete",
+            facts=tuple(f if isinstance(f, ExtractedFact) else ExtractedFact(f) for f in facts),
+            strategy="discrete",
             prompt_version="1", model=model, recorded_at=turn.recorded_at,
             extracted_at=T0 + timedelta(days=2), importance=0.5, embedding_model="",
         )  # fmt: skip
@@ -268,6 +270,69 @@ class BackendContract:
         (late,) = self.apply(backend, late_one)
         assert late.applied_now and late.memory_ids == ()
         assert "Sam has bees on the roof." not in self.contents(backend, tenant)
+
+    def held_facts(self, backend: ProjectionBackend, tenant: str) -> list[tuple[str, object]]:
+        """The tenant's facts as recall ranks them for a question about them, best first,
+        each with until when it held."""
+        hits = backend.recaller(embedders(), tuning=TUNING).recall(
+            tenant, "Which city does the user live in?", k=20
+        )
+        return [
+            (h.memory.content, h.valid_to)
+            for h in hits
+            if h.memory.memory_type is MemoryType.USER_FACT
+        ]
+
+    def test_a_later_fact_about_a_subject_supersedes_the_earlier_whatever_the_order(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant = self.tenant()
+        home = "the user's home city"
+        # What the turns said is left to the facts, and the turns go first when the bound
+        # evicts (the facts stay: only a forget takes what was derived).
+        berlin, lyon, paris = (
+            replace(self.turn(tenant, n, said, "?"), importance=0.1, echo=True)
+            for n, said in ((1, "Guess where I live."), (3, "Guess again."), (5, "And now?"))
+        )
+        self.apply(
+            backend, berlin, lyon, paris,
+            self.extraction(berlin, ExtractedFact("The user lives in Berlin.", subject=home)),
+            # Case and punctuation aside, it is the same subject.
+            self.extraction(
+                paris, ExtractedFact("The user lives in Paris.", subject="The User's HOME City!")
+            ),
+            # An event says what happened; it supersedes nothing and is superseded by nothing.
+            self.extraction(berlin, ExtractedFact(
+                "The user moved to Berlin.", FactKind.EVENT, T0 + timedelta(hours=2), subject=home,
+            ), model="other"),
+        )  # fmt: skip
+        at = {1: berlin.recorded_at, 3: lyon.recorded_at, 5: paris.recorded_at}
+        assert self.held_facts(backend, tenant) == [
+            ("The user lives in Paris.", None),  # what holds now ranks first
+            ("The user lives in Berlin.", at[5]),
+        ]
+        # Lyon's fact, extracted last from a turn said between the two, is born superseded by
+        # Paris and ends Berlin's: which fact holds follows valid-from, not arrival.
+        late = self.extraction(lyon, ExtractedFact("The user lives in Lyon.", subject=home))
+        self.apply(backend, late)
+        assert dict(self.held_facts(backend, tenant)) == {
+            "The user lives in Paris.": None,
+            "The user lives in Lyon.": at[5],
+            "The user lives in Berlin.": at[3],
+        }
+        assert self.held_facts(backend, tenant)[0] == ("The user lives in Paris.", None)
+        # Forgetting the newest (with the turn it came from) lets the one before hold again.
+        self.apply(backend, self.forget(tenant, memory_ids=(memory_ids_of(paris)[0],)))
+        assert self.held_facts(backend, tenant) == [
+            ("The user lives in Lyon.", None),
+            ("The user lives in Berlin.", at[3]),
+        ]
+        # After an erasure nothing of the tenant's old facts lingers to supersede a new one.
+        self.apply(backend, TenantErased(tenant, "r-erase", T0 + timedelta(days=1)))
+        again = replace(self.turn(tenant, 0, "Guess where I live.", "?"), echo=True)
+        oslo = self.extraction(again, ExtractedFact("The user lives in Oslo.", subject=home))
+        self.apply(backend, again, oslo)
+        assert self.held_facts(backend, tenant) == [("The user lives in Oslo.", None)]
 
     # -- consolidation, store items, erasure -----------------------------------------------------
 

@@ -59,12 +59,13 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 
 def thread_orders(client: redis.Redis, keys: Keyspace, tenant: str) -> dict[str, list[str]]:
     """The tenant's thread orders as Redis holds them: thread tag -> memory ids, in order."""
-    prefix = keys.threads(tenant)
+    prefix = keys.orders_prefix(tenant)
     return {
         key.decode().removeprefix(prefix): [
             m.decode().rsplit(":", 1)[1] for m in client.zrange(key, 0, -1)
         ]
         for key in client.scan_iter(match=f"{prefix}*")
+        if not key.decode().removeprefix(prefix).startswith("s:")  # a subject's order
     }
 
 

@@ -9,7 +9,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from memstream.memory.events import (
     memories_of,
     memory_ids_of,
 )
+from memstream.memory.extraction import PROMPT_VERSION
 from memstream.memory.model import EXTRACTED_FROM, EXTRACTION_STRATEGY, Memory
 from memstream.operations import drop
 from memstream.processes import free_port
@@ -126,7 +127,7 @@ def test_a_real_model_extracts_a_turn_into_an_event_whose_facts_trace_to_the_tur
 ) -> None:
     turn, extraction = extracted.turn, extracted.extraction
     assert (extraction.model, extraction.strategy, extraction.prompt_version) == (
-        MODEL, "discrete", "1",
+        MODEL, "discrete", PROMPT_VERSION,
     )  # fmt: skip
     assert extraction.source_memories == memory_ids_of(turn)
     assert (extraction.thread, extraction.run, extraction.turn) == ("support", turn.run, 0)
@@ -149,17 +150,37 @@ def test_a_real_model_extracts_a_turn_into_an_event_whose_facts_trace_to_the_tur
 
 def test_a_duplicated_turn_is_extracted_once(extracted: Extracted) -> None:
     stack = TestStack(extracted.settings)
-    later = stack.turn("sam", "I'm Sam and I keep bees on my roof.", "Lovely!", turn=1)
-    # The same turn again (a producer's retry, a re-import), then another one: once the other
-    # one is extracted, the job has passed the duplicate.
-    stack.publish([extracted.turn, later])
+    group = f"{stack.topics.worker_group}.extract"
+    # The same turn again (a producer's retry, a re-import): once the job's commits pass it,
+    # it has read it, and found it extracted. (No second model call to wait on: the tiny
+    # model's answers take from one second to minutes.)
+    stack.publish([extracted.turn])
+    ends = end_offsets(stack)
+    wait_until(
+        lambda: all(at >= end for at, end in zip(committed(stack, group), ends, strict=True)),
+        "the extraction group's commits to pass the duplicate",
+    )
     with Deployment(extracted.settings) as deployment:
-        extraction_of(deployment, later)
         sources = [e.source for e in logged_extractions(deployment, "sam")]
-    assert sources.count(extracted.turn.id) == 1 and sources.count(later.id) == 1
-    # The job commits what it finished: a restarted worker does not read it all again.
-    wait_until(lambda: sum(committed(stack, f"{stack.topics.worker_group}.extract")) > 0,
-               "the extraction group's commit")  # fmt: skip
+    assert sources.count(extracted.turn.id) == 1
+
+
+def end_offsets(stack: TestStack) -> list[int]:
+    """The next offset of each partition of the memory topic."""
+
+    async def read() -> list[int]:
+        consumer = AIOKafkaConsumer(**stack.kafka.aiokafka())
+        await consumer.start()
+        try:
+            parts = [
+                TopicPartition(stack.topics.memory, p) for p in range(stack.settings.partitions)
+            ]
+            ends = await consumer.end_offsets(parts)
+            return [ends[tp] for tp in parts]
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(read())
 
 
 def committed(stack: TestStack, group: str) -> list[int]:
@@ -194,6 +215,51 @@ def test_replay_and_verify_rebuild_the_extracted_memories_with_the_model_down(
     assert after == before and all(m is not None for m in after)
 
 
+def test_a_superseded_fact_is_kept_ranked_below_rebuilt_and_judged_at_any_moment(
+    extracted: Extracted,
+) -> None:
+    # Scripted extractions (the small model names subjects at whim): the rule under test is
+    # the projection's, which no model call decides.
+    stack = TestStack(extracted.settings)
+    tenant = f"lia-{uuid.uuid4().hex[:6]}"  # not extracted by the module's worker
+    home = "the user's home city"
+
+    def said(day: int, city: str) -> list[TurnCompleted | MemoriesExtracted]:
+        turn = TurnCompleted(
+            tenant=tenant, thread="t", run="run-1", turn=day, query="Guess where I live.",
+            answer="?", recorded_at=datetime(2023, 5, day, tzinfo=UTC), importance=0.5,
+            embedding_model=stack.model_id, echo=True,
+        )  # fmt: skip
+        fact = ExtractedFact(f"The user lives in {city}.", subject=home)
+        return [turn, replace(extracted.extraction, tenant=tenant, thread="t", source=turn.id,
+                              source_memories=memory_ids_of(turn), run="run-1", turn=day,
+                              facts=(fact,), recorded_at=turn.recorded_at)]  # fmt: skip
+
+    # Paris's fact arrives first and was said later: it supersedes Berlin all the same.
+    events = [*said(20, "Paris"), *said(2, "Berlin")]
+    stack.publish(events)
+    stack.wait_applied(events)
+    ask = ("recall", "--tenant", tenant, "--k", "10", "--json")
+    question = "Which city does the user live in?"
+
+    def facts(*flags: str, env: dict[str, str] = extracted.env) -> list[tuple[str, str | None]]:
+        done = memstream(env, *ask, *flags, question)
+        assert done.returncode == 0, done.stdout + done.stderr
+        hits = json.loads(done.stdout)
+        return [(h["content"], h["valid_to"]) for h in hits if h["memory_type"] == "user_fact"]
+
+    until = "2023-05-20T00:00:00+00:00"
+    now = [("The user lives in Paris.", None), ("The user lives in Berlin.", until)]
+    assert facts() == now
+    # What was true on 10 May: Berlin, and Paris not yet.
+    assert facts("--valid-at", "2023-05-10") == [now[1], now[0]]
+    # Replayed with the model's endpoint down, the rebuilt projection says the same.
+    down = {**extracted.env, "MEMSTREAM_CHAT_BASE_URL": f"http://127.0.0.1:{free_port()}/v1"}
+    replayed = memstream(down, "replay", "--tenant", tenant)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert facts(env=down) == now
+
+
 def test_bench_extract_measures_the_job_against_the_model_alone(
     env: dict[str, str], chat: dict[str, str], tmp_path: Path
 ) -> None:
@@ -218,9 +284,16 @@ def test_extracted_memories_reach_users_through_the_http_api_and_stats(
     model's words (the job itself: the tests above)."""
     stack = TestStack(extracted.settings)
     said = stack.turn("reach", "I'm Ana. I moved to Porto last week.", "Welcome!", turn=0)
+    home = "Ana's home city"
     facts = (
-        ExtractedFact("Ana's city is Porto.", FactKind.FACT, None, ("home",), ("Ana", "Porto")),
+        ExtractedFact(
+            "Ana's city is Porto.", FactKind.FACT, None, ("home",), ("Ana", "Porto"), home
+        ),
         ExtractedFact("Ana moved to Porto.", FactKind.EVENT, datetime(2026, 11, 28, tzinfo=UTC)),
+        # Held from the day it names, until Porto's fact (said later) superseded it.
+        ExtractedFact(
+            "Ana's city was Lisbon.", FactKind.FACT, datetime(2020, 1, 1, tzinfo=UTC), subject=home
+        ),
     )
     extraction = MemoriesExtracted(
         tenant="reach", thread=said.thread, source=said.id, source_memories=memory_ids_of(said),
@@ -232,7 +305,7 @@ def test_extracted_memories_reach_users_through_the_http_api_and_stats(
     stack.wait_applied([extraction])
     key = tenant_key(extracted.env, "reach")
 
-    async def ask(url: str) -> tuple[Any, Any, list[dict[str, Any]]]:
+    async def ask(url: str) -> tuple[Any, Any, list[dict[str, Any]], list[tuple[str, ...]]]:
         async with ams_client(url, key) as client:
             semantic = await client.search_long_term_memory(
                 text="Ana", memory_type={"eq": "semantic"}, limit=10
@@ -247,19 +320,27 @@ def test_extracted_memories_reach_users_through_the_http_api_and_stats(
                 "/v1/long-term-memory/search",
                 json={"text": "", "extraction_strategy": {"eq": "discrete"}, "limit": 20},
             )
-        return semantic, episodic, searched.json()["memories"]
+            where = await http.post(
+                "/v1/long-term-memory/search",
+                json={"text": "Which city does Ana live in?", "memory_type": {"eq": "semantic"}},
+            )
+        held = [(m["text"], m["subject"], m["valid_to"]) for m in where.json()["memories"]]
+        return semantic, episodic, searched.json()["memories"], held
 
     with serving(extracted.env, tmp_path / "server.log") as url:
-        semantic, episodic, found = asyncio.run(ask(url))
-    (fact,) = semantic.memories
-    assert fact.text == "Ana's city is Porto."
+        semantic, episodic, found, held = asyncio.run(ask(url))
+    fact, before = semantic.memories
+    assert (fact.text, before.text) == ("Ana's city is Porto.", "Ana's city was Lisbon.")
+    # memstream's fields beside AMS's: what a fact is about and until when it held.
+    said_at = said.recorded_at.isoformat().replace("+00:00", "Z")
+    assert held == [("Ana's city is Porto.", home, None), ("Ana's city was Lisbon.", home, said_at)]
     assert fact.extracted_from == list(memory_ids_of(said))
     assert (fact.topics, fact.entities) == (["home"], ["Ana", "Porto"])
     (event,) = episodic.memories
     assert event.text == "Ana moved to Porto." and event.event_date is not None
     assert event.event_date.date().isoformat() == "2026-11-28"
-    # Everything here is discrete: the turn's two memories stored whole, and both facts.
-    assert len(found) == 4 and {m["extraction_strategy"] for m in found} == {"discrete"}
+    # Everything here is discrete: the turn's two memories stored whole, and the facts.
+    assert len(found) == 5 and {m["extraction_strategy"] for m in found} == {"discrete"}
     # `stats` shows what the real model's extraction of sam's turn cost today.
     stats = memstream(extracted.env, "stats", "--tenant", "sam", "--json")
     assert stats.returncode == 0, stats.stderr

@@ -38,7 +38,13 @@ from memstream.memory.extraction import (
     read_answer,
     source_of,
 )
-from memstream.memory.model import EVENT_DATE, EXTRACTED_FROM, EXTRACTION_STRATEGY, MemoryType
+from memstream.memory.model import (
+    EVENT_DATE,
+    EXTRACTED_FROM,
+    EXTRACTION_STRATEGY,
+    SUBJECT,
+    MemoryType,
+)
 from memstream.memory.provenance import provenance_of
 from memstream.projections.schema import _provenance, lineage_field
 from memstream.providers.openai_chat import OpenAICompatibleChat
@@ -66,9 +72,11 @@ ANSWER = json.dumps(
     {
         "memories": [
             {"text": "Caroline moved to Lisbon on 2023-05-07.", "kind": "event",
-             "date": "2023-05-07", "topics": ["Home", "home"], "entities": ["Caroline", "Lisbon"]},
+             "date": "2023-05-07", "topics": ["Home", "home"], "entities": ["Caroline", "Lisbon"],
+             "subject": "Caroline's home city"},
             {"text": "Caroline's team runs PostgreSQL 16.", "kind": "fact", "date": None,
-             "topics": ["database"], "entities": ["PostgreSQL"]},
+             "topics": ["database"], "entities": ["PostgreSQL"],
+             "subject": "  Caroline's   team's database "},
         ]
     }
 )  # fmt: skip
@@ -127,12 +135,19 @@ def test_an_answer_is_read_loosely_where_it_can_be() -> None:
     assert [f.kind for f in facts] == [FactKind.EVENT, FactKind.FACT]
     assert facts[0].event_date == datetime(2023, 5, 7, tzinfo=UTC)
     assert facts[0].topics == ("home",) and facts[0].entities == ("Caroline", "Lisbon")
+    assert facts[1].subject == "Caroline's team's database"  # spaces tidied
     loose = read_answer(
         json.dumps(
             [
                 "Sam likes tea.",
                 {"text": "  Sam   likes tea. "},  # the same text once spaces are tidied
-                {"text": "Sam has a cat.", "kind": "opinion", "date": "soon", "topics": "pets"},
+                {
+                    "text": "Sam has a cat.",
+                    "kind": "opinion",
+                    "date": "soon",
+                    "topics": "pets",
+                    "subject": ["pets"],
+                },
                 {"text": ""},
                 {"kind": "fact"},
                 {"text": "x" * 50},
@@ -140,10 +155,10 @@ def test_an_answer_is_read_loosely_where_it_can_be() -> None:
         ),
         max_chars=10,
     )
-    assert [(f.text, f.kind, f.event_date, f.topics) for f in loose] == [
-        ("Sam likes ", FactKind.FACT, None, ()),
-        ("Sam has a ", FactKind.FACT, None, ()),
-        ("x" * 10, FactKind.FACT, None, ()),
+    assert [(f.text, f.kind, f.event_date, f.topics, f.subject) for f in loose] == [
+        ("Sam likes ", FactKind.FACT, None, (), ""),
+        ("Sam has a ", FactKind.FACT, None, (), ""),
+        ("x" * 10, FactKind.FACT, None, (), ""),
     ]
     many = json.dumps({"memories": [f"fact {i}" for i in range(MAX_FACTS + 5)]})
     assert len(read_answer(many, 100)) == MAX_FACTS
@@ -201,6 +216,9 @@ def test_each_fact_is_a_memory_of_the_turn_that_says_where_it_came_from() -> Non
     assert moved.metadata[EXTRACTION_STRATEGY] == "discrete"
     assert moved.metadata[EVENT_DATE] == "2023-05-07T00:00:00+00:00"
     assert EVENT_DATE not in database.metadata
+    # What a fact is about supersedes; an event named a subject, but what happened stays so.
+    assert database.metadata[SUBJECT] == "Caroline's team's database"
+    assert SUBJECT not in moved.metadata
     assert len({moved.id, database.id, *memory_ids_of(turn())}) == 4
     provenance = provenance_of(event, "ns.memory", 1, 42)
     assert provenance is not None

@@ -86,7 +86,7 @@ def test_keys_carry_the_tenant_token_never_the_raw_id() -> None:
     assert keys.order("a:b") == "ns:g1:order:613a62"
     assert keys.applied("a:b") == "ns:g1:applied:613a62"
     assert keys.forgotten("a:b") == "ns:g1:forgotten:613a62"
-    assert keys.threads("a:b") == "ns:g1:threads:613a62:"
+    assert keys.orders_prefix("a:b") == "ns:g1:threads:613a62:"
 
 
 def test_every_state_key_and_index_carries_its_generation_but_not_the_alias() -> None:

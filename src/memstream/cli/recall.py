@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from memstream.cli.forget import instant
@@ -25,6 +26,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=instant,
         help="answer from the memory as it stood at this ISO-8601 time (docs/lineage.md)",
     )
+    recall.add_argument(
+        "--valid-at",
+        type=instant,
+        help="rank facts by what held at this ISO-8601 time: a fact a later one superseded by "
+        "then ranks lower (default: now, or the --as-of time; docs/memory.md, Supersession)",
+    )
     recall.add_argument("query")
     recall.set_defaults(run=_run)
 
@@ -43,12 +50,16 @@ def hit_as_json(hit: RecalledMemory) -> dict[str, Any]:
         "importance": memory.importance,
         "metadata": dict(memory.metadata),
         "provenance": provenance_json(memory.provenance),
+        "valid_to": hit.valid_to.isoformat() if hit.valid_to else None,
     }
 
 
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
-    if args.as_of is not None:
-        hits = deployment.lineage().recall(args.tenant, args.query, at=args.as_of, k=args.k)
+    if args.as_of is not None or args.valid_at is not None:
+        at = args.as_of or datetime.now(UTC)
+        hits = deployment.lineage().recall(
+            args.tenant, args.query, at=at, k=args.k, valid_at=args.valid_at
+        )
     else:
         hits = deployment.recaller().recall(args.tenant, args.query, k=args.k)
     if args.json:
@@ -59,5 +70,6 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     for hit in hits:
         memory = hit.memory
         who = f"{memory.role}: " if memory.role else ""
-        print(f"{hit.score:6.3f}  [{memory.thread}] {who}{memory.content}")
+        until = f" (until {hit.valid_to:%Y-%m-%d})" if hit.valid_to else ""
+        print(f"{hit.score:6.3f}  [{memory.thread}] {who}{memory.content}{until}")
     return 0

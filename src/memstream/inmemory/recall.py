@@ -37,6 +37,7 @@ from memstream.memory.ranking.rank import (
 from memstream.memory.ranking.tokens import memory_words, query_terms
 from memstream.memory.search import SearchFilter, SearchMode, SearchPage, check_k, check_search
 from memstream.memory.tenancy import TenantId, validate_tenant
+from memstream.memory.validity import successors
 
 __all__ = ["InMemoryRecaller", "InMemorySearch"]
 
@@ -84,7 +85,10 @@ def _recalled(
         # Worked out only when neighbours are asked for.
         return neighbours_in(((m, held.vectors[m.id]) for m in every), hits, reach, keep)
 
-    return rank([found[r] for r in chosen], vectors[chosen], query, terms, stats, tuning, k, around)
+    return rank(
+        [found[r] for r in chosen], vectors[chosen], query, terms, stats, tuning, k, around,
+        lambda facts: successors(every, facts),
+    )  # fmt: skip
 
 
 class InMemoryRecaller:

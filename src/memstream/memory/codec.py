@@ -138,11 +138,13 @@ def _write_facts(facts: tuple[ExtractedFact, ...]) -> list[dict[str, object]]:
             item["topics"] = list(fact.topics)
         if fact.entities:
             item["entities"] = list(fact.entities)
+        if fact.subject:
+            item["subject"] = fact.subject
         written.append(item)
     return written
 
 
-_FACT_FIELDS = frozenset({"text", "kind", "event_date", "topics", "entities"})
+_FACT_FIELDS = frozenset({"text", "kind", "event_date", "topics", "entities", "subject"})
 
 
 def _read_facts(value: object) -> tuple[ExtractedFact, ...]:
@@ -153,7 +155,8 @@ def _read_facts(value: object) -> tuple[ExtractedFact, ...]:
         if not isinstance(item, dict) or not item.keys() <= _FACT_FIELDS:
             raise _WrongType
         text, kind, date = item.get("text"), item.get("kind", "fact"), item.get("event_date")
-        if not isinstance(text, str) or not isinstance(kind, str):
+        subject = item.get("subject", "")
+        if not isinstance(text, str) or not isinstance(kind, str) or not isinstance(subject, str):
             raise _WrongType
         facts.append(
             ExtractedFact(
@@ -162,6 +165,7 @@ def _read_facts(value: object) -> tuple[ExtractedFact, ...]:
                 None if date is None else _read_time(date),
                 _read_ids(item.get("topics", [])),
                 _read_ids(item.get("entities", [])),
+                subject,
             )
         )
     return tuple(facts)
@@ -179,6 +183,7 @@ _FACTS_SCHEMA = {
             "event_date": {"type": "string", "format": "date-time"},
             "topics": {"type": "array", "items": {"type": "string"}},
             "entities": {"type": "array", "items": {"type": "string"}},
+            "subject": {"type": "string"},
         },
     },
 }

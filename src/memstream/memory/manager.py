@@ -235,4 +235,7 @@ def prompt_context(hits: Sequence[RecalledMemory], max_chars: int) -> PromptCont
 def _line(hit: RecalledMemory) -> str:
     memory = hit.memory
     who = f", {memory.role}" if memory.role else ""
-    return f"- [{memory.timestamp:%Y-%m-%d}{who}] {memory.content}"
+    # A superseded fact is still shown when it matches: said with its end, the model can
+    # tell what held then from what holds now.
+    until = f" (until {hit.valid_to:%Y-%m-%d})" if hit.valid_to else ""
+    return f"- [{memory.timestamp:%Y-%m-%d}{who}] {memory.content}{until}"

@@ -24,6 +24,7 @@ __all__ = [
     "LONG_TERM_PROMPT",
     "LONG_TERM_STRATEGY",
     "RESERVED_PREFIX",
+    "SUBJECT",
     "TOPICS",
     "Memory",
     "MemoryType",
@@ -44,6 +45,9 @@ ENTITIES = "ams.entities"
 EVENT_DATE = "ams.event_date"  # ISO-8601, UTC: the day an episodic memory's event happened
 EXTRACTED_FROM = "ams.extracted_from"  # the ids of the memories it was derived from
 EXTRACTION_STRATEGY = "ams.extraction_strategy"  # absent: stored whole ("discrete")
+# What an extracted fact is about, in a few words: a later fact about the same subject
+# supersedes it (memory.validity).
+SUBJECT = "ams.subject"
 # On a turn recorded from a working-memory session: how the session asks to be extracted
 # (its `long_term_memory_strategy`), and a custom strategy's prompt.
 LONG_TERM_STRATEGY = "ams.long_term_memory_strategy"
@@ -90,10 +94,13 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class RecalledMemory:
-    """A memory returned by recall, with its relevance `score` (higher is more relevant)."""
+    """A memory returned by recall, with its relevance `score` (higher is more relevant) and,
+    for a fact a later one superseded, when it stopped holding (`valid_to`, memory.validity;
+    None: it still holds, or it is no such fact)."""
 
     memory: Memory
     score: float
+    valid_to: datetime | None = None
 
 
 def derived_from(memory: Memory) -> tuple[str, ...]:

@@ -14,7 +14,7 @@
 --   6 the tenant's eviction-order sorted set (members sort by importance, time, id)
 --   7 the tenant's tombstones (memory ids forgotten: never written again)
 --   8 key prefix of the tenant's memories (keys derive from memory ids)
---   9 key prefix of the tenant's thread orders (thread_order.lua, prepended)
+--   9 key prefix of the tenant's thread and subject orders (orders.lua, prepended)
 --   10… by kind:
 --     record, put, consolidate: the memories to write, each {id, order member, {field,
 --            value, field, value, …}, {ids it was derived from}}; consolidate then adds the
@@ -41,7 +41,7 @@ end
 
 local function apply(e)
   local event_id, kind, field, offset = e[1], e[2], e[3], e[4]
-  local applied, order, tombstones, prefix, threads = e[5], e[6], e[7], e[8], e[9]
+  local applied, order, tombstones, prefix, orders = e[5], e[6], e[7], e[8], e[9]
 
   -- The position moves forward with every event this Redis holds, applied now or found
   -- applied: a position is then proof that everything up to it is here (what healing relies on).
@@ -67,7 +67,7 @@ local function apply(e)
     local member = redis.call('HGET', prefix .. id, 'order_member')
     if member then
       redis.call('ZREM', order, member)
-      thread_leave(prefix .. id, threads)
+      orders_leave(prefix .. id, orders)
       redis.call('DEL', prefix .. id)
     end
   end
@@ -90,17 +90,17 @@ local function apply(e)
       -- import of the same lines, a replay).
       if redis.call('SISMEMBER', tombstones, id) == 0 and not from_forgotten(m[4]) then
         -- A memory saved again under its id (MemorySaved with new content) replaces the old
-        -- one: its old places in the eviction and thread orders go with it.
+        -- one: its old places in the eviction, thread and subject orders go with it.
         local previous = redis.call('HGET', prefix .. id, 'order_member')
         if previous and previous ~= member then
           redis.call('ZREM', order, previous)
         end
         if previous then
-          thread_leave(prefix .. id, threads)
+          orders_leave(prefix .. id, orders)
         end
         redis.call('HSET', prefix .. id, unpack(fields))
         redis.call('ZADD', order, 0, member)
-        thread_join(prefix .. id, threads)
+        orders_join(prefix .. id, orders)
         written[#written + 1] = id
       end
     end
@@ -201,7 +201,7 @@ local function apply(e)
     -- be read) must find its marker and write nothing.
     for _, member in ipairs(redis.call('ZRANGE', order, 0, -1)) do
       local id = id_of(member)
-      thread_leave(prefix .. id, threads)
+      orders_leave(prefix .. id, orders)
       redis.call('DEL', prefix .. id)
       removed[#removed + 1] = id
     end
@@ -226,7 +226,7 @@ local function apply(e)
       local victims = redis.call('ZRANGE', order, 0, excess - 1)
       for _, member in ipairs(victims) do
         local id = id_of(member)
-        thread_leave(prefix .. id, threads)
+        orders_leave(prefix .. id, orders)
         redis.call('DEL', prefix .. id)
         evicted[#evicted + 1] = id
       end

@@ -72,8 +72,8 @@ class RedisGenerations:
                     "tenant",
                     old.tenant_memory_prefix(tenant),
                     new.tenant_memory_prefix(tenant),
-                    old.threads(tenant),
-                    new.threads(tenant),
+                    old.orders_prefix(tenant),
+                    new.orders_prefix(tenant),
                     partition,
                 ],
             )

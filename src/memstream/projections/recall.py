@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,7 @@ from memstream.memory.ranking.rank import CANDIDATES, VECTOR_CANDIDATES, TermSta
 from memstream.memory.ranking.tokens import query_terms
 from memstream.memory.search import SearchFilter, check_k
 from memstream.memory.tenancy import tenant_token, validate_tenant
+from memstream.memory.validity import Succession
 from memstream.projections.connection import ReadScript, search_pipelined, text
 from memstream.projections.live_model import LiveModel
 from memstream.projections.schema import Fields, Keyspace, from_hash, lua
@@ -345,6 +346,9 @@ class RedisRecaller:
         self._neighbours = ReadScript(
             client, lua("neighbours.lua"), url=url, doing="reading thread neighbours"
         )
+        self._successions = ReadScript(
+            client, lua("succession.lua"), url=url, doing="reading until when facts held"
+        )
         self._url = url
         self.tuning = tuning
 
@@ -456,7 +460,27 @@ class RedisRecaller:
             tuning,
             query.k,
             self._around(keys, query.tenant, query.where, keep),
+            self._succession(keys, query.tenant),
         )
+
+    def _succession(self, keys: Keyspace, tenant: str) -> Succession:
+        """Until when facts held, from the subject orders of `keys`' generation, in one call
+        (succession.lua)."""
+
+        def succession(facts: Sequence[Memory]) -> dict[str, datetime]:
+            args: list[str | int | bytes] = [
+                keys.tenant_memory_prefix(tenant),
+                keys.orders_prefix(tenant),
+                *(fact.id for fact in facts),
+            ]
+            found = self._successions.read(args)
+            return {
+                fact.id: datetime.fromtimestamp(float(until), UTC)
+                for fact, until in zip(facts, found, strict=True)
+                if until
+            }
+
+        return succession
 
     def _around(
         self,
@@ -473,7 +497,7 @@ class RedisRecaller:
             names = _CANDIDATE_FIELDS
             args: list[str | int | bytes] = [
                 keys.tenant_memory_prefix(tenant),
-                keys.threads(tenant),
+                keys.orders_prefix(tenant),
                 reach,
                 len(hits),
                 *(hit.id for hit in hits),

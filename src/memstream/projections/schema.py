@@ -16,8 +16,11 @@ replay can build generation g+1 beside the live generation g and swap it in at o
                                               came from, docs/lineage.md)
     {ns}:g{g}:order:{token}            ZSET   the tenant's memories in eviction order
     {ns}:g{g}:threads:{token}:{thread} ZSET   a thread's conversation memories in time order,
-                                              then the log's (thread_order.lua; the thread as
-                                              its hex tag): thread neighbours are read here
+                                              then the log's (orders.lua; the thread as its hex
+                                              tag): thread neighbours are read here
+    {ns}:g{g}:threads:{token}:s:{subj} ZSET   a subject's extracted facts by valid-from
+                                              (orders.lua; the subject's key): recall reads
+                                              until when a fact held here (memory.validity)
     {ns}:g{g}:applied:{token}          HASH   event id -> recorded outcome: apply-once markers
     {ns}:g{g}:forgotten:{token}        SET    tombstones: memory ids no event may write again
     {ns}:g{g}:positions                HASH   "topic/partition" -> last offset taken into account
@@ -53,6 +56,7 @@ from memstream.memory.model import Memory, MemoryType, derived_from
 from memstream.memory.provenance import Provenance
 from memstream.memory.ranking.tokens import when_text
 from memstream.memory.tenancy import tenant_from_token, tenant_token
+from memstream.memory.validity import subject_key, valid_from
 
 __all__ = [
     "INDEX_VERSION",
@@ -102,6 +106,10 @@ class Fields:
     # Only on a memory derived from others (an extracted fact): their ids, space-separated, so
     # a forget of one of them finds it without decoding every memory's metadata.
     DERIVED_FROM = "derived_from"
+    # Only on a fact that names a subject: the subject's key and the fact's valid-from (epoch
+    # s), which place it in its subject's order (orders.lua, memory.validity).
+    SUBJECT = "subject"
+    VALID_FROM = "valid_from"
 
     RETURNED = (
         ID,
@@ -208,8 +216,9 @@ class Keyspace:
     def session_owners(self, tenant: str) -> str:
         return f"{self.namespace}:wm:{tenant_token(tenant)}:owners"
 
-    def threads(self, tenant: str) -> str:
-        """The prefix of the tenant's thread-order keys (the thread's hex tag completes one)."""
+    def orders_prefix(self, tenant: str) -> str:
+        """The prefix of the tenant's thread and subject order keys (a thread's hex tag, or
+        's:' and a subject's key, completes one: orders.lua)."""
         return f"{self.generation_prefix}threads:{tenant_token(tenant)}:"
 
     def tenant_keys(self, tenant: str) -> tuple[str, str, str]:
@@ -218,10 +227,11 @@ class Keyspace:
 
 
 def lua(name: str) -> str:
-    """The script `name` of this package with thread_order.lua's functions before it: the
-    one statement of a memory's place in its thread, for every script that moves one."""
+    """The script `name` of this package with orders.lua's functions before it: the one
+    statement of a memory's places in its thread and subject, for every script that reads or
+    moves one."""
     package = files("memstream.projections")
-    return package.joinpath("thread_order.lua").read_text() + package.joinpath(name).read_text()
+    return package.joinpath("orders.lua").read_text() + package.joinpath(name).read_text()
 
 
 def order_member(memory: Memory) -> str:
@@ -310,6 +320,9 @@ def to_hash(
         fields[Fields.LINEAGE] = lineage_field(memory.provenance)
     if sources := derived_from(memory):
         fields[Fields.DERIVED_FROM] = " ".join(sources)
+    if subject := subject_key(memory):
+        fields[Fields.SUBJECT] = subject
+        fields[Fields.VALID_FROM] = repr(valid_from(memory).timestamp())
     return fields
 
 

@@ -191,7 +191,7 @@ class RedisShard:
                     continue
                 keys = [
                     key
-                    for prefix in (live.tenant_memory_prefix(tenant), live.threads(tenant))
+                    for prefix in (live.tenant_memory_prefix(tenant), live.orders_prefix(tenant))
                     for key in self.client.scan_iter(match=f"{prefix}*")
                 ]
                 deleted += int(self.client.unlink(*keys, *live.tenant_keys(tenant)))

@@ -8,7 +8,7 @@
 -- tenant:  KEYS[4..6] the live tenant's order, applied, forgotten keys
 --          KEYS[7..9] the rebuilt tenant's order, applied, forgotten keys
 --          ARGV[3] the live tenant's memory key prefix  ARGV[4] the rebuilt one's
---          ARGV[5] the live tenant's thread-order key prefix  ARGV[6] the rebuilt one's
+--          ARGV[5] the live tenant's order key prefix  ARGV[6] the rebuilt one's
 --          ARGV[7] the position field of the tenant's partition: the only one compared, as
 --          the tenant's state depends on its own events alone
 --
@@ -36,35 +36,35 @@ if ARGV[2] == 'all' then
 end
 
 -- One tenant: its live keys are replaced by the rebuilt ones, renamed into the live
--- generation, where the live index picks the memory hashes up. Its thread orders go with its
--- memories (found through them: a thread's key is the prefix and the thread's tag).
+-- generation, where the live index picks the memory hashes up. Its thread and subject orders
+-- go with its memories (found through them: orders.lua says where each memory sits).
 local live_prefix, rebuilt_prefix = ARGV[3], ARGV[4]
-local live_threads, rebuilt_threads = ARGV[5], ARGV[6]
-local live_thread_keys = {}
+local live_orders, rebuilt_orders = ARGV[5], ARGV[6]
+local function order_keys(memory_key, orders_prefix, into)
+  local found = places(memory_key, orders_prefix)
+  for _, place in pairs({found.thread, found.subject}) do
+    into[string.sub(place[1], #orders_prefix + 1)] = true
+  end
+end
+local live_keys = {}
 for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
   local key = live_prefix .. string.match(member, '([^:]+)$')
-  local thread = thread_place(key, live_threads)
-  if thread then
-    live_thread_keys[thread] = true
-  end
+  order_keys(key, live_orders, live_keys)
   redis.call('DEL', key)
 end
-for thread in pairs(live_thread_keys) do
-  redis.call('DEL', thread)
+for suffix in pairs(live_keys) do
+  redis.call('DEL', live_orders .. suffix)
 end
 redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
-local threads = {}
+local rebuilt_keys = {}
 for _, member in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
   local id = string.match(member, '([^:]+)$')
-  local tag = redis.call('HGET', rebuilt_prefix .. id, 'thread_tag')
-  if tag and tag ~= '' then
-    threads[tag] = true
-  end
+  order_keys(rebuilt_prefix .. id, rebuilt_orders, rebuilt_keys)
   redis.call('RENAME', rebuilt_prefix .. id, live_prefix .. id)
 end
-for tag in pairs(threads) do
-  if redis.call('EXISTS', rebuilt_threads .. tag) == 1 then
-    redis.call('RENAME', rebuilt_threads .. tag, live_threads .. tag)
+for suffix in pairs(rebuilt_keys) do
+  if redis.call('EXISTS', rebuilt_orders .. suffix) == 1 then
+    redis.call('RENAME', rebuilt_orders .. suffix, live_orders .. suffix)
   end
 end
 for k = 7, 9 do

@@ -253,7 +253,7 @@ def _packed(keys: Keyspace, item: Embedded) -> bytes:
         keys.order(event.tenant),
         keys.forgotten(event.tenant),
         keys.tenant_memory_prefix(event.tenant),
-        keys.threads(event.tenant),
+        keys.orders_prefix(event.tenant),
     ]
     if row.applies is Applies.EXPIRE:
         lapse = row.lapse(event)

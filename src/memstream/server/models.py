@@ -301,6 +301,14 @@ class MemoryRecordResult(StoredMemoryRecord):
     dist: float
     score: float | None = None
     score_type: SearchModeEnum | None = None
+    subject: str | None = Field(
+        default=None, description="memstream: what an extracted fact is about (docs/memory.md)"
+    )
+    valid_to: datetime | None = Field(
+        default=None,
+        description="memstream: when a later fact about the same subject superseded this one "
+        "(null: it still holds); a hybrid search ranks what no longer holds lower",
+    )
 
 
 class MemoryRecordResults(BaseModel):

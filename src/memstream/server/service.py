@@ -28,7 +28,7 @@ from memstream.errors import (
 )
 from memstream.memory.events import MemoryEvent, MemoryForgotten, check_memory_id
 from memstream.memory.manager import relevant_context
-from memstream.memory.model import Memory
+from memstream.memory.model import SUBJECT, Memory
 from memstream.memory.ports import MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchMode, SearchPage
@@ -356,6 +356,8 @@ class MemoryService:
                     "dist": 1.0 - hit.score,
                     "score": hit.score,
                     "score_type": request.search_mode,
+                    "subject": hit.memory.metadata.get(SUBJECT),
+                    "valid_to": hit.valid_to,
                 }
             )
             for hit in page.hits

@@ -49,6 +49,7 @@ from memstream.memory.ranking.neighbours import neighbours_in
 from memstream.memory.ranking.rank import CANDIDATES, TermStats, rank
 from memstream.memory.ranking.tokens import memory_words, query_terms
 from memstream.memory.tenancy import tenant_key, validate_tenant
+from memstream.memory.validity import successors
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 
@@ -298,8 +299,12 @@ class Lineage:
         log = self.log(tenant)
         return log.view(log.cutoff(at))
 
-    def recall(self, tenant: str, text: str, *, at: datetime, k: int) -> list[RecalledMemory]:
-        """Recall over the tenant's memory as it stood at `at`, ranked as recall ranks."""
+    def recall(
+        self, tenant: str, text: str, *, at: datetime, k: int, valid_at: datetime | None = None
+    ) -> list[RecalledMemory]:
+        """Recall over the tenant's memory as it stood at `at` (what was believed then),
+        ranked as recall ranks, facts judged by what held at `valid_at` (what was true then;
+        None: at `at`, as recall then would have)."""
         log = self.log(tenant)
         view = self._view(tenant, log, log.cutoff(at))
         terms = query_terms(text)
@@ -322,6 +327,8 @@ class Lineage:
             lambda hits, reach: neighbours_in(
                 zip(view.memories, view.vectors, strict=True), hits, reach
             ),
+            lambda facts: successors(view.memories, facts),
+            valid_at or at,
         )
 
     def diff(self, tenant: str, start: datetime, end: datetime) -> list[Diffed]:

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 from memstream import MemoryType, RecalledMemory
 from memstream.agent import ScriptedModel
-from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig
+from memstream.memory.manager import LLMMemoryManager, MemoryManagerConfig, prompt_context
 from memstream.memory.model import Memory
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -64,3 +64,12 @@ def test_only_whole_memories_fit_the_budget() -> None:
 def test_a_first_memory_too_long_for_the_budget_is_cut_not_dropped() -> None:
     text = context([memory(1, "x" * 500)], 60)
     assert len(text) == 60 and text.startswith("### Earlier conversations\n- [2026-01-02")
+
+
+def test_a_superseded_fact_is_shown_with_until_when_it_held() -> None:
+    held = memory(1, "lives in Berlin", MemoryType.USER_FACT)
+    hits = [RecalledMemory(held, 0.9, valid_to=T0 + timedelta(days=40))]
+    assert prompt_context(hits, 500).text == (
+        "### What the user told about themselves\n"
+        "- [2026-01-02, user] lives in Berlin (until 2026-02-10)"
+    )

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from memstream.errors import InvalidInputError
 from memstream.memory.events.base import (
@@ -29,6 +29,7 @@ from memstream.memory.model import (
     EVENT_DATE,
     EXTRACTED_FROM,
     EXTRACTION_STRATEGY,
+    SUBJECT,
     TOPICS,
     Memory,
     MemoryType,
@@ -53,14 +54,16 @@ class FactKind(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class ExtractedFact:
     """One memory a model derived: its text (standalone: names, not pronouns), its kind, the
-    day it happened on for an event (resolved from the turn's own date), its topics and the
-    entities it names."""
+    day it happened on for an event (resolved from the turn's own date), its topics, the
+    entities it names, and what it is about (`subject`, a few words: a later fact or
+    preference about the same subject supersedes it, memory.validity; "": none named)."""
 
     text: str
     kind: FactKind = FactKind.FACT
     event_date: datetime | None = None
     topics: tuple[str, ...] = ()
     entities: tuple[str, ...] = ()
+    subject: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", FactKind(self.kind))
@@ -85,7 +88,7 @@ class MemoriesExtracted:
     """
 
     type: ClassVar[str] = "MemoriesExtracted"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
 
     tenant: str
     thread: str
@@ -139,6 +142,9 @@ def _fact_memories(event: MemoriesExtracted, event_id: str) -> tuple[Memory, ...
             metadata[ENTITIES] = json.dumps(list(fact.entities), ensure_ascii=False)
         if fact.event_date is not None:
             metadata[EVENT_DATE] = fact.event_date.astimezone(UTC).isoformat()
+        # An event happened and stays so; what holds of the user or the world can change.
+        if fact.subject and fact.kind is not FactKind.EVENT:
+            metadata[SUBJECT] = fact.subject
         memory = written_memory(
             event, derive_id(event_id, "fact", index), fact.text, fact.kind.value,
             event.recorded_at, fact.kind.memory_type, event_id=event_id,
@@ -147,11 +153,17 @@ def _fact_memories(event: MemoriesExtracted, event_id: str) -> tuple[Memory, ...
     return tuple(written)
 
 
+def _upcast_extracted_v1_v2(body: dict[str, Any]) -> dict[str, Any]:
+    # v2 facts may name a subject; a v1 fact named none, so it reads as it was.
+    return body
+
+
 MEMORIES_EXTRACTED = EventType(
     MemoriesExtracted,
     effect="memory.extract",
     applies=Applies.RECORD,
     memories=_fact_memories,
+    upcasters=(_upcast_extracted_v1_v2,),
     sealed=("facts", "metadata"),
     origin=lambda e: Origin(e.thread, e.recorded_at, e.run, e.turn, derived=e.source_memories),
 )

@@ -1,14 +1,16 @@
 """One ranking of a recall's candidates: each scored by the tenant's BM25 and its cosine with
 the query, fused with importance and recency (`fusion.fuse`), the best hits' thread neighbours
-lifted by them (`neighbours`), near-duplicates collapsed (`dedup`), cut to k. The middleware's
+lifted by them (`neighbours`), facts that do not hold at the moment asked about ranked down
+(`memory.validity`), near-duplicates collapsed (`dedup`), cut to k. The middleware's
 recall, the HTTP search and the MCP tools all rank here; a backend's filters only decide which
 candidates (and neighbours) arrive."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -19,6 +21,7 @@ from memstream.memory.ranking.dedup import collapse_duplicates
 from memstream.memory.ranking.fusion import Candidate, RecallTuning, fuse
 from memstream.memory.ranking.neighbours import Around, lend, lenders
 from memstream.memory.ranking.tokens import memory_words
+from memstream.memory.validity import Succession, judged, subject_key
 
 __all__ = ["CANDIDATES", "VECTOR_CANDIDATES", "TermStats", "rank", "tenant_bm25"]
 
@@ -69,11 +72,15 @@ def rank(
     tuning: RecallTuning,
     k: int,
     around: Around | None = None,
+    succession: Succession | None = None,
+    valid_at: datetime | None = None,
 ) -> list[RecalledMemory]:
     """The best `k` of `memories` (one row of `vectors` each) for the query's vector and terms,
     best first; score in 0..1 (`fusion.fuse`). `stats` None: no lexical score (a query without
     a searchable word). `around`: the backend's reader of thread neighbours, which the best
-    hits lend to (`neighbours`; None, or a share or reach of 0: none)."""
+    hits lend to (`neighbours`; None, or a share or reach of 0: none). `succession`: the
+    backend's reader of when facts were superseded; what does not hold at `valid_at` (None:
+    now) ranks lower (`memory.validity`; None: not judged)."""
     if not memories:
         return []
     # One matrix product gives every candidate's cosine, whichever search found it.
@@ -89,9 +96,15 @@ def rank(
         for i, memory in enumerate(memories)
     ]
     fused = fuse(candidates, tuning)
+    until: Mapping[str, datetime] = {}
+    facts = [m for m in memories if subject_key(m) is not None]
+    if succession is not None and facts:
+        until = succession(facts)
+        at = valid_at or datetime.now(UTC)
+        fused = judged(fused, lambda c: c.memory, until, at)
     if around is not None and tuning.neighbour_share > 0 and tuning.neighbour_reach > 0:
         hits = lenders(fused)
         if hits:
             fused = lend(fused, around(hits, tuning.neighbour_reach), query, tuning.neighbour_share)
     kept = collapse_duplicates(fused, tuning.duplicate_similarity, k)
-    return [RecalledMemory(memory=c.memory, score=score) for c, score in kept]
+    return [RecalledMemory(c.memory, score, until.get(c.memory.id)) for c, score in kept]
