@@ -1,7 +1,7 @@
 """What is done with a deployment, as opposed to how it is wired (`memstream.deployment`):
 erase a tenant, drop a namespace, run a worker in this process or start one as a child,
-re-drive dead letters, beat for `memstream status`, and measure the projection's lag (per
-shard too).
+re-drive dead letters, beat for `memstream status`, measure the projection's lag (per shard
+too), and reextract a tenant's memories.
 
 The CLI, the benches and the tests call these; each takes the `Deployment` whose parts it
 uses and reaches the projection only through its ports.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -24,19 +25,26 @@ from pathlib import Path
 
 from memstream.deployment import Deployment
 from memstream.errors import (
+    ConfigurationError,
+    ExtractionOutputError,
     InvalidInputError,
     KafkaUnavailableError,
+    MemstreamError,
+    ModelRefusedError,
     ProjectionLagError,
     ReshardError,
 )
 from memstream.health import Heartbeat, LastError
-from memstream.memory.events import MemoryEvent, TenantErased
+from memstream.llm import ModelClient
+from memstream.memory.events import MemoriesExtracted, MemoryEvent, TenantErased
+from memstream.memory.extraction import Extracting, Redo, extract, redos
 from memstream.memory.monitoring import Monitor
 from memstream.memory.ports import Resharding, SessionMove, ShardLayout, ShardReport
 from memstream.memory.tenancy import validate_tenant
 from memstream.processes import running
 from memstream.streams.admin import KafkaAdmin
 from memstream.streams.dead_letters import DeadLetterRetry
+from memstream.streams.extraction import extraction_spent, purpose
 from memstream.streams.heal import Healer, KafkaLog
 from memstream.streams.projector import DeadLetters, Projector, ShardProjectors
 from memstream.streams.replay import CountedDeadLetters
@@ -44,6 +52,7 @@ from memstream.streams.topics import end_offsets, topic_partitions
 
 __all__ = [
     "Erasure",
+    "Reextraction",
     "Resharded",
     "ShardState",
     "dead_letter_retry",
@@ -51,6 +60,7 @@ __all__ = [
     "erase_tenant",
     "heartbeat",
     "projection_lag",
+    "reextract",
     "reshard",
     "run_worker",
     "shard_states",
@@ -476,3 +486,126 @@ async def _warm(
             await projector.start()
             healer = Healer(projector, session.writer, KafkaLog(deployment.kafka, ""))
             await healer.catch_up({f"{topic}/{p}": ends[p] - 1 for p in own if ends[p] > 0})
+
+
+# -- reextraction ----------------------------------------------------------------------------
+#
+# Extraction asks a model once per turn and way of extracting, and the log keeps the answer for
+# good: replays and re-embeddings never ask again (streams.extraction). A better model, strategy
+# or prompt is the one reason to ask again, and `reextract` is that: it reads the tenant's log,
+# picks the turns (`memory.extraction.redos`: recorded since a moment, not extracted this way
+# yet, still held), asks the chat model, and writes one MemoriesExtracted per turn whose facts
+# replace those of the turn's earlier extractions (`replaces`): the projection swaps them in
+# one apply, so recall never sees a turn's old and new facts together, nor neither. It spends
+# the tenant's daily extraction budget as the job does and stops when it is spent; a turn the
+# model cannot answer is counted and left as it was. Run again, it goes on where it stopped.
+
+
+@dataclass(frozen=True, slots=True)
+class Reextraction:
+    """What a reextraction did: turns asked about again, the facts written and the earlier
+    memories they replaced, the turns passed over (extracted this way already; nothing held
+    to derive from), those the model could not answer, the tokens spent, and why it stopped
+    before the end ("": it did not)."""
+
+    asked: int
+    facts: int
+    replaced: int
+    already: int
+    gone: int
+    failed: tuple[str, ...]
+    input_tokens: int
+    output_tokens: int
+    stopped: str = ""
+
+
+Progress = Callable[[int, int], None]
+
+
+async def reextract(
+    deployment: Deployment,
+    tenant: str,
+    how: Extracting,
+    *,
+    since: datetime | None = None,
+    wait_s: float = 300.0,
+    progress: Progress | None = None,
+) -> Reextraction:
+    """Reextract `tenant`'s turns recorded since `since` (None: all) the way `how`, with the
+    configured chat model; returns once the live projection has applied what was written
+    (MemstreamError if not within `wait_s`). `progress(done, total)` after each turn."""
+    tenant_id = validate_tenant(tenant)
+    settings = deployment.settings
+    client = deployment.chat_model()
+    if client is None:
+        raise ConfigurationError(
+            "reextract needs a chat model: set MEMSTREAM_CHAT_BASE_URL and MEMSTREAM_CHAT_MODEL "
+            "to an OpenAI-compatible API"
+        )
+    model = settings.chat_model
+    log = await asyncio.to_thread(deployment.lineage().log, tenant_id)
+    held = {m.id for m in await asyncio.to_thread(deployment.reader().memories, tenant_id)}
+    plan = redos([entry.event for entry in log.events], held, how, model, since=since)
+    ledger, budget = deployment.token_ledger(), settings.extraction_daily_tokens
+    written: list[MemoriesExtracted] = []
+    failed: list[str] = []
+    stopped = ""
+    await deployment.ensure_topics()
+    async with deployment.event_publisher() as publisher:
+        for done, redo in enumerate(plan.todo):
+            spent = await asyncio.to_thread(
+                extraction_spent, ledger, datetime.now(UTC).date(), tenant_id
+            )
+            if budget and spent >= budget:
+                stopped = (
+                    f"tenant {tenant!r} spent {spent} of its {budget} extraction tokens today "
+                    f"(MEMSTREAM_EXTRACTION_DAILY_TOKENS); {len(plan.todo) - done} turns left: "
+                    "run it again tomorrow, or raise the budget"
+                )
+                break
+            try:
+                event = await asyncio.to_thread(_ask, deployment, client, how, model, redo)
+            except (ModelRefusedError, ExtractionOutputError):
+                failed.append(redo.source.event_id)
+                continue
+            await publisher.publish([event])
+            tokens = event.input_tokens + event.output_tokens
+            await asyncio.to_thread(
+                ledger.spend, event.extracted_at.date(), tenant_id, purpose(how), tokens
+            )
+            written.append(event)
+            if progress is not None:
+                progress(done + 1, len(plan.todo))
+    pending = await asyncio.to_thread(deployment.status().wait_applied, written, wait_s)
+    if pending:
+        raise MemstreamError(
+            f"the reextracted memories were written to the log but not applied within "
+            f"{wait_s:.0f}s; is a worker running (`memstream worker`)? They will be applied."
+        )
+    return Reextraction(
+        asked=len(written) + len(failed),
+        facts=sum(len(e.facts) for e in written),
+        replaced=sum(len(e.replaces) for e in written),
+        already=plan.already,
+        gone=plan.gone,
+        failed=tuple(failed),
+        input_tokens=sum(e.input_tokens for e in written),
+        output_tokens=sum(e.output_tokens for e in written),
+        stopped=stopped,
+    )
+
+
+def _ask(
+    deployment: Deployment, client: ModelClient, how: Extracting, model: str, redo: Redo
+) -> MemoriesExtracted:
+    settings = deployment.settings
+    event = extract(
+        redo.source,
+        client,
+        how,
+        model=model,
+        embedding_model=deployment.embedders.configured_model,
+        max_chars=settings.max_record_chars,
+        now=datetime.now(UTC),
+    )
+    return dataclasses.replace(event, replaces=redo.replaces)

@@ -271,6 +271,33 @@ class BackendContract:
         assert late.applied_now and late.memory_ids == ()
         assert "Sam has bees on the roof." not in self.contents(backend, tenant)
 
+    def test_a_reextraction_replaces_the_turns_earlier_facts_in_one_step(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant = self.tenant()
+        turn = self.turn(tenant, 1, "I'm Sam; I keep bees and two cats.", "Lovely.")
+        first = self.extraction(turn, "Sam keeps bees.", "Sam has two cats.", "Sam is Sam.")
+        self.apply(backend, turn, first)
+        bees, cats, sam = memory_ids_of(first)
+        self.apply(backend, self.forget(tenant, memory_ids=(sam,)))  # one of them went already
+        again = replace(
+            self.extraction(turn, "Sam is a beekeeper.", "Sam has two cats.", model="bigger"),
+            replaces=(bees, cats, sam),
+        )
+        (swapped,) = self.apply(backend, again)
+        # What is still held of the earlier facts goes as the new ones come, in one apply.
+        assert swapped.applied_now and set(swapped.removed) == {bees, cats}
+        assert set(swapped.memory_ids) == set(memory_ids_of(again))
+        assert self.contents(backend, tenant) == {
+            "I'm Sam; I keep bees and two cats.", "Lovely.", "Sam is a beekeeper.",
+            "Sam has two cats.",
+        }  # fmt: skip
+        (fact,) = [m for m in backend.reader().memories(tenant) if m.content.endswith("keeper.")]
+        assert fact.provenance is not None and fact.provenance.replaced == (bees, cats, sam)
+        # The earlier extraction delivered again changes nothing: it was applied.
+        (late,) = self.apply(backend, first)
+        assert not late.applied_now and "Sam keeps bees." not in self.contents(backend, tenant)
+
     def held_facts(self, backend: ProjectionBackend, tenant: str) -> list[tuple[str, object]]:
         """The tenant's facts as recall ranks them for a question about them, best first,
         each with until when it held."""

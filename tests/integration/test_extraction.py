@@ -28,6 +28,7 @@ from memstream.memory.events import (
     memory_ids_of,
 )
 from memstream.memory.extraction import PROMPT_VERSION
+from memstream.memory.history import Change
 from memstream.memory.model import EXTRACTED_FROM, EXTRACTION_STRATEGY, Memory
 from memstream.operations import drop
 from memstream.processes import free_port
@@ -258,6 +259,52 @@ def test_a_superseded_fact_is_kept_ranked_below_rebuilt_and_judged_at_any_moment
     replayed = memstream(down, "replay", "--tenant", tenant)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert facts(env=down) == now
+
+
+def test_reextract_replaces_a_turns_facts_reports_its_tokens_and_keeps_to_the_budget(
+    extracted: Extracted,
+) -> None:
+    stack = TestStack(extracted.settings)
+    tenant = f"rex-{uuid.uuid4().hex[:6]}"  # not extracted by the module's worker
+    said = TurnCompleted(
+        tenant=tenant, thread="t", run="run-1", turn=0, query=SAID, answer="Thanks!",
+        recorded_at=datetime(2023, 5, 8, 14, tzinfo=UTC), importance=0.5,
+        embedding_model=stack.model_id,
+    )  # fmt: skip
+    # An earlier extraction, by another model: what the reextraction replaces.
+    earlier = replace(
+        extracted.extraction, tenant=tenant, thread="t", source=said.id, model="older-model",
+        source_memories=memory_ids_of(said), run="run-1",
+        facts=(ExtractedFact("Caroline uses PostgreSQL."), ExtractedFact("Caroline deploys.")),
+    )  # fmt: skip
+    stack.publish([said, earlier])
+    stack.wait_applied([said, earlier])
+    ask = ("reextract", "--tenant", tenant, "--json")
+    done = memstream(extracted.env, *ask)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert (report["asked"], report["replaced"], report["failed"]) == (1, 2, [])
+    assert report["input_tokens"] > 0 and report["stopped"] == ""
+    with Deployment(extracted.settings) as deployment:
+        (again,) = [e for e in logged_extractions(deployment, tenant) if e.model == MODEL]
+        held = {m.id for m in deployment.reader().memories(tenant)}
+        spent = deployment.token_ledger().spent(again.extracted_at.date(), again.tenant)
+        replaced = deployment.lineage().history(tenant, memory_ids_of(earlier)[0])[-1]
+    assert again.replaces == memory_ids_of(earlier) and again.source == said.id
+    assert (replaced.change, replaced.event_id) == (Change.REPLACED, again.id)
+    # The earlier facts are gone, the new ones (if the model found any) and the turn held.
+    assert held == {*memory_ids_of(said), *memory_ids_of(again)}
+    assert (
+        spent[(tenant, "extraction:discrete")] == report["input_tokens"] + report["output_tokens"]
+    )
+    # Run again: extracted this way already, nothing asked.
+    repeat = json.loads(memstream(extracted.env, *ask).stdout)
+    assert (repeat["asked"], repeat["already"], repeat["input_tokens"]) == (0, 1, 0)
+    # Over the tenant's daily budget, it stops before asking, and says so.
+    broke = {**extracted.env, "MEMSTREAM_EXTRACTION_DAILY_TOKENS": "1"}
+    stopped = memstream(broke, "reextract", "--tenant", tenant, "--strategy", "summary")
+    assert stopped.returncode == 1 and "MEMSTREAM_EXTRACTION_DAILY_TOKENS" in stopped.stderr
+    assert "0 turns asked again" in stopped.stderr
 
 
 def test_bench_extract_measures_the_job_against_the_model_alone(

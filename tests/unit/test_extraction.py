@@ -36,6 +36,7 @@ from memstream.memory.extraction import (
     extract,
     extraction_request,
     read_answer,
+    redos,
     source_of,
 )
 from memstream.memory.model import (
@@ -301,3 +302,22 @@ def test_extraction_settings_read_from_the_environment() -> None:
     assert settings.chat_json_mode == "json_object"
     with pytest.raises(ConfigurationError, match="MEMSTREAM_EXTRACTION"):
         Settings.from_env({"MEMSTREAM_EXTRACTION": "everything"})
+
+
+def test_a_reextraction_asks_again_about_held_turns_not_extracted_this_way() -> None:
+    first, second, third = (turn(turn=n, recorded_at=AT.replace(day=n)) for n in (1, 2, 3))
+    done = extract_from(first, ANSWER)  # "tiny", discrete
+    summary = extract_from(second, ANSWER, how=Extracting(Strategy.SUMMARY))
+    log = [first, done, second, summary, third, first]  # the first turn again: one redo
+    held = {*memory_ids_of(first), *memory_ids_of(second), *memory_ids_of(done)[:1]}
+    plan = redos(log, held, Extracting(), "bigger")
+    # The third turn's memories are all gone: nothing to derive from.
+    assert [r.source.event_id for r in plan.todo] == [first.id, second.id]
+    assert (plan.already, plan.gone) == (0, 1)
+    # Each redo replaces what its turn's earlier extractions wrote, as far as it is held.
+    assert [r.replaces for r in plan.todo] == [memory_ids_of(done)[:1], ()]
+    # The same way and model as an earlier extraction: already done; `since` cuts earlier.
+    same = redos(log, held, Extracting(), "tiny")
+    assert [r.source.event_id for r in same.todo] == [second.id] and same.already == 1
+    later = redos(log, held, Extracting(), "bigger", since=AT.replace(day=2))
+    assert [r.source.event_id for r in later.todo] == [second.id]

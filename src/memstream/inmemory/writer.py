@@ -87,7 +87,8 @@ class InMemoryWriter:
             return recorded
         row = REGISTRY.of(event)
         fold = tenant.fold
-        replaced = row.replaced(event)
+        # Only a consolidation needs every member: a replacement takes whichever is held.
+        replaced = row.replaced(event) if row.applies is Applies.CONSOLIDATE else ()
         missing = tuple(i for i in replaced if i not in fold.memories)
         logged = Logged(event, position or _NOWHERE, datetime.now(UTC), event.id)
         touches = fold.apply(logged, (event.id, item.memories), bounds=self._bounds)

@@ -2,10 +2,11 @@
 
 `extract` asks the model once (twice if the first answer is not the JSON asked for) and
 returns the event that carries what it derived; whoever calls it writes the event (the
-extraction job, streams.extraction). Everything else here is pure: which events are read
-(`source_of`), the prompt of each strategy (`extraction_request`), and reading the answer
-(`read_answer`), which keeps what it can use of a loose answer and refuses only one that is
-not the JSON at all.
+extraction job, streams.extraction; `memstream reextract`, operations.reextract). Everything
+else here is pure: which events are read (`source_of`), the prompt of each strategy
+(`extraction_request`), reading the answer (`read_answer`), which keeps what it can use of a
+loose answer and refuses only one that is not the JSON at all, and which turns a
+reextraction asks about again (`redos`).
 
 The strategies are agent-memory-server's: `discrete` facts, preferences and dated events,
 each a standalone sentence; one `summary` of the turn; `preferences` only; or a `custom`
@@ -21,7 +22,7 @@ import enum
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -47,12 +48,14 @@ __all__ = [
     "MAX_FACTS",
     "PROMPT_VERSION",
     "Extracting",
+    "Redo",
     "Source",
     "Strategy",
     "extract",
     "extraction_request",
     "extraction_tenants",
     "read_answer",
+    "redos",
     "source_of",
 ]
 
@@ -392,3 +395,61 @@ def _event(
         raise ExtractionOutputError(
             f"{model} answered a memory that cannot be kept: {exc}"
         ) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Redo:
+    """A turn a reextraction asks about again, and the memories its earlier extractions wrote
+    that are still held: the new facts take their place (MemoriesExtracted.replaces)."""
+
+    source: Source
+    replaces: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Redos:
+    """What a reextraction does of a tenant's log: the turns to ask about again, and how many
+    it passes over because they were extracted this way already or none of their memories is
+    held any more (forgotten, evicted or erased: nothing left to derive from)."""
+
+    todo: tuple[Redo, ...]
+    already: int
+    gone: int
+
+
+def redos(
+    events: Sequence[MemoryEvent],
+    held: Collection[str],
+    how: Extracting,
+    model: str,
+    *,
+    since: datetime | None = None,
+) -> Redos:
+    """Which of the recorded turns among `events` (one tenant's, in log order) a reextraction
+    `how` by `model` asks about again, given the ids of the memories the tenant holds: those
+    recorded at or after `since` (None: all), not extracted this way yet, some of whose
+    memories are held."""
+    extractions: dict[str, list[MemoriesExtracted]] = {}
+    for event in events:
+        if isinstance(event, MemoriesExtracted):
+            extractions.setdefault(event.source, []).append(event)
+    todo: list[Redo] = []
+    already = gone = 0
+    seen: set[str] = set()
+    for event in events:
+        source = source_of(event)
+        if source is None or source.event_id in seen:
+            continue  # not a turn, or a duplicate of one in the log
+        seen.add(source.event_id)
+        if since is not None and source.at < since:
+            continue
+        earlier = extractions.get(source.event_id, [])
+        wanted = how.extraction_id(source.tenant, source.event_id, model)
+        if any(e.id == wanted for e in earlier):
+            already += 1
+        elif not any(i in held for i in source.memory_ids):
+            gone += 1
+        else:
+            kept = [i for e in earlier for i in memory_ids_of(e) if i in held]
+            todo.append(Redo(source, tuple(dict.fromkeys(kept))))
+    return Redos(tuple(todo), already, gone)

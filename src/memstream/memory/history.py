@@ -56,6 +56,7 @@ class Change(enum.StrEnum):
     RECORDED = "recorded"  # written for the first time (a summary too: `related` = replaced)
     EDITED = "edited"  # written again under its id (a MemorySaved or a put of its slot)
     CONSOLIDATED = "consolidated"  # replaced by a summary (`related` = the summary's id)
+    REPLACED = "replaced"  # a reextraction's facts took its place (`related` = their ids)
     FORGOTTEN = "forgotten"  # removed and tombstoned by a MemoryForgotten
     EVICTED = "evicted"  # removed by the tenant's bound, after the event at `position`
     EXPIRED = "expired"  # a store item whose TTL ran out
@@ -64,7 +65,14 @@ class Change(enum.StrEnum):
 
 # Changes after which the memory is no longer in the tenant's memory.
 _REMOVING = frozenset(
-    {Change.CONSOLIDATED, Change.FORGOTTEN, Change.EVICTED, Change.EXPIRED, Change.ERASED}
+    {
+        Change.CONSOLIDATED,
+        Change.REPLACED,
+        Change.FORGOTTEN,
+        Change.EVICTED,
+        Change.EXPIRED,
+        Change.ERASED,
+    }
 )
 
 
@@ -166,6 +174,12 @@ class Fold:
                     del self.memories[gone]
                     made.append((gone, Change.CONSOLIDATED, summary))
                 made += [(i, c, replaced) for i, c, _ in self._write(written)]
+        elif applies is Applies.REPLACE:
+            replaced = tuple(i for i in row.replaced(event) if i in self.memories)
+            for gone in replaced:
+                del self.memories[gone]
+                made.append((gone, Change.REPLACED, tuple(m.id for m in written)))
+            made += [(i, c, replaced) for i, c, _ in self._write(written)]
         elif applies is Applies.FORGET:
             for memory_id in self._forgotten_by(row.selection(event)):
                 self._tombstones.add(memory_id)

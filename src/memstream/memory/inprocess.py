@@ -79,6 +79,10 @@ class InProcessMemoryStore:
                 held = self._memories.get(lapse.memory_id)
                 if held is not None and lapse.ends(held):
                     del self._memories[held.id], self._vectors[held.id]
+            elif row.applies is Applies.REPLACE:
+                for gone in row.replaced(event):
+                    if self._memories.pop(gone, None) is not None:
+                        del self._vectors[gone]
             elif row.applies is Applies.CONSOLIDATE:
                 replaced = row.replaced(event)
                 if not all(i in self._memories for i in replaced):

@@ -8,7 +8,7 @@
 -- ARGV[2]  max memories a tenant keeps (0: unbounded)
 -- ARGV[3…] one event each, a MessagePack array (one argument an event, packed once by the
 --          writer, not one argument per field):
---   1 event id   2 kind: record | put | forget | consolidate | erase | expire
+--   1 event id   2 kind: record | put | forget | consolidate | replace | erase | expire
 --   3 position field ("": none)   4 offset
 --   5 the tenant's applied-markers hash (event id -> recorded outcome)
 --   6 the tenant's eviction-order sorted set (members sort by importance, time, id)
@@ -16,9 +16,9 @@
 --   8 key prefix of the tenant's memories (keys derive from memory ids)
 --   9 key prefix of the tenant's thread and subject orders (orders.lua, prepended)
 --   10… by kind:
---     record, put, consolidate: the memories to write, each {id, order member, {field,
---            value, field, value, …}, {ids it was derived from}}; consolidate then adds the
---            replaced ids as a JSON array
+--     record, put, consolidate, replace: the memories to write, each {id, order member,
+--            {field, value, field, value, …}, {ids it was derived from}}; consolidate and
+--            replace then add the replaced ids as a JSON array
 --     forget:  a JSON object {ids, thread, before_us, everything}
 --     erase:   nothing more: the whole tenant goes
 --     expire:  the item's memory id, the put's event id, the deadline it lapsed at (epoch s)
@@ -135,6 +135,17 @@ local function apply(e)
       end
       write_memories(e[10])
     end
+  elseif kind == 'replace' then
+    -- Unlike a consolidation, a replacement needs none of what it replaces: whichever of them
+    -- is still held goes (no tombstone: nothing writes them again but a replay, which this
+    -- event then follows).
+    for _, id in ipairs(cjson.decode(e[11])) do
+      if redis.call('EXISTS', prefix .. id) == 1 then
+        remove(id)
+        removed[#removed + 1] = id
+      end
+    end
+    write_memories(e[10])
   elseif kind == 'forget' then
     local selector = cjson.decode(e[10])
     local function forget(id)

@@ -277,7 +277,7 @@ def _packed(keys: Keyspace, item: Embedded) -> bytes:
             sources = list(derived_from(memory))
             written.append([memory.id, fields[Fields.ORDER_MEMBER], pairs, sources])
         args.append(written)
-        if row.applies is Applies.CONSOLIDATE:
+        if row.applies in (Applies.CONSOLIDATE, Applies.REPLACE):
             args.append(json.dumps(list(row.replaced(event))))
     # Bytes as MessagePack's raw strings: Redis's cmsgpack reads no bin type.
     packed: bytes = msgpack.packb(args, use_bin_type=False)

@@ -35,7 +35,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
@@ -56,10 +56,18 @@ from memstream.memory.events import MemoriesExtracted
 from memstream.memory.extraction import Extracting, Source, extract, source_of
 from memstream.memory.monitoring import ModelUsage, Monitor, Skipped
 from memstream.memory.ports import EventRef, MemoryLookup, ProjectionProgress, TokenLedger
+from memstream.memory.tenancy import TenantId
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 
-__all__ = ["ExtractionJob", "ExtractionOutlets", "ExtractionParts", "Offsets"]
+__all__ = [
+    "ExtractionJob",
+    "ExtractionOutlets",
+    "ExtractionParts",
+    "Offsets",
+    "extraction_spent",
+    "purpose",
+]
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +109,13 @@ class ExtractionParts:
 def purpose(how: Extracting) -> str:
     """What an extraction's model calls are for, as usage and the ledger count them."""
     return f"extraction:{how.strategy}"
+
+
+def extraction_spent(ledger: TokenLedger, day: date, tenant: TenantId) -> int:
+    """The tokens `tenant`'s extractions spent on `day`, all strategies: what its daily
+    budget (MEMSTREAM_EXTRACTION_DAILY_TOKENS) is held against."""
+    spent = ledger.spent(day, tenant)
+    return sum(t for (_, used_for), t in spent.items() if used_for.startswith("extraction"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,8 +338,9 @@ class ExtractionJob:
         if not budget:
             return False
         today = datetime.now(UTC)
-        spent = await asyncio.to_thread(self._parts.ledger.spent, today.date(), source.tenant)
-        total = sum(t for (_, purpose), t in spent.items() if purpose.startswith("extraction"))
+        total = await asyncio.to_thread(
+            extraction_spent, self._parts.ledger, today.date(), source.tenant
+        )
         if total < budget:
             return False
         self._out.monitor.announce(

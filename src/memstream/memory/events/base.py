@@ -88,6 +88,9 @@ class Applies(enum.StrEnum):
     RECORD = "record"  # write the event's memories (none for a request: only its marker)
     FORGET = "forget"  # delete and tombstone the memories the event selects
     CONSOLIDATE = "consolidate"  # replace a group with the summary, if every member is there
+    # write the event's memories in place of those it names, whichever are still held (a
+    # reextraction's facts in place of the turn's earlier ones)
+    REPLACE = "replace"
     PUT = "put"  # write a store item's memory into its slot, replacing what the slot held
     ERASE = "erase"  # delete the whole tenant: its memories and tombstones
     EXPIRE = "expire"  # delete a store item whose put lapsed, if the slot still holds it
@@ -194,7 +197,8 @@ class EventType(Generic[E]):
     # of them carries its provenance.
     origin: Callable[[E], Origin] | None = None
     # What a FORGET removes, and what an EXPIRE ends: set on exactly the rows that apply so.
-    # (A CONSOLIDATE removes what its origin says it replaced; an ERASE, everything.)
+    # (A CONSOLIDATE or REPLACE removes what its origin says it replaced; an ERASE,
+    # everything.)
     selects: Callable[[E], Selection] | None = None
     lapses: Callable[[E], Lapse] | None = None
 
@@ -240,8 +244,9 @@ class EventType(Generic[E]):
         return self.lapses(event)
 
     def replaced(self, event: E) -> tuple[str, ...]:
-        """The memories `event` replaces with its own (a CONSOLIDATE's group; none else)."""
-        if self.applies is not Applies.CONSOLIDATE or self.origin is None:
+        """The memories `event` replaces with its own (a CONSOLIDATE's group, a REPLACE's
+        earlier memories; none else)."""
+        if self.applies not in (Applies.CONSOLIDATE, Applies.REPLACE) or self.origin is None:
             return ()
         return self.origin(event).replaced
 

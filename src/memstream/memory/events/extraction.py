@@ -85,6 +85,9 @@ class MemoriesExtracted:
     prompt version and model: one extraction per turn and way of extracting, whichever worker
     asks, however often (an empty `facts` says the model found nothing, so nobody asks again).
     `source_memories` are the ids of the memories the turn wrote: where each fact came from.
+    `replaces` are the memories of earlier extractions of the turn that these facts take the
+    place of (a reextraction's, `memstream reextract`): whichever are still held go as the
+    facts are written, in one step; empty for a first extraction.
     """
 
     type: ClassVar[str] = "MemoriesExtracted"
@@ -107,6 +110,7 @@ class MemoriesExtracted:
     input_tokens: int = 0
     output_tokens: int = 0
     metadata: Mapping[str, str] = field(default_factory=dict)
+    replaces: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
@@ -114,6 +118,7 @@ class MemoriesExtracted:
         check_time(self.recorded_at)
         check_time(self.extracted_at)
         object.__setattr__(self, "source_memories", tuple(self.source_memories))
+        object.__setattr__(self, "replaces", tuple(self.replaces))
         object.__setattr__(self, "facts", tuple(self.facts))
         if not self.source or not self.strategy or not self.model:
             raise InvalidInputError("an extraction names its source event, strategy and model")
@@ -154,18 +159,21 @@ def _fact_memories(event: MemoriesExtracted, event_id: str) -> tuple[Memory, ...
 
 
 def _upcast_extracted_v1_v2(body: dict[str, Any]) -> dict[str, Any]:
-    # v2 facts may name a subject; a v1 fact named none, so it reads as it was.
+    # v2 facts may name a subject, and a v2 extraction may replace an earlier one's memories;
+    # a v1 event did neither, so it reads as it was.
     return body
 
 
 MEMORIES_EXTRACTED = EventType(
     MemoriesExtracted,
     effect="memory.extract",
-    applies=Applies.RECORD,
+    applies=Applies.REPLACE,
     memories=_fact_memories,
     upcasters=(_upcast_extracted_v1_v2,),
     sealed=("facts", "metadata"),
-    origin=lambda e: Origin(e.thread, e.recorded_at, e.run, e.turn, derived=e.source_memories),
+    origin=lambda e: Origin(
+        e.thread, e.recorded_at, e.run, e.turn, replaced=e.replaces, derived=e.source_memories
+    ),
 )
 
 
