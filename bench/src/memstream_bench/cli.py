@@ -114,6 +114,8 @@ def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) ->
         conversations=args.conversations,
         questions=args.questions,
         sweep=_sweep(args.sweep),
+        extracting=args.extract,
+        extract_turns=args.extract_per_conversation,
     )
 
 
@@ -294,6 +296,19 @@ def _locomo_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FIELD=V1,V2",
         help="also measure recall with a RecallTuning field at each value (repeatable)",
+    )
+    parser.add_argument(
+        "--extract",
+        action="store_true",
+        help="extract facts with the chat model (MEMSTREAM_CHAT_*; else the local test model) "
+        "and measure recall with them against the turns alone",
+    )
+    parser.add_argument(
+        "--extract-per-conversation",
+        type=int,
+        default=None,
+        help="with --extract: the first N turns of each conversation only (default all; the "
+        "local test model takes seconds a turn)",
     )
 
 

@@ -18,12 +18,10 @@ model (memstream.providers.local_chat), started for the run; the figures say whi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +41,7 @@ from memstream.memory.ports import EventRef
 from memstream.providers import chat_model
 from memstream.streams.dead_letters import EXTRACTION_CODES, read_dead_letters
 from memstream_bench.corpus import DEFAULT_LOCOMO
-from memstream_bench.harness import BenchNamespace
+from memstream_bench.harness import BenchNamespace, chat_settings
 from memstream_bench.locomo import load_locomo
 from memstream_bench.report import BenchResult, Comparison
 from memstream_bench.stats import Progress, percentile, ratio
@@ -80,25 +78,13 @@ def _grounded(fact: ExtractedFact, said: str) -> bool:
     return bool(words) and len(words & set(_WORDS.findall(said.lower()))) >= 0.7 * len(words)
 
 
-@contextlib.contextmanager
-def _chat(settings: Settings) -> Iterator[Settings]:
-    """`settings` pointing at a chat model: the configured one, or the local test model."""
-    if settings.chat_base_url:
-        yield settings
-        return
-    from memstream.providers.local_chat import local_chat_model
-
-    with tempfile.TemporaryDirectory() as folder, local_chat_model(Path(folder)) as model:
-        yield Settings.from_env({**settings.environ(), **model.settings()})
-
-
 def run_extract(
     settings: Settings, embedder: Embedder, *, count: int = 24, probes: int = 12,
     timeout_s: float = 1200,
 ) -> BenchResult:  # fmt: skip
     started = time.monotonic()
     progress = Progress("extract")
-    with _chat(settings) as chatting:
+    with chat_settings(settings) as chatting:
         events = sample_turns(count, embedder.model_id)
         model = _model_alone(chatting, events, progress)
         job = _the_job(chatting, events, probes, timeout_s, progress)

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -102,3 +102,15 @@ class BenchNamespace:
             raise MemstreamError(
                 f"{len(pending)} tenants' events were not projected within {timeout_s:.0f}s"
             )
+
+
+@contextlib.contextmanager
+def chat_settings(settings: Settings) -> Iterator[Settings]:
+    """`settings` pointing at a chat model: the configured one, or the local test model."""
+    if settings.chat_base_url:
+        yield settings
+        return
+    from memstream.providers.local_chat import local_chat_model
+
+    with tempfile.TemporaryDirectory() as folder, local_chat_model(Path(folder)) as model:
+        yield Settings.from_env({**settings.environ(), **model.settings()})

@@ -25,6 +25,13 @@ Beside it, computed in the same run over the same stored texts:
 
 What a memory holds is chosen by `--content` (see `CONTENT_STYLES`); the speaker's name is in
 the text by default because questions name people (docs/benchmarks.md has the figures).
+
+With `--extract`, a chat model (the configured one; else the local test model, tiny: bound it
+with `--extract-per-conversation`) extracts each conversation's turns as the extraction job does
+(`memory.extraction.extract`, one MemoriesExtracted per turn, projected by the worker), and
+`memstream` then ranks turns and facts together, a fact counting as the turn it was derived
+from; `memstream turns only` is the same recall with the facts left out: the gain is the
+difference (`extraction` in the figures: the model, turns, facts, failures and tokens).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,10 +50,11 @@ import numpy as np
 
 from memstream.config import Settings
 from memstream.deployment import Deployment
-from memstream.errors import InvalidInputError
+from memstream.errors import InvalidInputError, MemstreamError
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.events import MessageRecorded, memories_of
-from memstream.memory.model import RecalledMemory
+from memstream.memory.events import MemoriesExtracted, MessageRecorded, memories_of
+from memstream.memory.extraction import Extracting, extract, source_of
+from memstream.memory.model import Memory, RecalledMemory, derived_from
 from memstream.memory.ranking.fusion import RRF_K, RecallTuning, reciprocal_rank_fusion
 from memstream.memory.search import SearchFilter
 from memstream.projections.recall import (
@@ -57,10 +66,10 @@ from memstream.projections.recall import (
 )
 from memstream.projections.schema import Fields
 from memstream.projections.search import FilteredSearch
-from memstream.providers import EmbedderCatalogue
+from memstream.providers import EmbedderCatalogue, chat_model
 from memstream_bench.baselines import BM25, RecallAtK, cosine_ranking
 from memstream_bench.corpus import DEFAULT_LOCOMO
-from memstream_bench.harness import BenchNamespace
+from memstream_bench.harness import BenchNamespace, chat_settings
 from memstream_bench.report import BenchResult, Comparison
 from memstream_bench.stats import Progress
 
@@ -223,11 +232,15 @@ def run_locomo(
     questions: int | None = None,
     sweep: Mapping[str, Sequence[float]] | None = None,
     timeout_s: float = 600,
+    extracting: bool = False,
+    extract_turns: int | None = None,
 ) -> BenchResult:
     """Recall@k and hit@k of memstream and every baseline, overall, per category and per split.
 
     `sweep` maps a `RecallTuning` field to values also measured through memstream's path (each
-    a figure of its own, `memstream <field>=<value>`), for choosing defaults.
+    a figure of its own, `memstream <field>=<value>`), for choosing defaults. `extracting`:
+    facts extracted from the first `extract_turns` turns of each conversation (None: all) are
+    recalled too, and `memstream turns only` measures without them.
     """
     if style not in CONTENT_STYLES:
         raise InvalidInputError(f"--content must be one of {sorted(CONTENT_STYLES)}, got {style!r}")
@@ -264,7 +277,15 @@ def run_locomo(
             events, timeout_s, lambda d, t: progress.tick("conversations projected", d, t)
         )
         import_s = time.perf_counter() - t0
+        extraction: dict[str, Any] = {}
+        if extracting:
+            extraction = _extract(ns, per_conversation, extract_turns, timeout_s, progress)
         ns.stop_worker()
+        # A fact counts as the turn it was derived from.
+        turn_of = {m.id: e.source_id for e in events for m in memories_of(e)}
+
+        def turns_of(hits: Sequence[RecalledMemory]) -> list[str]:
+            return _dia_ids(hits, turn_of)
 
         recaller = RedisRecaller(
             ns.redis,
@@ -292,17 +313,19 @@ def run_locomo(
                     conversation.sample_id, question.text, vector, _DEPTH, candidates
                 )
                 rankings: dict[str, list[str]] = {
-                    "memstream": _dia_ids(recaller.search(hybrid)),
-                    "memstream lexical-only": _dia_ids(recaller.search(hybrid, lexical_only)),
-                    "memstream vector-only": _dia_ids(
+                    "memstream": turns_of(recaller.search(hybrid)),
+                    "memstream lexical-only": turns_of(recaller.search(hybrid, lexical_only)),
+                    "memstream vector-only": turns_of(
                         recaller.search_vector(VectorQuery(conversation.sample_id, vector, _DEPTH))
                     ),
                 }
+                if extracting:
+                    rankings[_TURNS_ONLY] = turns_of(recaller.search(hybrid, keep=_said))
                 tenant_only = SearchFilter(conversation.sample_id)
                 page = server.search(tenant_only, question.text, limit=_DEPTH)
-                rankings["server search"] = _dia_ids(page.hits)
+                rankings["server search"] = turns_of(page.hits)
                 for name, swept in {**tunings, **without}.items():
-                    rankings[name] = _dia_ids(recaller.search(hybrid, swept))
+                    rankings[name] = turns_of(recaller.search(hybrid, swept))
                 rankings["redis bm25 (index-wide)"] = _redis_bm25(ns, hybrid)
                 word_scores = bm25.scores(question.text)
                 by_words = bm25.rank(question.text, candidates)
@@ -342,6 +365,8 @@ def run_locomo(
         "import_seconds": round(import_s, 1),
         "data": str(data),
     }
+    if extraction:
+        figures["extraction"] = extraction
     comparisons = [
         Comparison(
             f"{metric}@{k} vs {name}",
@@ -373,7 +398,77 @@ def run_locomo(
         for k in (5, 10)
         for name in ("bm25", "vector")
     ]
+    if extracting:
+        comparisons += [
+            Comparison(
+                f"{metric}@{k} with extracted facts",
+                ours[f"{metric}@{k}"],
+                overall[_TURNS_ONLY][f"{metric}@{k}"],
+                "",
+                _TURNS_ONLY,
+                True,
+                "",
+            )
+            for metric in ("recall", "hit")
+            for k in (1, 5, 10)
+        ]
     return BenchResult("locomo", figures, comparisons, (), time.monotonic() - started)
+
+
+_TURNS_ONLY = "memstream turns only"
+
+
+def _said(memory: Memory) -> bool:
+    return not derived_from(memory)
+
+
+def _extract(
+    ns: BenchNamespace,
+    per_conversation: Mapping[str, Sequence[MessageRecorded]],
+    turns: int | None,
+    timeout_s: float,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Extract the first `turns` turns of each conversation (None: all) with the chat model,
+    as the extraction job would, and wait until the worker has projected the facts."""
+    chosen = [e for events in per_conversation.values() for e in events[:turns]]
+    with chat_settings(ns.settings) as chatting:
+        client = chat_model(chatting)
+        assert client is not None
+        how = Extracting()
+
+        def ask(event: MessageRecorded) -> MemoriesExtracted | None:
+            source = source_of(event)
+            assert source is not None
+            try:
+                return extract(
+                    source, client, how, model=chatting.chat_model,
+                    embedding_model=event.embedding_model,
+                    max_chars=chatting.max_record_chars, now=datetime.now(UTC),
+                )  # fmt: skip
+            except MemstreamError:  # no JSON twice, refused, the model down: counted
+                return None
+
+        t0 = time.perf_counter()
+        got: list[MemoriesExtracted | None] = []
+        with ThreadPoolExecutor(chatting.extraction_concurrency) as pool:
+            for answer in pool.map(ask, chosen):
+                got.append(answer)
+                progress.tick("turns extracted", len(got), len(chosen))
+        seconds = time.perf_counter() - t0
+    extracted = [e for e in got if e is not None]
+    ns.publish(extracted)
+    ns.wait_applied(extracted, timeout_s)
+    return {
+        "model": chatting.chat_model,
+        "local_test_model": not ns.settings.chat_base_url,
+        "turns": len(chosen),
+        "failed": len(chosen) - len(extracted),
+        "facts": sum(len(e.facts) for e in extracted),
+        "input_tokens": sum(e.input_tokens for e in extracted),
+        "output_tokens": sum(e.output_tokens for e in extracted),
+        "turns_per_s": round(len(chosen) / seconds, 3) if seconds else 0.0,
+    }
 
 
 def _redis_bm25(ns: BenchNamespace, query: HybridQuery) -> list[str]:
@@ -387,8 +482,20 @@ def _redis_bm25(ns: BenchNamespace, query: HybridQuery) -> list[str]:
     return dia_ids[:_DEPTH]
 
 
-def _dia_ids(hits: Sequence[RecalledMemory]) -> list[str]:
-    return [h.memory.metadata["dia_id"] for h in hits]
+def _dia_ids(hits: Sequence[RecalledMemory], turn_of: Mapping[str, str]) -> list[str]:
+    """The turns `hits` name, best first: a turn's own, or for a fact the turn it was derived
+    from (once: a fact and its turn are one hit)."""
+    found: dict[str, None] = {}
+    for hit in hits:
+        memory = hit.memory
+        sources = derived_from(memory)
+        for dia_id in (
+            [turn_of[s] for s in sources if s in turn_of]
+            if sources
+            else [memory.metadata["dia_id"]]
+        ):
+            found.setdefault(dia_id)
+    return list(found)
 
 
 def _score_fusion(words: Sequence[float], cosines: Vectors, weight: float) -> list[int]:
