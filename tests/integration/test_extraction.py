@@ -36,7 +36,7 @@ from memstream.providers.local_chat import MODEL, local_chat_model
 
 from .commands import memstream
 from .helpers import TestStack, running_worker, wait_until
-from .serving import ams_client, serving, tenant_key
+from .serving import ams_client, call_tool, mcp_over_http, serving, tenant_key
 from .test_bench import TINY_LOCOMO
 
 pytestmark = pytest.mark.integration
@@ -394,6 +394,16 @@ def test_extracted_memories_reach_users_through_the_http_api_and_stats(
                 json={"text": "Which city does Ana live in?", "memory_type": {"eq": "semantic"}},
             )
         held = [(m["text"], m["subject"], m["valid_to"]) for m in where.json()["memories"]]
+        # MCP's tools read the same memories, and the prompt says until when a fact held.
+        async with mcp_over_http(url, key) as session:
+            found = await call_tool(
+                session, "search_long_term_memory", text="Ana", memory_type={"eq": "episodic"}
+            )
+            prompt = await call_tool(session, "memory_prompt", query="Where does Ana live?")
+        assert [m["text"] for m in found["memories"]] == ["Ana moved to Porto."]
+        system = prompt["messages"][0]["content"]["text"]
+        until = f"Ana's city was Lisbon. (until {said.recorded_at:%Y-%m-%d})"
+        assert "Ana's city is Porto." in system and until in system
         return semantic, episodic, searched.json()["memories"], held
 
     with serving(extracted.env, tmp_path / "server.log") as url:
