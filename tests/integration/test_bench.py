@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from memstream_bench.harness import stub_chat
+
 from .commands import memstream
 
 pytestmark = pytest.mark.integration
@@ -243,3 +245,46 @@ def test_bench_echo_keeps_restatements_out_with_echo_control_and_not_without(
     assert result["stored_on"] == result["stored_off"] == 30  # the bound is reached both ways
     assert result["restated_share_on"] <= 0.05 and result["facts_lost_to_echoes_on"] == 0
     assert result["restated_share_off"] > 0.1  # the same script stores its echoes without
+
+
+def test_bench_extract_with_a_stub_model_measures_what_extraction_costs_memstream(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--extract-stub", "0.05", "--extract-turns", "2", "--extract-probes", "2"]
+    done = memstream(env, "bench", "extract", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)["results"]["extract"]
+    assert (result["model"], result["stub_latency_s"], result["local_test_model"]) == (
+        "stub", 0.05, False,
+    )  # fmt: skip
+    # The stub answers one fact a turn, its first words: grounded, all JSON, all extracted.
+    assert result["model_facts_per_turn"] == 1.0 and result["model_json_share"] == 1.0
+    assert result["model_grounded_share"] == 1.0 and result["job_extracted"] == 2
+    assert result["job_busy_freshness_p99_ms"] > 0
+
+
+def test_bench_locomo_extract_measures_recall_with_the_facts_against_the_turns_alone(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    args = ["--data", str(data), "--extract", "--extract-per-conversation", "2"]
+    # A configured model: here a stub that answers each turn's first words as one fact.
+    with stub_chat(0.01) as url:
+        chat = {"MEMSTREAM_CHAT_BASE_URL": url, "MEMSTREAM_CHAT_MODEL": "stub"}
+        done = memstream({**env, **chat}, "bench", "locomo", *args, "--out", str(tmp_path),
+                         "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    locomo = json.loads(done.stdout)["results"]["locomo"]
+    assert locomo["extraction"] == {
+        "model": "stub", "local_test_model": False, "turns": 2, "failed": 0, "facts": 2,
+        "input_tokens": 800, "output_tokens": 80,
+        "turns_per_s": locomo["extraction"]["turns_per_s"],
+    }  # fmt: skip
+    # The same questions through the same recall, with the facts and without them; a fact
+    # counts as its turn, so with three turns everything is in both top tens.
+    turns_only = locomo["baselines"]["memstream turns only"]
+    assert locomo["recall@10"] == turns_only["recall@10"] == 1.0
+    assert 0.0 <= locomo["baselines"]["redis bm25 (index-wide)"]["recall@10"] <= 1.0
+    compared = {c["measure"] for c in locomo["comparisons"]}
+    assert compared >= {"recall@5 with extracted facts", "hit@1 with extracted facts"}

@@ -37,7 +37,6 @@ from memstream.providers.local_chat import MODEL, local_chat_model
 from .commands import memstream
 from .helpers import TestStack, running_worker, wait_until
 from .serving import ams_client, call_tool, mcp_over_http, serving, tenant_key
-from .test_bench import TINY_LOCOMO
 
 pytestmark = pytest.mark.integration
 
@@ -322,27 +321,6 @@ def test_bench_extract_measures_the_job_against_the_model_alone(
     assert result["model_turns_per_s"] > 0 and result["job_turns_per_s"] > 0
     assert 0 <= result["model_grounded_share"] <= 1 and 0 <= result["model_json_share"] <= 1
     assert result["job_idle_freshness_p99_ms"] > 0 and result["job_busy_freshness_p99_ms"] > 0
-
-
-def test_bench_locomo_extract_measures_recall_with_the_facts_against_the_turns_alone(
-    env: dict[str, str], chat: dict[str, str], tmp_path: Path
-) -> None:
-    data = tmp_path / "tiny.json"
-    data.write_text(json.dumps(TINY_LOCOMO))
-    args = ["--data", str(data), "--extract", "--extract-per-conversation", "2"]
-    done = memstream({**env, **chat}, "bench", "locomo", *args, "--out", str(tmp_path), "--json")
-    assert done.returncode == 0, done.stderr
-    locomo = json.loads(done.stdout)["results"]["locomo"]
-    extraction = locomo["extraction"]
-    assert (extraction["model"], extraction["local_test_model"]) == (MODEL, False)
-    assert extraction["turns"] == 2 and 0 <= extraction["failed"] <= 2
-    assert extraction["input_tokens"] > 0 or extraction["failed"] == 2
-    # The same questions through the same recall, with the facts and without them; a fact
-    # counts as its turn, so with three turns everything is in both top tens.
-    turns_only = locomo["baselines"]["memstream turns only"]
-    assert locomo["recall@10"] == turns_only["recall@10"] == 1.0
-    compared = {c["measure"] for c in locomo["comparisons"]}
-    assert compared >= {"recall@5 with extracted facts", "hit@1 with extracted facts"}
 
 
 def test_extracted_memories_reach_users_through_the_http_api_and_stats(

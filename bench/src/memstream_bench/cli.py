@@ -57,13 +57,27 @@ def _freshness(args: argparse.Namespace, settings: Settings, embedder: Embedder)
 def _extract(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
     from memstream_bench.extract import run_extract
 
-    return run_extract(settings, embedder, count=args.extract_turns, probes=args.extract_probes)
+    return run_extract(
+        settings,
+        embedder,
+        count=args.extract_turns,
+        probes=args.extract_probes,
+        stub_latency_s=args.extract_stub,
+    )
 
 
 def _extract_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extract-turns", type=int, default=24, help="LoCoMo turns extracted")
     parser.add_argument(
         "--extract-probes", type=int, default=12, help="turns timed for freshness, each phase"
+    )
+    parser.add_argument(
+        "--extract-stub",
+        type=float,
+        default=None,
+        metavar="S",
+        help="a stub model answering one fact after S seconds, no CPU meanwhile (what "
+        "extraction costs memstream itself), instead of the configured or local model",
     )
 
 

@@ -9,10 +9,13 @@ and the share of events with a date.
 The job: a worker with MEMSTREAM_EXTRACTION on; the same turns published at once; the clock
 runs until each has its extraction applied or its dead letter. Beside it, recording's
 freshness (publish to recallable, p50 and p99) of turns of a tenant extraction leaves alone,
-with the worker idle and then while it extracts: the projection must not wait on the model.
+with the worker idle and then while it extracts (once the turns themselves are projected):
+the projection must not wait on the model.
 
 The chat model is the configured one (MEMSTREAM_CHAT_*), or, when none is, the local test
-model (memstream.providers.local_chat), started for the run; the figures say which.
+model (memstream.providers.local_chat), started for the run; or, with `--extract-stub S`, a
+stub that answers one fact after S seconds and takes no CPU meanwhile (a hosted model's
+shape: what extraction costs memstream itself). The figures say which.
 """
 
 from __future__ import annotations
@@ -80,11 +83,11 @@ def _grounded(fact: ExtractedFact, said: str) -> bool:
 
 def run_extract(
     settings: Settings, embedder: Embedder, *, count: int = 24, probes: int = 12,
-    timeout_s: float = 1200,
+    timeout_s: float = 1200, stub_latency_s: float | None = None,
 ) -> BenchResult:  # fmt: skip
     started = time.monotonic()
     progress = Progress("extract")
-    with chat_settings(settings) as chatting:
+    with chat_settings(settings, stub_latency_s) as chatting:
         events = sample_turns(count, embedder.model_id)
         model = _model_alone(chatting, events, progress)
         job = _the_job(chatting, events, probes, timeout_s, progress)
@@ -93,7 +96,8 @@ def run_extract(
         name="extract",
         figures={
             "model": chatting.chat_model,
-            "local_test_model": not settings.chat_base_url,
+            "local_test_model": not settings.chat_base_url and stub_latency_s is None,
+            "stub_latency_s": stub_latency_s,
             "turns": count,
             **{f"model_{k}": v for k, v in model.items() if k != "examples"},
             **{f"job_{k}": v for k, v in job.items()},
@@ -123,7 +127,9 @@ def run_extract(
         notes=[
             f"model {chatting.chat_model}"
             + (
-                " (the local test model: tiny, extracts poorly)"
+                f" (answers one fact after {stub_latency_s} s, no CPU meanwhile)"
+                if stub_latency_s is not None
+                else " (the local test model: tiny, extracts poorly)"
                 if not settings.chat_base_url
                 else ""
             ),
@@ -190,6 +196,9 @@ def _the_job(
         done = [EventRef(_TENANT, Extracting().extraction_id(_TENANT, e.id, model)) for e in events]
         t0 = time.perf_counter()
         ns.publish(events)
+        # The turns themselves are recorded first: a probe queued behind their projection
+        # would measure recording them, not extracting them.
+        ns.wait_applied(events, timeout_s)
         busy = _freshness(ns, probes, progress, "while extracting")
         deadline = time.monotonic() + timeout_s
         while True:

@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 
@@ -25,7 +29,7 @@ from memstream.operations import drop, worker_process
 from memstream.projections.backend import RedisProjection
 from memstream.projections.status import ProjectionStatus
 
-__all__ = ["BenchNamespace"]
+__all__ = ["BenchNamespace", "chat_settings", "stub_chat"]
 
 
 class BenchNamespace:
@@ -105,8 +109,13 @@ class BenchNamespace:
 
 
 @contextlib.contextmanager
-def chat_settings(settings: Settings) -> Iterator[Settings]:
-    """`settings` pointing at a chat model: the configured one, or the local test model."""
+def chat_settings(settings: Settings, stub_latency_s: float | None = None) -> Iterator[Settings]:
+    """`settings` pointing at a chat model: a stub answering after `stub_latency_s` when one
+    is given, else the configured one, else the local test model."""
+    if stub_latency_s is not None:
+        with stub_chat(stub_latency_s) as url:
+            yield dataclasses.replace(settings, chat_base_url=url, chat_model="stub")
+        return
     if settings.chat_base_url:
         yield settings
         return
@@ -114,3 +123,42 @@ def chat_settings(settings: Settings) -> Iterator[Settings]:
 
     with tempfile.TemporaryDirectory() as folder, local_chat_model(Path(folder)) as model:
         yield Settings.from_env({**settings.environ(), **model.settings()})
+
+
+@contextlib.contextmanager
+def stub_chat(latency_s: float) -> Iterator[str]:
+    """An OpenAI-compatible chat API on this host that answers every extraction after
+    `latency_s` with one fact, the turn's first words, using no CPU meanwhile: a hosted
+    model's shape, so that what extraction costs memstream itself can be told apart from
+    what a model on the same cores takes."""
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            said = body["messages"][-1]["content"].split("\n")[1:2] or ["the user said it"]
+            fact = {"text": said[0][:120], "kind": "fact", "date": None, "topics": [],
+                    "entities": [], "subject": "stub"}  # fmt: skip
+            time.sleep(latency_s)
+            answer = {
+                "choices": [{"message": {"role": "assistant",
+                                         "content": json.dumps({"memories": [fact]})}}],
+                "usage": {"prompt_tokens": 400, "completion_tokens": 40},
+            }  # fmt: skip
+            raw = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -64,7 +64,7 @@ from memstream.projections.recall import (
     VectorQuery,
     parse_reply,
 )
-from memstream.projections.schema import Fields
+from memstream.projections.schema import Fields, from_hash
 from memstream.projections.search import FilteredSearch
 from memstream.providers import EmbedderCatalogue, chat_model
 from memstream_bench.baselines import BM25, RecallAtK, cosine_ranking
@@ -326,7 +326,7 @@ def run_locomo(
                 rankings["server search"] = turns_of(page.hits)
                 for name, swept in {**tunings, **without}.items():
                     rankings[name] = turns_of(recaller.search(hybrid, swept))
-                rankings["redis bm25 (index-wide)"] = _redis_bm25(ns, hybrid)
+                rankings["redis bm25 (index-wide)"] = _redis_bm25(ns, hybrid, turn_of)
                 word_scores = bm25.scores(question.text)
                 by_words = bm25.rank(question.text, candidates)
                 cosines = vectors @ vector
@@ -471,23 +471,22 @@ def _extract(
     }
 
 
-def _redis_bm25(ns: BenchNamespace, query: HybridQuery) -> list[str]:
+def _redis_bm25(ns: BenchNamespace, query: HybridQuery, turn_of: Mapping[str, str]) -> list[str]:
     """RediSearch's BM25 ranking of the query's words (stemmed, index-wide statistics)."""
     command = query.lexical.command(ns.keys.alias)
     if command is None:
         return []
     stemmed = [part for part in command if part != "VERBATIM"]
     reply = ns.redis.execute_command(*stemmed)  # type: ignore[no-untyped-call]
-    dia_ids = [json.loads(hit.fields[Fields.METADATA])["dia_id"] for _, hit in parse_reply(reply)]
-    return dia_ids[:_DEPTH]
+    return _dia_ids([from_hash(hit.fields) for _, hit in parse_reply(reply)], turn_of)[:_DEPTH]
 
 
-def _dia_ids(hits: Sequence[RecalledMemory], turn_of: Mapping[str, str]) -> list[str]:
+def _dia_ids(hits: Sequence[RecalledMemory | Memory], turn_of: Mapping[str, str]) -> list[str]:
     """The turns `hits` name, best first: a turn's own, or for a fact the turn it was derived
     from (once: a fact and its turn are one hit)."""
     found: dict[str, None] = {}
     for hit in hits:
-        memory = hit.memory
+        memory = hit.memory if isinstance(hit, RecalledMemory) else hit
         sources = derived_from(memory)
         for dia_id in (
             [turn_of[s] for s in sources if s in turn_of]

@@ -18,6 +18,7 @@ and the history fold with `successors`).
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -55,6 +56,8 @@ def subject_key(memory: Memory) -> str | None:
     return _key(subject) if subject else None
 
 
+# Ranking asks several times per candidate: one digest per subject text.
+@functools.lru_cache(maxsize=4096)
 def _key(subject: str) -> str | None:
     words = "".join(c if c.isalnum() else " " for c in subject.casefold()).split()
     if not words:
