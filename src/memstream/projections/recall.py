@@ -35,7 +35,7 @@ check those strings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -441,8 +441,10 @@ class RedisRecaller:
             return []
         hits = {key: hit for reply in replies[:2] for key, hit in parse_reply(reply)}
         found = [(from_hash(hit.fields), hit.vector) for hit in hits.values()]
-        # Neighbours are read from the generation the candidates came from.
+        # Neighbours are read from the generation the candidates came from; those among the
+        # candidates are not read again.
         keys = self._keys.holding(next(iter(hits))) if hits else self._keys
+        held = {memory.id: (memory, vector) for memory, vector in found}
         if keep is not None:
             found = [(memory, vector) for memory, vector in found if keep(memory)]
         if not found:
@@ -459,7 +461,7 @@ class RedisRecaller:
             stats,
             tuning,
             query.k,
-            self._around(keys, query.tenant, query.where, keep),
+            self._around(keys, query.tenant, query.where, keep, held),
             self._succession(keys, query.tenant),
         )
 
@@ -488,10 +490,11 @@ class RedisRecaller:
         tenant: str,
         where: SearchFilter | None,
         keep: Callable[[Memory], bool] | None,
+        held: Mapping[str, tuple[Memory, Vectors]],
     ) -> Around:
         """The hits' thread neighbours from the thread orders of `keys`' generation, in one
-        call (neighbours.lua); those the candidates' filters would not let through are left
-        out."""
+        call (neighbours.lua), those `held` (the candidates) taken from there; those the
+        candidates' filters would not let through are left out."""
 
         def around(hits: Sequence[Memory], reach: int) -> dict[str, list[tuple[Memory, Vectors]]]:
             names = _CANDIDATE_FIELDS
@@ -501,24 +504,29 @@ class RedisRecaller:
                 reach,
                 len(hits),
                 *(hit.id for hit in hits),
+                len(names),
                 *names,
+                *held,
             ]
             rows = self._neighbours.read(args)
             found: dict[str, list[tuple[Memory, Vectors]]] = {}
             for hit, near in zip(hits, rows, strict=True):
                 kept = []
                 for values in near:
-                    stored = {n: v for n, v in zip(names, values, strict=True) if v is not None}
-                    if not stored:  # removed since its place was read
-                        continue
-                    held = _hit(stored.items())
-                    memory = from_hash(held.fields)
+                    if len(values) == 1:  # a candidate: read already
+                        memory, vector = held[text(values[0])]
+                    else:
+                        stored = {n: v for n, v in zip(names, values, strict=True) if v is not None}
+                        if not stored:  # removed since its place was read
+                            continue
+                        row = _hit(stored.items())
+                        memory, vector = from_hash(row.fields), row.vector
                     if (
                         abs(memory.timestamp - hit.timestamp) <= WINDOW
                         and (where is None or where.matches(memory))
                         and (keep is None or keep(memory))
                     ):
-                        kept.append((memory, held.vector))
+                        kept.append((memory, vector))
                 found[hit.id] = kept
             return found
 
