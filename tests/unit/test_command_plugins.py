@@ -56,7 +56,9 @@ def test_a_command_whose_code_is_gone_says_why_and_what_to_install(
     _with_entry_points(monkeypatch, gone)
     assert cli.main(["bench", "recall"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert "could not be loaded (No module named 'memstream_bench_gone')" in line
+    assert (
+        "could not be loaded (ModuleNotFoundError: No module named 'memstream_bench_gone')" in line
+    )
     assert line.endswith("pip install 'memstream[bench]' (in a checkout: make install-dev)")
 
 
@@ -94,3 +96,21 @@ def register_hello(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 def _hello(args: argparse.Namespace, deployment: object) -> int:
     return 0
+
+
+def test_a_plugin_that_fails_half_way_leaves_the_other_commands_working(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = EntryPoint(name="hello", value=f"{__name__}:register_broken", group=BENCH.group)
+    _with_entry_points(monkeypatch, broken)
+    # memstream's own commands parse as ever...
+    assert cli.build_parser().parse_args(["recall", "--tenant", "acme", "q"]).tenant == "acme"
+    # ...and the broken one says what went wrong when it is run.
+    assert cli.main(["hello", "--loud"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "memstream: `memstream hello` could not be loaded (RuntimeError: half-way)"
+
+
+def register_broken(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    register_hello(commands)  # a parser added, then a failure
+    raise RuntimeError("half-way")

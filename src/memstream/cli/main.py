@@ -92,9 +92,13 @@ def _register_plugins(commands: argparse._SubParsersAction[argparse.ArgumentPars
     for entry in entry_points(group=COMMANDS_GROUP):
         try:
             register = entry.load()
-        except ImportError as exc:
-            # Its metadata without its code (a half-removed install): say so when it is run.
-            missing[entry.name] = f"could not be loaded ({exc})"
+            # Tried on a parser of its own first: a plugin that fails half-way (a bug, a
+            # version that does not match) must not take memstream's own commands with it.
+            register(argparse.ArgumentParser(add_help=False).add_subparsers())
+        except Exception as exc:  # noqa: BLE001  # whatever it raised, the CLI goes on
+            # Its metadata without its code (a half-removed install), or code that fails: say
+            # so when it is run.
+            missing[entry.name] = f"could not be loaded ({type(exc).__name__}: {exc})"
             continue
         register(commands)
         missing.pop(entry.name, None)
