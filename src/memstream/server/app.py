@@ -1,7 +1,8 @@
 """The HTTP API: agent-memory-server's long-term routes on FastAPI, with tenant-scoped keys.
 
 `create_app` assembles the app: the routers of server/routes.py (whose handlers receive the
-service and the caller through `Depends`), the MCP tools at `/mcp` (server/mcp.py), the
+service and the caller through `Depends`), Redis Agent Memory's store routes
+(server/store_routes.py), the MCP tools at `/mcp` (server/mcp.py), the
 gates in front of them, and the error handlers. Errors become status codes in one place
 (server/errors.py), each answered as `{"detail", "code", "retryable"}` (`detail` is what AMS's
 client reads). A body over MEMSTREAM_SERVER_MAX_BODY_BYTES is refused with 413 before it is
@@ -35,6 +36,8 @@ from memstream.server.api_keys import ApiKeys
 from memstream.server.errors import ERROR_RESPONSES, error_response, status_of
 from memstream.server.mcp import build_mcp, http_principal, key_principal
 from memstream.server.service import MemoryService
+from memstream.server.store_routes import stores
+from memstream.server.stores import StoreService
 from memstream.server.working_memory import working_memory
 
 __all__ = ["create_app"]
@@ -90,6 +93,7 @@ class _BodyLimit:
             LimitExceededError.code,
             f"the request body is larger than {self._limit} bytes "
             "(MEMSTREAM_SERVER_MAX_BODY_BYTES); send fewer or shorter memories per request",
+            path=scope["path"],
         )
         await response(scope, receive, send)
 
@@ -149,15 +153,20 @@ class _McpGate:
 
 
 async def _memstream_error(request: Request, exc: MemstreamError) -> JSONResponse:
-    return error_response(status_of(exc), exc.code, str(exc), exc.retryable)
+    path = request.url.path
+    return error_response(status_of(exc, path), exc.code, str(exc), exc.retryable, path=path)
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    path = request.url.path
     if exc.status_code == 400:  # FastAPI could not read the body as JSON
         return error_response(
-            422, InvalidInputError.code, "the request body is not JSON (UTF-8): send JSON"
+            status_of(InvalidInputError(), path),
+            InvalidInputError.code,
+            "the request body is not JSON (UTF-8): send JSON",
+            path=path,
         )
-    return error_response(exc.status_code, "http", str(exc.detail))
+    return error_response(exc.status_code, "http", str(exc.detail), path=path)
 
 
 async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -165,7 +174,13 @@ async def _invalid_request(request: Request, exc: RequestValidationError) -> JSO
         f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
         for error in exc.errors()[:10]
     )
-    return error_response(422, InvalidInputError.code, f"the request is not valid: {problems}")
+    path = request.url.path
+    return error_response(
+        status_of(InvalidInputError(), path),
+        InvalidInputError.code,
+        f"the request is not valid: {problems}",
+        path=path,
+    )
 
 
 @asynccontextmanager
@@ -173,6 +188,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """The memory service and the MCP sessions, open while the app runs."""
     async with app.state.open_service() as opened, app.state.mcp.session_manager.run():
         app.state.service = opened
+        app.state.stores = StoreService(opened)
         # What start-up built (modules, schemas, the embedder, clients) lives as long as the
         # process: out of the collector's sight, a full collection no longer walks it all and
         # stalls every request in flight (~0.2 s each on the bench machine, bench serve).
@@ -219,6 +235,7 @@ def create_app(
     app.include_router(working_memory)
     app.include_router(routes.operations)
     app.include_router(routes.memories)
+    app.include_router(stores)
     mcp = build_mcp(lambda: app.state.service, http_principal(keys, keyless=keyless))
     app.state.mcp = mcp
     mcp_app = mcp.streamable_http_app(

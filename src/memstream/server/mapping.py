@@ -188,9 +188,11 @@ class Scoping:
         embedding_model: str,
         *,
         edited: Memory | None = None,
+        reserved: Mapping[str, str] | None = None,
     ) -> MemorySaved:
         """The event that saves `record` for `tenant`; when it edits a stored memory, that
-        memory's role and memstream type stay unless the edit changed the AMS type."""
+        memory's role and memstream type stay unless the edit changed the AMS type.
+        `reserved`: `ams.` metadata an API other than AMS's keeps (server.stores)."""
         if len(record.text) > self.max_record_chars:
             raise LimitExceededError(
                 "max_record_chars",
@@ -212,6 +214,7 @@ class Scoping:
             metadata[EVENT_DATE] = _aware(record.event_date).astimezone(UTC).isoformat()
         if record.pinned:
             metadata[_PINNED] = "true"
+        metadata.update(reserved or {})
         importance = record.importance
         if importance is None:
             importance = 1.0 if record.pinned else self.default_importance

@@ -13,7 +13,7 @@ and the `semantic-memory` section the middleware would build (`memory.manager`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -31,7 +31,7 @@ from memstream.memory.manager import relevant_context
 from memstream.memory.model import SUBJECT, Memory
 from memstream.memory.ports import MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
-from memstream.memory.search import MemorySearch, SearchMode, SearchPage
+from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
 from memstream.memory.tenancy import TenantId
 from memstream.server.api_keys import Principal
 from memstream.server.mapping import Scoping
@@ -124,7 +124,7 @@ class MemoryService:
         self._status = status
         self.scoping = scoping
         self.limits = limits
-        self._embedding_model = embedding_model
+        self.embedding_model = embedding_model
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ class MemoryService:
         self.limits.wait(wait)
         named = [self.scoping.tenant_named(record) for record in records]
         tenant = principal.tenant_for(named, self.scoping.tenant_field)
-        events = [self.scoping.saved(r, tenant, self._embedding_model) for r in records]
+        events = [self.scoping.saved(r, tenant, self.embedding_model) for r in records]
         retired = await self._tombstones.forgotten(tenant, [event.memory_id for event in events])
         if retired:
             raise MemoryIdRetiredError(
@@ -143,7 +143,7 @@ class MemoryService:
                 f"({', '.join(sorted(retired)[:5])}); a deleted id is never used again, so "
                 "nothing was written: give those memories new ids"
             )
-        await self._write(events, wait)
+        await self.write(events, wait)
         return AckResponse(status="ok")
 
     async def edit(
@@ -171,8 +171,8 @@ class MemoryService:
         if "pinned" in updates and "importance" not in updates:
             current.pop("importance")
         record = MemoryRecord.model_validate({**current, **updates})
-        await self._write(
-            [self.scoping.saved(record, tenant, self._embedding_model, edited=memory)], wait
+        await self.write(
+            [self.scoping.saved(record, tenant, self.embedding_model, edited=memory)], wait
         )
         return record
 
@@ -193,7 +193,7 @@ class MemoryService:
         for memory_id in memory_ids:
             check_memory_id(memory_id)
         present = await anyio.to_thread.run_sync(self._present, tenant, memory_ids)
-        await self._write([_forget(tenant, memory_ids)], wait)
+        await self.write([_forget(tenant, memory_ids)], wait)
         return AckResponse(status=f"ok, deleted {present} memories")
 
     async def forget(
@@ -219,12 +219,13 @@ class MemoryService:
         scanned = memories[:limit]
         chosen = _chosen(scanned, request, datetime.now(UTC), self.scoping)
         if chosen and not dry_run:
-            await self._write([_forget(tenant, chosen)], wait)
+            await self.write([_forget(tenant, chosen)], wait)
         return ForgetResponse(
             scanned=len(scanned), deleted=len(chosen), deleted_ids=chosen, dry_run=dry_run
         )
 
-    async def _write(self, events: Sequence[MemoryEvent], wait: float | None) -> None:
+    async def write(self, events: Sequence[MemoryEvent], wait: float | None) -> None:
+        """Publish `events` (answered once acknowledged); with `wait`, once applied too."""
         await self._publisher.publish(events)
         if wait is None:
             return
@@ -236,6 +237,32 @@ class MemoryService:
                 f"recallable within {wait:g}s; is a worker running? They will be applied; "
                 "search again shortly, or wait longer"
             )
+
+    async def retired(self, tenant: TenantId, memory_ids: Sequence[str]) -> set[str]:
+        """Which of `memory_ids` were deleted before (a deleted id is never used again)."""
+        return set(await self._tombstones.forgotten(tenant, memory_ids))
+
+    async def lookup(self, tenant: TenantId, memory_ids: Sequence[str]) -> list[Memory | None]:
+        """The tenant's memories of `memory_ids`, in order (None: not held)."""
+        found = await anyio.to_thread.run_sync(self._reader.memories_by_id, tenant, memory_ids)
+        return list(found)
+
+    def find(
+        self,
+        where: SearchFilter,
+        text: str,
+        *,
+        mode: SearchMode,
+        limit: int,
+        offset: int,
+        max_distance: float | None = None,
+        keep: Callable[[Memory], bool] | None = None,
+    ) -> SearchPage:
+        """One page of a search already scoped to its tenant (`where`), ranked as every search."""
+        self.limits.query(text, "text")
+        return self._search.search(
+            where, text, mode=mode, limit=limit, offset=offset, max_distance=max_distance, keep=keep
+        )
 
     def _present(self, tenant: TenantId, memory_ids: Sequence[str]) -> int:
         return sum(m is not None for m in self._reader.memories_by_id(tenant, memory_ids))

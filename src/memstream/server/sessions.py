@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 from pydantic import BaseModel, Field
@@ -70,7 +71,7 @@ from memstream.server.session_models import (
 from memstream.server.tombstones import TombstoneChecks
 from memstream.streams.event_publisher import EventPublisher
 
-__all__ = ["SessionService", "Window"]
+__all__ = ["MessageExtras", "SessionService", "SessionView", "Window"]
 
 _ATTEMPTS = 20  # compare-and-set retries of one merge or append before giving up (409)
 _REMEMBERED = 2_000  # recorded exchange keys and saved event ids a session keeps
@@ -107,6 +108,25 @@ class Window:
         return token_limit(self.model_name, self.context_window_max)
 
 
+class MessageExtras(BaseModel):
+    """What a message written through Redis Agent Memory's API (a session event) carries
+    beyond an AMS message: who said it, its parts, its metadata and when it came in."""
+
+    actor_id: str
+    parts: list[str]
+    metadata: Any = None
+    ingested_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """A session as read: its working memory, its version and its messages' extras."""
+
+    memory: WorkingMemory
+    version: int
+    extras: Mapping[str, MessageExtras]
+
+
 class _State(BaseModel):
     """A session as stored: the working memory and what memstream keeps beside it. It is
     read and written as JSON by pydantic's core (a put reads and writes a whole session)."""
@@ -119,6 +139,7 @@ class _State(BaseModel):
     # `last_accessed` of recent versions -> the version: agent-memory-client puts back the
     # `last_accessed` it read, which tells which version its put was based on.
     stamps: dict[str, int] = Field(default_factory=dict)
+    extras: dict[str, MessageExtras] = Field(default_factory=dict)  # message id -> extras
 
     def document(self) -> str:
         return self.model_dump_json()
@@ -214,6 +235,16 @@ class SessionService:
             )
         return _response(memory, state.version, window)
 
+    async def view(
+        self, principal: Principal, session_id: str, *, named: str | None
+    ) -> SessionView | None:
+        """The session as stored (None: the tenant has no such session)."""
+        tenant = principal.tenant_for([named], self._scoping.tenant_field)
+        state = await self._read(tenant, session_id, None)
+        if state is None:
+            return None
+        return SessionView(state.memory, state.version, state.extras)
+
     async def sessions(
         self,
         principal: Principal,
@@ -305,9 +336,11 @@ class SessionService:
         named: str | None,
         other: str | None,
         window: Window,
+        extras: Mapping[str, MessageExtras] | None = None,
     ) -> WorkingMemoryResponse:
         """Add `messages` at the end of the session (creating it), atomically; a message whose
-        id the session already holds is not added again."""
+        id the session already holds is not added again. `extras`: what the messages carry
+        beyond AMS's fields, by message id."""
         field_name = self._scoping.tenant_field
         tenant = principal.tenant_for([named], field_name)
 
@@ -325,7 +358,26 @@ class SessionService:
             new = [m for m in messages if m.id not in held]
             return state.memory.model_copy(update={"messages": [*state.memory.messages, *new]})
 
-        return await self._commit(tenant, session_id, change, None, window)
+        return await self._commit(tenant, session_id, change, None, window, extras or {})
+
+    async def remove_message(
+        self, principal: Principal, session_id: str, message_id: str, *, named: str | None
+    ) -> bool:
+        """Take one message out of the session (what it recorded stays long-term); False if
+        the session or the message is not there."""
+        tenant = principal.tenant_for([named], self._scoping.tenant_field)
+        state = await self._read(tenant, session_id, None)
+        if state is None or all(m.id != message_id for m in state.memory.messages):
+            return False
+
+        def change(state: _State | None) -> WorkingMemory:
+            if state is None:
+                raise SessionNotFoundError(f"Session {session_id} was deleted meanwhile")
+            kept = [m for m in state.memory.messages if m.id != message_id]
+            return state.memory.model_copy(update={"messages": kept})
+
+        await self._commit(tenant, session_id, change, None, Window())
+        return True
 
     async def delete(
         self, principal: Principal, session_id: str, *, named: str | None, other: str | None
@@ -344,6 +396,7 @@ class SessionService:
         change: Callable[[_State | None], WorkingMemory],
         expected: int | None,
         window: Window,
+        extras: Mapping[str, MessageExtras] | None = None,
     ) -> WorkingMemoryResponse:
         _checked(session_id)
         for _ in range(_ATTEMPTS):
@@ -369,6 +422,7 @@ class SessionService:
                 for m in memory.messages
             }
             stamps = {**(state.stamps if state else {}), _stamp(now): version}
+            known = {**(state.extras if state else {}), **(extras or {})}
             after = _State(
                 memory=memory,
                 version=version,
@@ -376,6 +430,7 @@ class SessionService:
                 recorded=[*(state.recorded if state else ()), *new.recorded][-_REMEMBERED:],
                 saved=[*(state.saved if state else ()), *new.saved][-_REMEMBERED:],
                 stamps=dict(list(stamps.items())[-_STAMPS:]),
+                extras={m.id: known[m.id] for m in memory.messages if m.id in known},
             )
             other = getattr(memory, self._scoping.other_field)
             document = after.document()
