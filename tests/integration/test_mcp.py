@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 import anyio
 import httpx
@@ -28,6 +29,7 @@ TOOLS = {
     "memory_prompt",
     "set_working_memory",
     "get_working_memory",
+    "get_current_datetime",
 }
 
 
@@ -52,6 +54,12 @@ async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
 async def _every_tool(session: ClientSession, tenant: str) -> None:
     listed = await session.list_tools()
     assert {tool.name for tool in listed.tools} >= TOOLS
+
+    before = int(time.time())
+    clock = await call_tool(session, "get_current_datetime")
+    assert before <= clock["unix_ts"] <= time.time()
+    at = datetime.fromtimestamp(clock["unix_ts"], UTC)
+    assert clock["iso_utc"] == at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     memory_id = uuid.uuid4().hex
     ack = await call_tool(

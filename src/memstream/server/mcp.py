@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import anyio
@@ -345,6 +345,13 @@ async def get_working_memory(
     return await _call(ctx, get)  # type: ignore[no-any-return]
 
 
+async def get_current_datetime() -> dict[str, str | int]:
+    """The current date and time in UTC (`iso_utc`, to the second, ending in Z) and as Unix
+    seconds (`unix_ts`): for resolving "today", "last week" before a search or a save."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    return {"iso_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "unix_ts": int(now.timestamp())}
+
+
 TOOLS: tuple[Callable[..., Awaitable[Any]], ...] = (
     create_long_term_memories,
     search_long_term_memory,
@@ -355,6 +362,7 @@ TOOLS: tuple[Callable[..., Awaitable[Any]], ...] = (
     memory_prompt,
     set_working_memory,
     get_working_memory,
+    get_current_datetime,
 )
 
 
