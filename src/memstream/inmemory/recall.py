@@ -17,6 +17,7 @@ Redis's keyword mode also matches stems.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -103,12 +104,21 @@ class InMemoryRecaller:
         return self.recall_where(validate_tenant(tenant), text, k)
 
     def recall_where(
-        self, tenant: str, text: str, k: int, keep: Keep | None = None
+        self,
+        tenant: str,
+        text: str,
+        k: int,
+        keep: Keep | None = None,
+        vector_weight: float | None = None,
     ) -> list[RecalledMemory]:
-        """Recall among the tenant's memories that `keep` lets through."""
+        """Recall among the tenant's memories that `keep` lets through (with `vector_weight`:
+        meaning weighed so in the fusion)."""
         check_k(k)
+        tuning = self.tuning
+        if vector_weight is not None:
+            tuning = replace(tuning, vector_weight=vector_weight)
         return self._live.read(
-            tenant, text, lambda held, query: _recalled(held, text, query, k, self.tuning, keep)
+            tenant, text, lambda held, query: _recalled(held, text, query, k, tuning, keep)
         )
 
 
@@ -131,6 +141,7 @@ class InMemorySearch:
         offset: int = 0,
         max_distance: float | None = None,
         keep: Keep | None = None,
+        vector_weight: float | None = None,
     ) -> SearchPage:
         check_search(mode, limit, offset, max_distance)
         filtered = where.matches
@@ -141,7 +152,7 @@ class InMemorySearch:
             # Counted before the recall, as Redis's search counts: an apply in between raises
             # the hits, never the count alone.
             counted = 0 if keep is not None else self._count(where)
-            hits = self._recaller.recall_where(where.tenant, text, depth, kept)
+            hits = self._recaller.recall_where(where.tenant, text, depth, kept, vector_weight)
             total = len(hits) if keep is not None else max(counted, len(hits))
             return SearchPage(tuple(hits[offset : offset + limit]), total)
         if not terms and (mode == SearchMode.KEYWORD or not text.strip()):

@@ -74,10 +74,13 @@ class MemorySearch(Protocol):
         offset: int = 0,
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
+        vector_weight: float | None = None,
     ) -> SearchPage:
         """One page (`offset`, `limit`) of the memories `where` lets through, best first for
         `text` in `mode` (hybrid: recall's ranking); `max_distance` bounds the semantic mode's
-        cosine distance; `keep` drops what the backend cannot filter, before the page is cut."""
+        cosine distance; `keep` drops what the backend cannot filter, before the page is cut;
+        `vector_weight` sets the hybrid fusion's weight of meaning for this search (None: the
+        configured MEMSTREAM_RECALL_VECTOR_WEIGHT; other modes ignore it)."""
         ...
 
 

@@ -230,6 +230,7 @@ class ShardedSearch:
         offset: int = 0,
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
+        vector_weight: float | None = None,
     ) -> SearchPage:
         return self._shards.of(where.tenant).search(
             where,
@@ -239,6 +240,7 @@ class ShardedSearch:
             offset=offset,
             max_distance=max_distance,
             keep=keep,
+            vector_weight=vector_weight,
         )
 
 

@@ -374,15 +374,21 @@ class RedisRecaller:
         query: Callable[[Vectors], HybridQuery],
         *,
         keep: Callable[[Memory], bool] | None = None,
+        tuning: RecallTuning | None = None,
     ) -> list[RecalledMemory]:
-        """`search` of `query(vector)`, with `text` embedded for the live generation's model."""
+        """`search` of `query(vector)`, with `text` embedded for the live generation's model,
+        ranked with `tuning` (None: the recaller's)."""
         vector, replies = self.embedded(
             text, lambda v: self._commands(query(v)), doing="recalling memories"
         )
-        return self._ranked(query(vector), replies, self.tuning, keep)
+        return self._ranked(query(vector), replies, tuning or self.tuning, keep)
 
     def recall_counted(
-        self, text: str, query: Callable[[Vectors], HybridQuery], counted: str
+        self,
+        text: str,
+        query: Callable[[Vectors], HybridQuery],
+        counted: str,
+        tuning: RecallTuning | None = None,
     ) -> tuple[list[RecalledMemory], int]:
         """`recall_query`, and how many memories pass the filter `counted`, counted in the same
         round trip ahead of the searches: a memory written in between is then in the hits
@@ -394,7 +400,8 @@ class RedisRecaller:
         vector, replies = self.embedded(text, commands, doing="recalling memories")
         if replies is None:
             return [], 0
-        return self._ranked(query(vector), replies[1:], self.tuning, None), _total(replies[0])
+        ranked = self._ranked(query(vector), replies[1:], tuning or self.tuning, None)
+        return ranked, _total(replies[0])
 
     def recall_vector(self, tenant: str, text: str, k: int = 10) -> list[RecalledMemory]:
         _, replies = self.embedded(

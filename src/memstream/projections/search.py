@@ -28,6 +28,7 @@ recall's fused score; keyword and listings 1 / (1 + rank).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -96,11 +97,12 @@ class FilteredSearch:
         offset: int = 0,
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
+        vector_weight: float | None = None,
     ) -> SearchPage:
         check_search(mode, limit, offset, max_distance)
         terms = query_terms(text)
         if mode == SearchMode.HYBRID and (terms or text.strip()):
-            return self._recalled(where, text, limit, offset, keep)
+            return self._recalled(where, text, limit, offset, keep, vector_weight)
         # With a predicate the index cannot evaluate, page over the kept best candidates.
         start, count = (0, POST_FILTER_DEPTH) if keep is not None else (offset, limit)
         hits, total = self._window(where, terms, text, mode, start, count, max_distance)
@@ -116,19 +118,24 @@ class FilteredSearch:
         limit: int,
         offset: int,
         keep: Callable[[Memory], bool] | None,
+        vector_weight: float | None,
     ) -> SearchPage:
+        tuning = None  # the recaller's own
+        if vector_weight is not None:
+            tuning = replace(self._recaller.tuning, vector_weight=vector_weight)
+
         def query(vector: Vectors) -> HybridQuery:
             k = POST_FILTER_DEPTH if keep is not None else offset + limit
             return HybridQuery(where.tenant, text, vector, k, where=where)
 
         if keep is not None:
-            hits = self._recaller.recall_query(text, query, keep=keep)
+            hits = self._recaller.recall_query(text, query, keep=keep, tuning=tuning)
             return SearchPage(tuple(hits[offset : offset + limit]), len(hits))
         # Counted in the recall's round trip, before its searches: a memory the worker writes
         # in between is then in the hits alone, never in the count alone (a total of 1 beside
         # no memories, which a client polling on `total` read as found), and the hits raise
         # the total to match.
-        hits, total = self._recaller.recall_counted(text, query, render_filter(where))
+        hits, total = self._recaller.recall_counted(text, query, render_filter(where), tuning)
         return SearchPage(tuple(hits[offset : offset + limit]), max(total, len(hits)))
 
     def _window(

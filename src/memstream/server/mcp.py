@@ -258,9 +258,14 @@ async def memory_prompt(
     search_mode: SearchModeEnum = SearchModeEnum.HYBRID,
     limit: int = 10,
     offset: int = 0,
+    model_name: str | None = None,
+    context_window_max: int | None = None,
+    include_long_term_search: bool = True,
 ) -> dict[str, Any]:
-    """The messages to send a model for `query`: the `semantic-memory` section of what
-    this tenant's memory holds about it, then the query."""
+    """The messages to send a model for `query`: with a session (`session_id.eq`), its
+    summary and recent messages (within `model_name`/`context_window_max`); then the
+    `semantic-memory` section of what this tenant's memory holds about it (unless
+    `include_long_term_search` is false); then the query."""
     search = _search(
         text=query,
         search_mode=search_mode,
@@ -276,8 +281,10 @@ async def memory_prompt(
     )
     session = None
     if session_id is not None and session_id.eq is not None:
-        session = PromptSession(session_id=session_id.eq)
-    request = MemoryPromptRequest(query=query, session=session, long_term_search=search)
+        session = _prompt_session(session_id.eq, model_name, context_window_max)
+    request = MemoryPromptRequest(
+        query=query, session=session, long_term_search=search if include_long_term_search else False
+    )
     response = await _call(ctx, lambda s, p: s.prompt(p, request))
     return dict(response.model_dump(mode="json"))
 
@@ -374,6 +381,17 @@ def build_mcp(
     for tool in TOOLS:
         server.add_tool(tool)
     return server
+
+
+def _prompt_session(
+    session_id: str, model_name: str | None, context_window_max: int | None
+) -> PromptSession:
+    try:
+        return PromptSession(
+            session_id=session_id, model_name=model_name, context_window_max=context_window_max
+        )
+    except ValueError as exc:
+        raise ToolError(f"[invalid_input, not retryable] {exc}") from None
 
 
 def _search(**fields: Any) -> SearchRequest:

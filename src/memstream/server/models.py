@@ -241,8 +241,14 @@ class SearchRequest(BaseModel):
 
     text: str | None = None
     search_mode: SearchModeEnum = SearchModeEnum.HYBRID
-    hybrid_alpha: float = Field(default=0.7, ge=0.0, le=1.0, description="Ignored: rank fusion")
-    text_scorer: str = Field(default="BM25", description="Ignored: BM25")
+    hybrid_alpha: float = Field(
+        default=0.7,
+        ge=0.0,
+        le=1.0,
+        description="hybrid: the weight of meaning against words (0: words alone, 1: meaning "
+        "alone); unsent, memstream's tuned fusion decides",
+    )
+    text_scorer: str = Field(default="BM25", description="Accepted; words are scored by BM25")
     session_id: TagFilter | None = None
     namespace: TagFilter | None = None
     topics: TagFilter | None = None

@@ -325,6 +325,8 @@ class MemoryService:
         selection and layout, within `max_recall_tokens`), as AMS's prompt messages; with a
         session, its summary and recent messages come first (server.sessions)."""
         self.limits.query(request.query, "query")
+        if request.long_term_search is False:
+            return await self._session_prompt(principal, request)
         if isinstance(request.long_term_search, SearchRequest):
             search = request.long_term_search.model_copy(update={"text": request.query})
         elif request.session is not None and request.session.session_id:
@@ -357,6 +359,20 @@ class MemoryService:
         found = self._results(page, search).memories
         return MemoryPromptResponse(messages=messages, long_term_memories=found or None)
 
+    async def _session_prompt(
+        self, principal: Principal, request: MemoryPromptRequest
+    ) -> MemoryPromptResponse:
+        """AMS's session-only prompt (`long_term_search: false`): the session's summary and
+        messages, then the query; no long-term memory."""
+        if request.session is None:
+            raise InvalidInputError(
+                "long_term_search is false and no session is given, so the prompt would hold "
+                "nothing but the query: give a session, or a long-term search"
+            )
+        session = await self.sessions.prompt_messages(principal, request.session)
+        query = PromptMessage(role="user", content=TextContent(text=request.query))
+        return MemoryPromptResponse(messages=[*session, query], long_term_memories=None)
+
     def _page(self, principal: Principal, request: SearchRequest) -> SearchPage:
         self.limits.query(request.text, "text")
         field = self.scoping.tenant_field
@@ -373,6 +389,7 @@ class MemoryService:
             offset=request.offset,
             max_distance=request.distance_threshold,
             keep=plan.keep,
+            vector_weight=vector_weight(request),
         )
 
     def _results(self, page: SearchPage, request: SearchRequest) -> MemoryRecordResults:
@@ -393,6 +410,21 @@ class MemoryService:
         return MemoryRecordResults(
             memories=results, total=page.total, next_offset=end if end < page.total else None
         )
+
+
+def vector_weight(request: SearchRequest) -> float | None:
+    """The fusion's weight of meaning for AMS's `hybrid_alpha`, when the request sends one.
+
+    AMS scores `alpha * vector + (1 - alpha) * text`; memstream's fusion scores
+    `(text + a * cosine) / (1 + a)` (memory.ranking.fusion), the same blend for
+    `a = alpha / (1 - alpha)`. Unsent, memstream's own tuned weight decides (its default, 4,
+    is alpha 0.8; AMS's default alpha is 0.7)."""
+    if "hybrid_alpha" not in request.model_fields_set:
+        return None
+    return request.hybrid_alpha / max(1.0 - request.hybrid_alpha, _ALPHA_FLOOR)
+
+
+_ALPHA_FLOOR = 1e-6  # alpha 1 (meaning alone): a weight so large that words no longer count
 
 
 def _stored(scoping: Scoping, memory: Memory) -> dict[str, object]:

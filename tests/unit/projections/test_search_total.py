@@ -40,7 +40,7 @@ class _Recaller:
         self.memories: list[Memory] = []
 
     def recall_counted(
-        self, text: str, query: Callable[..., object], counted: str
+        self, text: str, query: Callable[..., object], counted: str, tuning: object = None
     ) -> tuple[list[RecalledMemory], int]:
         total = len(self.memories)
         self.memories.append(_memory(len(self.memories)))  # the worker, between the two

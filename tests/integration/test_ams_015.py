@@ -1,0 +1,106 @@
+"""What agent-memory-server 0.15 added to its API, served by memstream against the real stack:
+`hybrid_alpha` weighing meaning against words in the hybrid search, and the session-only
+prompt (`long_term_search: false`, MCP's `include_long_term_search=False`)."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+from .helpers import wait_until
+from .serving import call_tool, mcp_over_http
+
+pytestmark = pytest.mark.integration
+
+CAR, WINDOW, LUNCH = (
+    "The car needs an oil change every spring",
+    "The maintenance window is Sunday night",
+    "Lunch is served at noon",
+)
+
+
+def _scores(http: httpx.Client, **search: object) -> dict[str, float]:
+    body = {"text": "automobile maintenance", "limit": 10, **search}
+    response = http.post("/v1/long-term-memory/search", json=body)
+    assert response.status_code == 200, response.text
+    return {m["text"]: m["score"] for m in response.json()["memories"]}
+
+
+def test_hybrid_alpha_weighs_meaning_against_words(http: httpx.Client) -> None:
+    memories = [{"id": uuid.uuid4().hex, "text": text} for text in (CAR, WINDOW, LUNCH)]
+    response = http.post(
+        "/v1/long-term-memory/?wait=true&wait_timeout=30", json={"memories": memories}
+    )
+    assert response.status_code == 200, response.text
+    wait_until(lambda: len(_scores(http, search_mode="semantic")) == 3, "three memories searchable")
+
+    meaning = _scores(http, search_mode="semantic")  # each memory's cosine with the query
+    alone = _scores(http, search_mode="hybrid", hybrid_alpha=1.0)
+    assert alone.keys() == meaning.keys()
+    for text, cosine in meaning.items():
+        assert alone[text] == pytest.approx(max(cosine, 0.0), abs=1e-4), text
+
+    words = _scores(http, search_mode="hybrid", hybrid_alpha=0.0)
+    assert words[WINDOW] == pytest.approx(1.0)  # the best word match, and the only one
+    assert words.get(CAR, 0.0) == pytest.approx(0.0) and words.get(LUNCH, 0.0) == 0.0
+
+    # In between, the blend AMS defines: alpha * meaning + (1 - alpha) * words.
+    half = _scores(http, search_mode="hybrid", hybrid_alpha=0.5)
+    assert half[WINDOW] == pytest.approx(0.5 * 1.0 + 0.5 * max(meaning[WINDOW], 0.0), abs=1e-4)
+    assert half[CAR] == pytest.approx(0.5 * max(meaning[CAR], 0.0), abs=1e-4)
+
+
+_CHAT = [
+    {"role": "user", "content": "My cat is called Miso"},
+    {"role": "assistant", "content": "Noted"},
+]
+
+
+def test_a_session_only_prompt_shows_the_session_and_no_long_term_memory(
+    http: httpx.Client,
+) -> None:
+    session = f"chat-{uuid.uuid4().hex[:8]}"
+    response = http.put(f"/v1/working-memory/{session}", json={"messages": _CHAT})
+    assert response.status_code == 200, response.text
+    saved = http.post(
+        "/v1/long-term-memory/?wait=true&wait_timeout=30",
+        json={"memories": [{"id": uuid.uuid4().hex, "text": "The user's cat is called Miso"}]},
+    )
+    assert saved.status_code == 200, saved.text
+
+    body = {"query": "what is my cat called?", "session": {"session_id": session}}
+    only = http.post("/v1/memory/prompt", json={**body, "long_term_search": False})
+    assert only.status_code == 200, only.text
+    shown = [(m["role"], m["content"]["text"]) for m in only.json()["messages"]]
+    assert shown == [
+        ("user", "My cat is called Miso"),
+        ("assistant", "Noted"),
+        ("user", "what is my cat called?"),
+    ]
+    assert only.json()["long_term_memories"] is None
+    both = http.post("/v1/memory/prompt", json={**body, "long_term_search": True})
+    assert any("semantic-memory" in m["content"]["text"] for m in both.json()["messages"])
+
+    nothing = http.post("/v1/memory/prompt", json={"query": "x", "long_term_search": False})
+    assert nothing.status_code == 422
+    assert "give a session" in nothing.json()["detail"]
+
+
+async def test_mcp_memory_prompt_without_long_term_search(server: str, key: str) -> None:
+    session = f"chat-{uuid.uuid4().hex[:8]}"
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=server, headers=headers, timeout=30) as http:
+        response = await http.put(f"/v1/working-memory/{session}", json={"messages": _CHAT})
+        assert response.status_code == 200, response.text
+    async with mcp_over_http(server, key) as mcp:
+        prompt = await call_tool(
+            mcp,
+            "memory_prompt",
+            query="what is my cat called?",
+            session_id={"eq": session},
+            include_long_term_search=False,
+        )
+    texts = [m["content"]["text"] for m in prompt["messages"]]
+    assert texts == ["My cat is called Miso", "Noted", "what is my cat called?"]
