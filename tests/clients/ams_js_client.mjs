@@ -76,6 +76,8 @@ const filtered = await client.searchLongTermMemory({
   topics: new Topics({ any: ["deploys"] }),
 });
 assert.deepEqual(filtered.memories.map((m) => m.id), [deploy]);
+const prefixed = await client.searchLongTermMemory({ text: "", sessionId: new SessionId({ startswith: "js-s2" }) });
+assert.deepEqual(prefixed.memories.map((m) => m.id), [invoice]);
 check("searchLongTermMemory");
 
 const all = [];

@@ -72,12 +72,12 @@ def ams_client(server: str, key: str) -> MemoryAPIClient:
 
 
 @contextlib.asynccontextmanager
-async def mcp_over_http(server: str, key: str) -> AsyncIterator[ClientSession]:
-    """An initialised MCP client session on `server`'s `/mcp`, with `key`."""
+async def mcp_over_http(server: str, key: str, path: str = "/mcp") -> AsyncIterator[ClientSession]:
+    """An initialised MCP client session on `server`'s `path` (`/mcp`), with `key`."""
     headers = {"Authorization": f"Bearer {key}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        streamable_http_client(f"{server}/mcp", http_client=http) as (read, write),
+        streamable_http_client(f"{server}{path}", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()

@@ -1,6 +1,7 @@
-"""What agent-memory-server 0.15 added to its API, served by memstream against the real stack:
-`hybrid_alpha` weighing meaning against words in the hybrid search, and the session-only
-prompt (`long_term_search: false`, MCP's `include_long_term_search=False`)."""
+"""What agent-memory-server 0.15 has beyond 0.14's routes, served by memstream against the
+real stack: `hybrid_alpha` weighing meaning against words in the hybrid search, the
+session-only prompt (`long_term_search: false`, MCP's `include_long_term_search=False`), and
+compaction of exact duplicates as events (HTTP and MCP)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,55 @@ async def test_mcp_memory_prompt_without_long_term_search(server: str, key: str)
         )
     texts = [m["content"]["text"] for m in prompt["messages"]]
     assert texts == ["My cat is called Miso", "Noted", "what is my cat called?"]
+
+
+def _texts(http: httpx.Client) -> list[str]:
+    response = http.post("/v1/long-term-memory/search", json={"text": "", "limit": 100})
+    assert response.status_code == 200, response.text
+    return sorted(m["text"] for m in response.json()["memories"])
+
+
+def test_compaction_merges_exact_duplicates_as_events_the_history_shows(
+    http: httpx.Client,
+) -> None:
+    copies = [uuid.uuid4().hex for _ in range(3)]
+    records = [{"id": i, "text": "Deploys are on Tuesdays", "session_id": "ops"} for i in copies]
+    records += [
+        {"id": uuid.uuid4().hex, "text": "Deploys are on Tuesdays", "session_id": "other"},
+        {"id": uuid.uuid4().hex, "text": "Deploys are on Tuesday", "session_id": "ops"},
+    ]
+    response = http.post(
+        "/v1/long-term-memory/?wait=true&wait_timeout=30", json={"memories": records}
+    )
+    assert response.status_code == 200, response.text
+
+    done = http.post("/v1/long-term-memory/compact?wait=true&wait_timeout=30")
+    assert done.status_code == 200, done.text
+    assert done.json() == {"status": "ok, 3 memories remaining after compaction"}
+    # The three copies of one session are one memory; another session's copy and a
+    # different text (however near) stay as they were.
+    assert _texts(http) == [
+        "Deploys are on Tuesday",
+        "Deploys are on Tuesdays",
+        "Deploys are on Tuesdays",
+    ]
+    for copy in copies:
+        assert http.get(f"/v1/long-term-memory/{copy}").status_code == 404
+        history = http.get(f"/v1/long-term-memory/{copy}/history").json()["history"]
+        assert [h["change"] for h in history] == ["recorded", "consolidated"]
+        assert history[-1]["event_type"] == "MemoriesConsolidated"
+    again = http.post("/v1/long-term-memory/compact?wait=true&wait_timeout=30")
+    assert again.json() == {"status": "ok, 3 memories remaining after compaction"}
+
+
+async def test_mcp_compacts_and_tells_the_time(server: str, key: str) -> None:
+    headers = {"Authorization": f"Bearer {key}"}
+    same = [{"id": uuid.uuid4().hex, "text": "Lunch is at noon"} for _ in range(2)]
+    async with httpx.AsyncClient(base_url=server, headers=headers, timeout=30) as http:
+        response = await http.post(
+            "/v1/long-term-memory/?wait=true&wait_timeout=30", json={"memories": same}
+        )
+        assert response.status_code == 200, response.text
+    async with mcp_over_http(server, key) as mcp:
+        compacted = await call_tool(mcp, "compact_long_term_memories")
+        assert compacted == {"status": "ok, 1 memories remaining after compaction"}

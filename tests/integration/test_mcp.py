@@ -163,6 +163,28 @@ async def test_http_tools_for_the_keys_tenant(server: str, env: dict[str, str]) 
         await _every_tool(session, tenant)
 
 
+async def test_http_tools_at_the_namespace_path_of_the_keys_tenant(
+    server: str, env: dict[str, str]
+) -> None:
+    """AMS serves MCP at `/{namespace}/mcp` too: there the namespace is the key's tenant, and
+    another tenant's is refused before any MCP session."""
+    tenant = f"mcp-ns-{uuid.uuid4().hex[:8]}"
+    key = tenant_key(env, tenant)
+    async with mcp_over_http(server, key, path=f"/{tenant}/mcp") as session:
+        listed = await session.list_tools()
+        assert {tool.name for tool in listed.tools} >= TOOLS
+        saved = await call_tool(
+            session, "create_long_term_memories", memories=[{"text": "The path is the tenant"}]
+        )
+        assert saved == {"status": "ok"}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient() as http:
+        response = await http.post(f"{server}/globex-{tenant}/mcp", json=hello, headers=headers)
+    assert response.status_code == 403, response.text
+    assert response.json()["code"] == "forbidden"
+
+
 def test_http_mcp_needs_a_tenant_key(server: str, env: dict[str, str]) -> None:
     """Refused at the door, before any MCP session: no key, a wrong key, an admin key."""
     hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -153,7 +153,6 @@ def test_ams_routes_not_served_answer_501(http: httpx.Client) -> None:
     for method, path in [
         ("POST", "/v1/summary-views"),
         ("GET", "/v1/tasks/task-1"),
-        ("POST", "/v1/long-term-memory/compact"),
     ]:
         _refused(http.request(method, path, json={}), 501, "does not serve")
     schema = http.get("/openapi.json").json()

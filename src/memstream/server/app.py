@@ -6,7 +6,7 @@ service and the caller through `Depends`), Redis Agent Memory's store routes
 gates in front of them, and the error handlers. Errors become status codes in one place
 (server/errors.py), each answered as `{"detail", "code", "retryable"}` (`detail` is what AMS's
 client reads). A body over MEMSTREAM_SERVER_MAX_BODY_BYTES is refused with 413 before it is
-read whole. AMS routes memstream does not serve (summary views, tasks, compact) answer 501
+read whole. AMS routes memstream does not serve (summary views, tasks) answer 501
 saying so.
 
 `/metrics` answers the server's metrics in Prometheus's text format without a key: requests
@@ -18,6 +18,7 @@ operator's scrape targets (docs/server.md).
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -129,9 +130,15 @@ class _Measured:
             self._metrics.observe(scope["method"], route, status, elapsed)
 
 
+# `/mcp`, or AMS's `/{namespace}/mcp` (a trailing slash allowed).
+_MCP_PATH = re.compile(r"^(?:/(?P<namespace>[^/]+))?/mcp/?$")
+
+
 class _McpGate:
     """Refuses a request to `/mcp` without a tenant key (401, or 403 for an admin key) before
-    the MCP transport opens anything; the tools then read the same key for their tenant."""
+    the MCP transport opens anything; the tools then read the same key for their tenant.
+    AMS also serves MCP at `/{namespace}/mcp`: there the namespace must be the key's tenant
+    (403 otherwise), and the request goes on to `/mcp`."""
 
     def __init__(self, app: ASGIApp, keys: ApiKeys, keyless: bool) -> None:
         self._app = app
@@ -139,12 +146,17 @@ class _McpGate:
         self._keyless = keyless
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].rstrip("/") == "/mcp":
+        named = _MCP_PATH.match(scope["path"]) if scope["type"] == "http" else None
+        if named is not None:
             raw = dict(scope["headers"]).get(b"authorization")
             try:
-                key_principal(
+                principal = key_principal(
                     self._keys, raw.decode("latin-1") if raw else None, keyless=self._keyless
                 )
+                if named["namespace"] is not None:
+                    # The ASGI path is decoded already: the segment is the tenant as named.
+                    principal.tenant_for([named["namespace"]], "the MCP path")
+                    scope = {**scope, "path": "/mcp", "raw_path": b"/mcp"}
             except MemstreamError as exc:
                 response = error_response(status_of(exc), exc.code, str(exc), exc.retryable)
                 await response(scope, receive, send)

@@ -263,10 +263,13 @@ class Scoping:
         impossible = False
         threads: frozenset[str] | None = None
         not_threads: frozenset[str] = frozenset()
+        checks: list[Callable[[Memory], bool]] = []
         if request.session_id is not None:
             session = _Choice.of(request.session_id, single_valued=True)
             threads, not_threads = session.allowed, session.refused
             impossible |= threads is not None and not threads
+            if request.session_id.startswith is not None:
+                checks.append(_thread_prefix(request.session_id.startswith))
         types: tuple[MemoryType, ...] = ()
         not_types: tuple[MemoryType, ...] = ()
         if request.memory_type is not None:
@@ -285,11 +288,15 @@ class Scoping:
             since=since,
             until=until,
         )
-        checks: list[Callable[[Memory], bool]] = []
+        named = getattr(request, self.tenant_field)
+        if named is not None and named.startswith is not None:
+            impossible |= not tenant.startswith(named.startswith)
         other = getattr(request, self.other_field)
         if other is not None:
             scope = _Choice.of(other, single_valued=True)
             checks.append(lambda m: scope.admits(m.metadata.get(self._other_key)))
+            if other.startswith is not None:
+                checks.append(_prefix_check(other.startswith, self._other_key))
         for name, key in (("topics", TOPICS), ("entities", ENTITIES)):
             tag = getattr(request, name)
             if tag is not None:
@@ -300,6 +307,9 @@ class Scoping:
         if request.extraction_strategy is not None:
             strategy = _Choice.of(request.extraction_strategy, single_valued=True)
             checks.append(lambda m: strategy.admits(_strategy(m)))
+            if request.extraction_strategy.startswith is not None:
+                start = request.extraction_strategy.startswith
+                checks.append(lambda m: _strategy(m).startswith(start))
         keep = (lambda m: all(check(m) for check in checks)) if checks else None
         return SearchPlan(where, keep, impossible)
 
@@ -319,9 +329,23 @@ def _event_date(memory: Memory) -> datetime | None:
     return datetime.fromisoformat(raw) if raw else None
 
 
+def _thread_prefix(prefix: str) -> Callable[[Memory], bool]:
+    return lambda memory: memory.thread.startswith(prefix)
+
+
+def _prefix_check(prefix: str, key: str) -> Callable[[Memory], bool]:
+    def check(memory: Memory) -> bool:
+        value = memory.metadata.get(key)
+        return value is not None and value.startswith(prefix)
+
+    return check
+
+
 def _list_check(tag: TagFilter, key: str) -> Callable[[Memory], bool]:
     def check(memory: Memory) -> bool:
         values = set(_list(memory.metadata.get(key)) or ())
+        if tag.startswith is not None and not any(v.startswith(tag.startswith) for v in values):
+            return False
         wanted_any = [*(tag.any or ()), *(tag.in_ or ()), *([tag.eq] if tag.eq else [])]
         if wanted_any and not values.intersection(wanted_any):
             return False

@@ -352,6 +352,25 @@ async def get_working_memory(
     return await _call(ctx, get)  # type: ignore[no-any-return]
 
 
+async def compact_long_term_memories(
+    ctx: Context,
+    namespace: str | None = None,
+    user_id: str | None = None,
+    session_id: str | None = None,
+) -> AckResponse:
+    """Merge exact duplicates in long-term memory (same text, type, session and user) into
+    one memory each; says how many memories remain. Different texts are never merged."""
+
+    async def compact(service: MemoryService, principal: Principal) -> AckResponse:
+        field = service.scoping.tenant_field
+        named, other = (namespace, user_id) if field == "namespace" else (user_id, namespace)
+        return await service.compact(
+            principal, named=named, other=other, session_id=session_id, wait=None
+        )
+
+    return await _call(ctx, compact)  # type: ignore[no-any-return]
+
+
 async def get_current_datetime() -> dict[str, str | int]:
     """The current date and time in UTC (`iso_utc`, to the second, ending in Z) and as Unix
     seconds (`unix_ts`): for resolving "today", "last week" before a search or a save."""
@@ -369,6 +388,7 @@ TOOLS: tuple[Callable[..., Awaitable[Any]], ...] = (
     memory_prompt,
     set_working_memory,
     get_working_memory,
+    compact_long_term_memories,
     get_current_datetime,
 )
 

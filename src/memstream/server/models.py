@@ -210,6 +210,7 @@ class TagFilter(BaseModel):
     not_eq: Value | None = None
     not_in: list[Value] | None = None
     none: list[Value] | None = None
+    startswith: Value | None = Field(default=None, description="A prefix of the value (AMS 0.15)")
 
 
 class MemoryTypeFilter(BaseModel):

@@ -215,8 +215,30 @@ async def memory_prompt(
     return await service.prompt(caller, body)
 
 
+@memories.post("/v1/long-term-memory/compact", response_model=AckResponse)
+async def compact_long_term_memories(
+    service: Service,
+    caller: Caller,
+    namespace: Tenant = None,
+    user_id: Tenant = None,
+    session_id: Annotated[str | None, Query(description="memstream: one session's only")] = None,
+    wait: Wait = False,
+    wait_timeout: WaitTimeout = 10.0,
+) -> AckResponse:
+    """Merge exact duplicates (same text, type, session and scope) into one memory each, as
+    events (history shows each copy merged); answers how many memories remain in scope."""
+    tenant_field = service.scoping.tenant_field
+    named, other = (namespace, user_id) if tenant_field == "namespace" else (user_id, namespace)
+    return await service.compact(
+        caller,
+        named=named,
+        other=other,
+        session_id=session_id,
+        wait=wait_timeout if wait else None,
+    )
+
+
 _NOT_SERVED = (
-    ("POST", "/v1/long-term-memory/compact"),
     ("GET", "/v1/summary-views"),
     ("POST", "/v1/summary-views"),
     ("GET", "/v1/summary-views/{view_id}"),
@@ -236,7 +258,7 @@ async def not_served_route(request: Request) -> JSONResponse:
         "not_served",
         f"{path} is an agent-memory-server route memstream does not serve: memstream keeps "
         "long-term and working memory (create, search, get, edit, delete, forget, prompt; "
-        "sessions). Summary views, background tasks and compaction are not served.",
+        "sessions, compaction). Summary views and background tasks are not served.",
     )
 
 

@@ -26,7 +26,12 @@ from memstream.errors import (
     MemoryNotFoundError,
     ProjectionLagError,
 )
-from memstream.memory.events import MemoryEvent, MemoryForgotten, check_memory_id
+from memstream.memory.events import (
+    MemoriesConsolidated,
+    MemoryEvent,
+    MemoryForgotten,
+    check_memory_id,
+)
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import SUBJECT, Memory
 from memstream.memory.ports import MemoryLookup, ProjectionProgress
@@ -223,6 +228,42 @@ class MemoryService:
         return ForgetResponse(
             scanned=len(scanned), deleted=len(chosen), deleted_ids=chosen, dry_run=dry_run
         )
+
+    async def compact(
+        self,
+        principal: Principal,
+        *,
+        named: str | None,
+        other: str | None,
+        session_id: str | None,
+        wait: float | None,
+    ) -> AckResponse:
+        """AMS's compaction of exact duplicates, as events: each group of memories with the
+        same text, type, session and scope (AMS's memory hash) becomes one memory, a
+        `MemoriesConsolidated` whose summary is their text and whose time, importance and
+        metadata are the newest copy's, so each copy's history says what it was merged into.
+        Different texts are never merged (near-duplicates collapse at recall instead)."""
+        self.limits.wait(wait)
+        tenant = principal.tenant_for([named], self.scoping.tenant_field)
+        memories = await anyio.to_thread.run_sync(self._reader.memories, tenant)
+        other_field = self.scoping.other_field
+        groups: dict[tuple[object, ...], list[Memory]] = {}
+        for memory in memories:
+            record = self.scoping.record(memory)
+            if session_id is not None and memory.thread != session_id:
+                continue
+            if other is not None and record[other_field] != other:
+                continue
+            key = (memory.content, record["memory_type"], memory.thread, record[other_field])
+            groups.setdefault(key, []).append(memory)
+        scoped = sum(map(len, groups.values()))
+        events = [
+            _merged(copies, self.embedding_model) for copies in groups.values() if len(copies) > 1
+        ]
+        if events:
+            await self.write(events, wait)
+        left = scoped - sum(len(e.memory_ids) - 1 for e in events)
+        return AckResponse(status=f"ok, {left} memories remaining after compaction")
 
     async def write(self, events: Sequence[MemoryEvent], wait: float | None) -> None:
         """Publish `events` (answered once acknowledged); with `wait`, once applied too."""
@@ -437,6 +478,22 @@ _FILTERS = (
     "session_id", "namespace", "topics", "entities", "created_at", "last_accessed", "user_id",
     "distance_threshold", "memory_type", "extraction_strategy", "event_date",
 )  # fmt: skip
+
+
+def _merged(copies: Sequence[Memory], embedding_model: str) -> MemoriesConsolidated:
+    """Identical copies as one memory: the newest copy's text, time and metadata."""
+    newest = max(copies, key=lambda m: (m.timestamp, m.id))
+    return MemoriesConsolidated(
+        tenant=newest.tenant,
+        memory_ids=tuple(m.id for m in copies),
+        summary=newest.content,
+        memory_type=newest.memory_type,
+        thread=newest.thread,
+        timestamp=newest.timestamp,
+        importance=max(m.importance for m in copies),
+        embedding_model=embedding_model,
+        metadata=newest.metadata,
+    )
 
 
 def _forget(tenant: str, memory_ids: Sequence[str]) -> MemoryForgotten:

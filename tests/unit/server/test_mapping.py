@@ -135,6 +135,39 @@ def test_what_the_index_cannot_filter_is_kept_by_a_predicate() -> None:
         assert not plan.keep(memory)
 
 
+def test_startswith_keeps_the_values_with_that_prefix() -> None:
+    """AMS 0.15's `startswith` on a tag filter: a prefix of the session, the user, a topic."""
+    request = SearchRequest.model_validate(
+        {
+            "session_id": {"startswith": "work:"},
+            "user_id": {"startswith": "team-"},
+            "topics": {"startswith": "dri"},
+        }
+    )
+    plan = SCOPING.plan("acme", request)
+    assert plan.keep is not None and not plan.impossible
+    fits = _record(session_id="work:42", user_id="team-a", topics=["x", "drinks"])
+    (memory,) = memories_of(SCOPING.saved(fits, "acme", "m"))
+    assert plan.keep(memory)
+    for other in (
+        _record(session_id="home:42", user_id="team-a", topics=["drinks"]),
+        _record(session_id="work:42", user_id="solo", topics=["drinks"]),
+        _record(session_id="work:42", user_id="team-a", topics=["food"]),
+        _record(session_id="work:42", topics=["drinks"]),
+    ):
+        (memory,) = memories_of(SCOPING.saved(other, "acme", "m"))
+        assert not plan.keep(memory)
+    # On the tenant's own field: a prefix of another tenant's name matches nothing.
+    assert SCOPING.plan(
+        "acme", SearchRequest.model_validate({"namespace": {"startswith": "gl"}})
+    ).impossible
+    assert not SCOPING.plan(
+        "acme", SearchRequest.model_validate({"namespace": {"startswith": "ac"}})
+    ).impossible
+    with pytest.raises(ValueError, match="startswith"):
+        SearchRequest.model_validate({"topics": {"startswith": ""}})
+
+
 def test_filters_that_cannot_match_are_known_before_searching() -> None:
     for impossible in (
         {"session_id": {"all": ["a", "b"]}},
