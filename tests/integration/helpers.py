@@ -8,12 +8,15 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -325,3 +328,36 @@ def shared_embedder(settings: Settings) -> Embedder:
     if settings.embedder not in _EMBEDDERS:
         _EMBEDDERS[settings.embedder] = embedder_from_settings(settings)
     return _EMBEDDERS[settings.embedder]
+
+
+@contextlib.contextmanager
+def scripted_chat(reply: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """An OpenAI-compatible chat endpoint on a free loopback port that answers every request
+    with `reply` (120 tokens in, 9 out); yields its base URL and the requests it was sent."""
+    asked: list[dict[str, Any]] = []
+
+    class Scripted(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            asked.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            body = json.dumps(
+                {
+                    "choices": [{"message": {"role": "assistant", "content": reply}}],
+                    "usage": {"prompt_tokens": 120, "completion_tokens": 9},
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", asked
+    finally:
+        httpd.shutdown()

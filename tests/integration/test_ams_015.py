@@ -5,13 +5,15 @@ compaction of exact duplicates as events (HTTP and MCP)."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
 
-from .helpers import wait_until
-from .serving import call_tool, mcp_over_http
+from .helpers import scripted_chat, wait_until
+from .serving import call_tool, mcp_over_http, serving, tenant_key
 
 pytestmark = pytest.mark.integration
 
@@ -113,6 +115,16 @@ def _texts(http: httpx.Client) -> list[str]:
     return sorted(m["text"] for m in response.json()["memories"])
 
 
+def _saved_and_compacted(http: httpx.Client, records: list[dict[str, str]]) -> str:
+    """Save `records`, compact once both are applied, and answer the compaction's status."""
+    saved = http.post("/v1/long-term-memory/?wait=true&wait_timeout=30", json={"memories": records})
+    assert saved.status_code == 200, saved.text
+    done = http.post("/v1/long-term-memory/compact?wait=true&wait_timeout=30")
+    assert done.status_code == 200, done.text
+    status: str = done.json()["status"]
+    return status
+
+
 def test_compaction_merges_exact_duplicates_as_events_the_history_shows(
     http: httpx.Client,
 ) -> None:
@@ -122,14 +134,7 @@ def test_compaction_merges_exact_duplicates_as_events_the_history_shows(
         {"id": uuid.uuid4().hex, "text": "Deploys are on Tuesdays", "session_id": "other"},
         {"id": uuid.uuid4().hex, "text": "Deploys are on Tuesday", "session_id": "ops"},
     ]
-    response = http.post(
-        "/v1/long-term-memory/?wait=true&wait_timeout=30", json={"memories": records}
-    )
-    assert response.status_code == 200, response.text
-
-    done = http.post("/v1/long-term-memory/compact?wait=true&wait_timeout=30")
-    assert done.status_code == 200, done.text
-    assert done.json() == {"status": "ok, 3 memories remaining after compaction"}
+    assert _saved_and_compacted(http, records) == "ok, 3 memories remaining after compaction"
     # The three copies of one session are one memory; another session's copy and a
     # different text (however near) stay as they were.
     assert _texts(http) == [
@@ -157,3 +162,33 @@ async def test_mcp_compacts_and_tells_the_time(server: str, key: str) -> None:
     async with mcp_over_http(server, key) as mcp:
         compacted = await call_tool(mcp, "compact_long_term_memories")
         assert compacted == {"status": "ok, 1 memories remaining after compaction"}
+
+
+@pytest.mark.usefixtures("worker")
+def test_with_a_chat_model_compaction_merges_near_duplicates_in_one_call_each(
+    env: dict[str, str], tenant: str, tmp_path: Path
+) -> None:
+    """A clique of near-duplicates becomes the model's merged memory; a memory near only one
+    of them, or about something else, stays; the call is announced as `compaction` usage."""
+    merged_text = "The user loves dark roast coffee, black"
+    near = [
+        "The user likes dark roast coffee",
+        "The user really likes dark roast coffee",
+        "The user likes dark roast coffee, black",
+    ]
+    apart = "Lunch is served at noon in the cafeteria"
+    key = tenant_key(env, tenant)
+    with (
+        scripted_chat(merged_text) as (chat_url, asked),
+        serving(
+            env | {"MEMSTREAM_CHAT_BASE_URL": chat_url, "MEMSTREAM_CHAT_MODEL": "scripted"},
+            tmp_path / "server.log",
+        ) as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as h,
+    ):
+        records = [{"id": uuid.uuid4().hex, "text": text} for text in [*near, apart]]
+        assert _saved_and_compacted(h, records) == "ok, 2 memories remaining after compaction"
+        assert _texts(h) == [apart, merged_text]
+    (request,) = asked
+    prompt = json.dumps(request["messages"])
+    assert all(text in prompt for text in near) and apart not in prompt

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 import pytest
@@ -27,7 +25,7 @@ from memstream.memory.model import LONG_TERM_PROMPT, LONG_TERM_STRATEGY
 from memstream.memory.monitoring import ModelUsage
 
 from .commands import memstream
-from .helpers import TestStack, wait_until
+from .helpers import TestStack, scripted_chat, wait_until
 from .serving import ams_client, new_tenant, serving, tenant_key
 
 pytestmark = pytest.mark.integration
@@ -281,44 +279,20 @@ async def test_recorded_turns_survive_a_replay(
     assert "My locker code is 4417" in before
 
 
-class _ScriptedChat(BaseHTTPRequestHandler):
-    """An OpenAI-compatible chat endpoint that answers every request with one summary."""
-
-    asked: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).asked.append(body)
-        reply = json.dumps(
-            {
-                "choices": [{"message": {"role": "assistant", "content": "SUMMARY: Lisbon"}}],
-                "usage": {"prompt_tokens": 120, "completion_tokens": 9},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def chat_url() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedChat)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
+def chat() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    with scripted_chat("SUMMARY: Lisbon") as scripted:
+        yield scripted
 
 
 def test_with_a_chat_model_messages_past_the_window_are_summarised_in_one_counted_call(
-    env: dict[str, str], stack: TestStack, chat_url: str, tenant: str, tmp_path: Path
+    env: dict[str, str],
+    stack: TestStack,
+    chat: tuple[str, list[dict[str, Any]]],
+    tenant: str,
+    tmp_path: Path,
 ) -> None:
+    chat_url, asked_all = chat
     key = tenant_key(env, tenant)
     with_model = env | {"MEMSTREAM_CHAT_BASE_URL": chat_url, "MEMSTREAM_CHAT_MODEL": "scripted"}
     with (
@@ -332,7 +306,7 @@ def test_with_a_chat_model_messages_past_the_window_are_summarised_in_one_counte
         assert put.json()["tokens"] == 129
         # Under the window: no call.
         assert h.put("/v1/working-memory/short", json={"messages": talk[:2]}).status_code == 200
-    (asked,) = _ScriptedChat.asked
+    (asked,) = asked_all
     prompt = json.dumps(asked["messages"])
     assert "question 0" in prompt and "answer 5" not in prompt  # only what left the window
 

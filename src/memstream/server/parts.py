@@ -41,13 +41,14 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
         tombstones = deployment.projection.tombstones()
         checks = TombstoneChecks(tombstones)
         store = deployment.projection.working_memory()
+        chat = deployment.chat_model()  # summaries past a window; compaction's merges
         sessions = SessionService(
             store=store,
             publisher=publisher,
             tombstones=checks,
             scoping=scoping,
             embedding_model=deployment.embedding_model,
-            summarizer=deployment.chat_model(),
+            summarizer=chat,
         )
         service = MemoryService(
             publisher=publisher,
@@ -66,6 +67,7 @@ async def memory_service(deployment: Deployment) -> AsyncIterator[MemoryService]
             embedding_model=deployment.embedding_model,
             sessions=sessions,
             lineage=deployment.lineage(),
+            merger=chat,
         )
         try:
             yield service

@@ -26,6 +26,15 @@ from memstream.errors import (
     MemoryNotFoundError,
     ProjectionLagError,
 )
+from memstream.llm import ModelClient
+from memstream.memory.compaction import (
+    MAX_GROUP,
+    NEAR_DISTANCE,
+    exact_groups,
+    merge_request,
+    merged,
+    merged_text,
+)
 from memstream.memory.events import (
     MemoriesConsolidated,
     MemoryEvent,
@@ -34,6 +43,7 @@ from memstream.memory.events import (
 )
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import SUBJECT, Memory
+from memstream.memory.monitoring import ModelUsage
 from memstream.memory.ports import MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
@@ -119,9 +129,11 @@ class MemoryService:
         embedding_model: str,
         sessions: SessionService,
         lineage: Lineage | None = None,
+        merger: ModelClient | None = None,
     ) -> None:
         self._publisher = publisher
         self._lineage = lineage
+        self._merger = merger  # compaction's model for near-duplicates (None: exact only)
         self.sessions = sessions
         self._search = search
         self._reader = reader
@@ -238,32 +250,99 @@ class MemoryService:
         session_id: str | None,
         wait: float | None,
     ) -> AckResponse:
-        """AMS's compaction of exact duplicates, as events: each group of memories with the
-        same text, type, session and scope (AMS's memory hash) becomes one memory, a
-        `MemoriesConsolidated` whose summary is their text and whose time, importance and
-        metadata are the newest copy's, so each copy's history says what it was merged into.
-        Different texts are never merged (near-duplicates collapse at recall instead)."""
+        """AMS's compaction, as events (memory.compaction): each group of exact duplicates
+        (same text, type, session and user: AMS's memory hash) becomes one memory; with a
+        chat model configured, each clique of near-duplicates among the rest too, merged by
+        one model call. Each copy's history says what it was merged into."""
         self.limits.wait(wait)
         tenant = principal.tenant_for([named], self.scoping.tenant_field)
         memories = await anyio.to_thread.run_sync(self._reader.memories, tenant)
         other_field = self.scoping.other_field
-        groups: dict[tuple[object, ...], list[Memory]] = {}
-        for memory in memories:
-            record = self.scoping.record(memory)
-            if session_id is not None and memory.thread != session_id:
-                continue
-            if other is not None and record[other_field] != other:
-                continue
-            key = (memory.content, record["memory_type"], memory.thread, record[other_field])
-            groups.setdefault(key, []).append(memory)
-        scoped = sum(map(len, groups.values()))
-        events = [
-            _merged(copies, self.embedding_model) for copies in groups.values() if len(copies) > 1
+
+        def owner(memory: Memory) -> object:
+            return self.scoping.record(memory)[other_field]
+
+        def kind(memory: Memory) -> object:
+            return self.scoping.record(memory)["memory_type"]
+
+        scoped = [
+            m
+            for m in memories
+            if (session_id is None or m.thread == session_id)
+            and (other is None or owner(m) == other)
         ]
+        groups = exact_groups(scoped, lambda m: (m.content, kind(m), m.thread, owner(m)))
+        events = [merged(g, g[0].content, self.embedding_model) for g in groups if len(g) > 1]
+        if self._merger is not None:
+            singles = [g[0] for g in groups if len(g) == 1]
+            near = await anyio.to_thread.run_sync(
+                self._near_groups, tenant, singles, session_id, lambda m: (kind(m), owner(m))
+            )
+            events += await self._merge_near(tenant, near)
         if events:
             await self.write(events, wait)
-        left = scoped - sum(len(e.memory_ids) - 1 for e in events)
+        left = len(scoped) - sum(len(e.memory_ids) - 1 for e in events)
         return AckResponse(status=f"ok, {left} memories remaining after compaction")
+
+    def _near_groups(
+        self,
+        tenant: TenantId,
+        candidates: Sequence[Memory],
+        session_id: str | None,
+        scope: Callable[[Memory], object],
+    ) -> list[list[Memory]]:
+        """Cliques of near-duplicates among `candidates` (same type and user), newest first."""
+        held = {m.id: m for m in candidates}
+        where = SearchFilter(tenant=tenant, threads=(session_id,) if session_id else ())
+
+        def near(memory: Memory) -> set[str]:
+            page = self._search.search(
+                where,
+                memory.content,
+                mode=SearchMode.SEMANTIC,
+                limit=MAX_GROUP + 1,
+                max_distance=NEAR_DISTANCE,
+                keep=lambda m: m.id in held and scope(m) == scope(memory),
+            )
+            return {hit.memory.id for hit in page.hits} - {memory.id}
+
+        taken: set[str] = set()
+        groups: list[list[Memory]] = []
+        for memory in sorted(candidates, key=lambda m: (m.timestamp, m.id), reverse=True):
+            if memory.id in taken:
+                continue
+            others = sorted(near(memory) - taken)[: MAX_GROUP - 1]
+            group = {memory.id, *others}
+            if others and all(group - {o} <= near(held[o]) | {o} for o in others):
+                groups.append([held[i] for i in sorted(group)])
+                taken |= group
+        return groups
+
+    async def _merge_near(
+        self, tenant: TenantId, groups: Sequence[Sequence[Memory]]
+    ) -> list[MemoriesConsolidated]:
+        """One model call a group; a group the model answers nothing usable for stays."""
+        merger = self._merger
+        assert merger is not None
+        events = []
+        for group in groups:
+            reply = await anyio.to_thread.run_sync(merger.complete, merge_request(group))
+            usage = reply.usage
+            await self._publisher.announce(
+                ModelUsage(
+                    tenant=tenant,
+                    thread="",
+                    purpose="compaction",
+                    calls=max(usage.calls, 1),
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    at=datetime.now(UTC),
+                )
+            )
+            text = merged_text(reply)
+            if text is not None:
+                events.append(merged(group, text, self.embedding_model))
+        return events
 
     async def write(self, events: Sequence[MemoryEvent], wait: float | None) -> None:
         """Publish `events` (answered once acknowledged); with `wait`, once applied too."""
@@ -478,22 +557,6 @@ _FILTERS = (
     "session_id", "namespace", "topics", "entities", "created_at", "last_accessed", "user_id",
     "distance_threshold", "memory_type", "extraction_strategy", "event_date",
 )  # fmt: skip
-
-
-def _merged(copies: Sequence[Memory], embedding_model: str) -> MemoriesConsolidated:
-    """Identical copies as one memory: the newest copy's text, time and metadata."""
-    newest = max(copies, key=lambda m: (m.timestamp, m.id))
-    return MemoriesConsolidated(
-        tenant=newest.tenant,
-        memory_ids=tuple(m.id for m in copies),
-        summary=newest.content,
-        memory_type=newest.memory_type,
-        thread=newest.thread,
-        timestamp=newest.timestamp,
-        importance=max(m.importance for m in copies),
-        embedding_model=embedding_model,
-        metadata=newest.metadata,
-    )
 
 
 def _forget(tenant: str, memory_ids: Sequence[str]) -> MemoryForgotten:
