@@ -60,7 +60,8 @@ class Principal:
             if foreign:
                 raise ForbiddenError(
                     f"this key is for one tenant and the request names another in {field} "
-                    f"({len(foreign)} value(s)); leave {field} out or use that tenant's key"
+                    f"({len(foreign)} value(s)); name only this key's tenant there (where "
+                    f"{field} is optional, leave it out), or use that tenant's key"
                 )
             return validate_tenant(self.tenant)
         if len(names) != 1:

@@ -42,7 +42,7 @@ from memstream.server.models import (
     TagFilter,
 )
 
-__all__ = ["Scoping", "SearchPlan"]
+__all__ = ["Scoping", "SearchPlan", "vector_weight"]
 
 _PINNED = "ams.pinned"
 
@@ -147,6 +147,7 @@ class SearchPlan:
     where: SearchFilter
     keep: Callable[[Memory], bool] | None
     impossible: bool
+    vector_weight: float | None = None  # the hybrid fusion's, when `hybrid_alpha` is sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +312,22 @@ class Scoping:
                 start = request.extraction_strategy.startswith
                 checks.append(lambda m: _strategy(m).startswith(start))
         keep = (lambda m: all(check(m) for check in checks)) if checks else None
-        return SearchPlan(where, keep, impossible)
+        return SearchPlan(where, keep, impossible, vector_weight(request))
+
+
+def vector_weight(request: SearchRequest) -> float | None:
+    """The fusion's weight of meaning for AMS's `hybrid_alpha`, when the request sends one.
+
+    AMS scores `alpha * vector + (1 - alpha) * text`; memstream's fusion scores
+    `(text + a * cosine) / (1 + a)` (memory.ranking.fusion), the same blend for
+    `a = alpha / (1 - alpha)`. Unsent, memstream's own tuned weight decides (its default, 4,
+    is alpha 0.8; AMS's default alpha is 0.7)."""
+    if "hybrid_alpha" not in request.model_fields_set:
+        return None
+    return request.hybrid_alpha / max(1.0 - request.hybrid_alpha, _ALPHA_FLOOR)
+
+
+_ALPHA_FLOOR = 1e-6  # alpha 1 (meaning alone): a weight so large that words no longer count
 
 
 def _strategy(memory: Memory) -> str:

@@ -257,26 +257,23 @@ class MemoryService:
         self.limits.wait(wait)
         tenant = principal.tenant_for([named], self.scoping.tenant_field)
         memories = await anyio.to_thread.run_sync(self._reader.memories, tenant)
-        other_field = self.scoping.other_field
-
-        def owner(memory: Memory) -> object:
-            return self.scoping.record(memory)[other_field]
-
-        def kind(memory: Memory) -> object:
-            return self.scoping.record(memory)["memory_type"]
-
+        # Each memory's AMS type and user, read once: the scope its duplicates share.
+        scopes: dict[str, tuple[object, object]] = {}
+        for memory in memories:
+            record = self.scoping.record(memory)
+            scopes[memory.id] = (record["memory_type"], record[self.scoping.other_field])
         scoped = [
             m
             for m in memories
             if (session_id is None or m.thread == session_id)
-            and (other is None or owner(m) == other)
+            and (other is None or scopes[m.id][1] == other)
         ]
-        groups = exact_groups(scoped, lambda m: (m.content, kind(m), m.thread, owner(m)))
+        groups = exact_groups(scoped, lambda m: (m.content, m.thread, scopes[m.id]))
         events = [merged(g, g[0].content, self.embedding_model) for g in groups if len(g) > 1]
         if self._merger is not None:
             singles = [g[0] for g in groups if len(g) == 1]
             near = await anyio.to_thread.run_sync(
-                self._near_groups, tenant, singles, session_id, lambda m: (kind(m), owner(m))
+                self._near_groups, tenant, singles, session_id, lambda m: scopes[m.id]
             )
             events += await self._merge_near(tenant, near)
         if events:
@@ -294,17 +291,20 @@ class MemoryService:
         """Cliques of near-duplicates among `candidates` (same type and user), newest first."""
         held = {m.id: m for m in candidates}
         where = SearchFilter(tenant=tenant, threads=(session_id,) if session_id else ())
+        found: dict[str, set[str]] = {}  # each memory's neighbours, searched once
 
         def near(memory: Memory) -> set[str]:
-            page = self._search.search(
-                where,
-                memory.content,
-                mode=SearchMode.SEMANTIC,
-                limit=MAX_GROUP + 1,
-                max_distance=NEAR_DISTANCE,
-                keep=lambda m: m.id in held and scope(m) == scope(memory),
-            )
-            return {hit.memory.id for hit in page.hits} - {memory.id}
+            if memory.id not in found:
+                page = self._search.search(
+                    where,
+                    memory.content,
+                    mode=SearchMode.SEMANTIC,
+                    limit=MAX_GROUP + 1,
+                    max_distance=NEAR_DISTANCE,
+                    keep=lambda m: m.id in held and scope(m) == scope(memory),
+                )
+                found[memory.id] = {hit.memory.id for hit in page.hits} - {memory.id}
+            return found[memory.id]
 
         taken: set[str] = set()
         groups: list[list[Memory]] = []
@@ -509,7 +509,7 @@ class MemoryService:
             offset=request.offset,
             max_distance=request.distance_threshold,
             keep=plan.keep,
-            vector_weight=vector_weight(request),
+            vector_weight=plan.vector_weight,
         )
 
     def _results(self, page: SearchPage, request: SearchRequest) -> MemoryRecordResults:
@@ -530,21 +530,6 @@ class MemoryService:
         return MemoryRecordResults(
             memories=results, total=page.total, next_offset=end if end < page.total else None
         )
-
-
-def vector_weight(request: SearchRequest) -> float | None:
-    """The fusion's weight of meaning for AMS's `hybrid_alpha`, when the request sends one.
-
-    AMS scores `alpha * vector + (1 - alpha) * text`; memstream's fusion scores
-    `(text + a * cosine) / (1 + a)` (memory.ranking.fusion), the same blend for
-    `a = alpha / (1 - alpha)`. Unsent, memstream's own tuned weight decides (its default, 4,
-    is alpha 0.8; AMS's default alpha is 0.7)."""
-    if "hybrid_alpha" not in request.model_fields_set:
-        return None
-    return request.hybrid_alpha / max(1.0 - request.hybrid_alpha, _ALPHA_FLOOR)
-
-
-_ALPHA_FLOOR = 1e-6  # alpha 1 (meaning alone): a weight so large that words no longer count
 
 
 def _stored(scoping: Scoping, memory: Memory) -> dict[str, object]:

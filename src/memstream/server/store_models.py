@@ -59,8 +59,7 @@ class _Wire(BaseModel):
     )
 
 
-# Ids the SDK's documentation gives as "1-64 chars, alphanumeric and dashes"; memstream takes
-# its own memory-id rule, which includes those.
+# An owner id as the SDK documents it: 1-64 letters, digits, dashes (and underscores).
 OwnerId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 Topic = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^,]*$")]
 

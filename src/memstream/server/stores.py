@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memstream.errors import (
-    ForbiddenError,
     InfrastructureError,
     InvalidInputError,
     MemoryNotFoundError,
@@ -41,6 +40,7 @@ from memstream.errors import (
 )
 from memstream.memory.events import MemoryForgotten, MemorySaved, check_memory_id
 from memstream.memory.model import RESERVED_PREFIX, TOPICS, Memory
+from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.search import SearchFilter, SearchMode
 from memstream.memory.tenancy import TenantId
 from memstream.server.api_keys import Principal
@@ -137,10 +137,6 @@ class StoreService:
 
     def tenant(self, principal: Principal, store_id: str) -> TenantId:
         """The tenant a store names, if the caller may use it (403 otherwise)."""
-        if principal.tenant is not None and store_id != principal.tenant:
-            raise ForbiddenError(
-                f"this key serves one store, not {store_id[:80]!r}: use that store's key"
-            )
         return principal.tenant_for([store_id], "storeId")
 
     # -- health -------------------------------------------------------------------------------
@@ -223,9 +219,8 @@ class StoreService:
             raise MemoryNotFoundError(f"no event {event_id[:80]!r} in session {session_id!r}")
 
     async def delete_session(self, principal: Principal, store_id: str, session_id: str) -> None:
-        await self._view(principal, store_id, session_id)
-        tenant = self.tenant(principal, store_id)
-        await self._sessions.delete(principal, session_id, named=tenant, other=None)
+        await self._view(principal, store_id, session_id)  # 404 for a session it does not have
+        await self._sessions.delete(principal, session_id, named=store_id, other=None)
 
     async def sessions(
         self,
@@ -286,7 +281,7 @@ class StoreService:
                 events.append(
                     self._scoping.saved(record, tenant, self._embedding_model, reserved=reserved)
                 )
-            except (InvalidInputError, MemoryNotFoundError, ValueError) as exc:
+            except (MemoryNotFoundError, ValueError) as exc:  # InvalidInputError included
                 errors.append(BulkError(id=memory.id, error=_reason(exc)))
         retired = await self._memories.retired(tenant, [e.memory_id for e in events])
         errors += [
@@ -354,7 +349,8 @@ class StoreService:
             reserved[_OWNER] = changes.owner_id
         if "namespace" in given:
             reserved[_LABEL] = changes.namespace
-        return await self._save(principal, store_id, memory_id, fields, reserved)
+        tenant = self.tenant(principal, store_id)
+        return await self._save(tenant, await self._held(tenant, memory_id), fields, reserved)
 
     async def update_fields(
         self, principal: Principal, store_id: str, memory_id: str, changes: UpdateMemoryFields
@@ -377,7 +373,7 @@ class StoreService:
             reserved[_ATTRIBUTES] = json.dumps(merged)
         if "namespace" in changes.model_fields_set:
             reserved[_LABEL] = changes.namespace
-        return await self._save(principal, store_id, memory_id, fields, reserved)
+        return await self._save(tenant, memory, fields, reserved)
 
     def search(self, principal: Principal, store_id: str, request: SearchRequest) -> SearchResponse:
         tenant = self.tenant(principal, store_id)
@@ -385,7 +381,7 @@ class StoreService:
         where, keep = _plan(tenant, request.filter, request.filter_op, self._scoping.record)
         threshold = request.similarity_threshold
         mode = SearchMode.HYBRID if threshold is None else SearchMode.SEMANTIC
-        limit = min(request.limit, max(1000 - offset, 0))
+        limit = min(request.limit, max(MAX_RECALL_K - offset, 0))
         if limit == 0:
             return SearchResponse(items=[])
         page = self._memories.find(
@@ -412,14 +408,12 @@ class StoreService:
 
     async def _save(
         self,
-        principal: Principal,
-        store_id: str,
-        memory_id: str,
+        tenant: TenantId,
+        memory: Memory,
         fields: Mapping[str, Any],
         reserved: Mapping[str, str | None],
     ) -> StoreMemory:
-        tenant = self.tenant(principal, store_id)
-        memory = await self._held(tenant, memory_id)
+        """Save `memory` again with `fields` and its store metadata changed (None: removed)."""
         record = MemoryRecord.model_validate({**self._scoping.record(memory), **fields})
         kept = {k: v for k, v in memory.metadata.items() if k in (_OWNER, _LABEL, _ATTRIBUTES)}
         merged = {k: v for k, v in {**kept, **reserved}.items() if v is not None}

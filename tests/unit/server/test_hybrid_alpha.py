@@ -1,11 +1,11 @@
-"""AMS's `hybrid_alpha` as memstream's fusion weight (server/service.py, `vector_weight`)."""
+"""AMS's `hybrid_alpha` as memstream's fusion weight (server/mapping.py, `vector_weight`)."""
 
 from __future__ import annotations
 
 import pytest
 
+from memstream.server.mapping import vector_weight
 from memstream.server.models import SearchRequest
-from memstream.server.service import vector_weight
 
 
 def _blend(text: float, cosine: float, weight: float) -> float:
