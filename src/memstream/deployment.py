@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     import faust
 
     from memstream.streams.extraction import ExtractionParts
+    from memstream.streams.summaries import SummaryParts
 
 __all__ = ["Deployment"]
 
@@ -413,11 +414,20 @@ class Deployment:
             sealer=self.sealer(),
             keys_clock=keyring.tick if keyring is not None else None,
             extraction=self.extraction(),
+            summaries=self.summaries(),
         )
 
     def token_ledger(self) -> TokenLedger:
         """Tokens model calls spent per day, tenant and purpose (extraction's budget, stats)."""
         return self.projection.token_ledger()
+
+    def summaries(self) -> SummaryParts:
+        """The summary-view job's parts: the chat model, if one is configured."""
+        from memstream.streams.summaries import SummaryParts
+
+        client = self.chat_model()
+        model = self.settings.chat_model if client is not None else ""
+        return SummaryParts(client, model, self.reader(), self.status())
 
     def extraction(self) -> ExtractionParts | None:
         """The extraction job's parts (MEMSTREAM_EXTRACTION); None when it is off."""

@@ -26,7 +26,9 @@
     ├── NotAuthenticatedError                  no API key, or one that is unknown or revoked
     ├── ForbiddenError                         a key that may not act for the tenant it names
     ├── MemoryNotFoundError                    no memory of the tenant has that id
-    │   └── SessionNotFoundError               no working memory of the tenant has that session
+    │   ├── SessionNotFoundError               no working memory of the tenant has that session
+    │   ├── SummaryViewNotFoundError           no summary view of the tenant has that id
+    │   └── TaskNotFoundError                  no task of the tenant has that id (or it expired)
     ├── StaleSessionError                      a working-memory put of a version no longer current
     ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
@@ -74,6 +76,8 @@ __all__ = [
     "SessionNotFoundError",
     "StackError",
     "StaleSessionError",
+    "SummaryViewNotFoundError",
+    "TaskNotFoundError",
     "UnknownDataKeyError",
     "UnknownEventTypeError",
 ]
@@ -285,6 +289,18 @@ class SessionNotFoundError(MemoryNotFoundError):
     """No working memory of the tenant has that session id (never put, deleted or expired)."""
 
     code = "session_not_found"
+
+
+class SummaryViewNotFoundError(MemoryNotFoundError):
+    """The tenant has no summary view of that id (never defined, or removed)."""
+
+    code = "summary_view_not_found"
+
+
+class TaskNotFoundError(MemoryNotFoundError):
+    """The tenant has no task of that id (never run, or older than a week)."""
+
+    code = "task_not_found"
 
 
 class StaleSessionError(MemstreamError):

@@ -157,22 +157,34 @@ await client.deleteWorkingMemory(session);
 assert.equal(await client.getWorkingMemory(session), null);
 check("deleteWorkingMemory");
 
-// -- summary views and tasks: not served yet (501, saying so) -----------------------------------
-const notServed = [
-  () => client.listSummaryViews(),
-  () => client.createSummaryView({ name: "v", source: "long_term", group_by: ["user_id"] }),
-  () => client.getSummaryView("v1"),
-  () => client.deleteSummaryView("v1"),
-  () => client.runSummaryViewPartition("v1", { user_id: "u" }),
-  () => client.listSummaryViewPartitions("v1"),
-  () => client.runSummaryView("v1"),
-  () => client.getTask("t1"),
-];
-for (const call of notServed) {
-  const error = await rejects(call(), MemoryServerError, 501);
-  assert.match(error.message, /not served/);
-}
-check("summary views and tasks answer 501");
+// -- summary views and tasks ------------------------------------------------------------------
+const view = await client.createSummaryView({ name: "by type", source: "long_term", group_by: ["memory_type"] });
+assert.deepEqual(view.group_by, ["memory_type"]);
+check("createSummaryView");
+assert.ok((await client.listSummaryViews()).some((v) => v.id === view.id));
+check("listSummaryViews");
+assert.equal((await client.getSummaryView(view.id)).name, "by type");
+check("getSummaryView");
+const part = await client.runSummaryViewPartition(view.id, { memory_type: "semantic" });
+assert.equal(part.view_id, view.id);
+assert.deepEqual(part.group, { memory_type: "semantic" });
+assert.ok(part.memory_count > 0 && part.summary.startsWith("LLM summarization disabled"));
+check("runSummaryViewPartition");
+const task = await client.runSummaryView(view.id, { force: true });
+assert.equal(task.view_id, view.id);
+check("runSummaryView");
+await eventually("the view's task done", async () => (await client.getTask(task.id)).status === "success");
+check("getTask");
+const parts = await client.listSummaryViewPartitions(view.id, { memoryType: "semantic" });
+assert.deepEqual(parts.map((p) => p.group), [{ memory_type: "semantic" }]);
+check("listSummaryViewPartitions");
+assert.equal(await theirs.getSummaryView(view.id), null);
+assert.equal(await theirs.getTask(task.id), null);
+assert.deepEqual(await theirs.listSummaryViews(), []);
+assert.equal((await client.deleteSummaryView(view.id)).status, "ok");
+assert.equal(await client.getSummaryView(view.id), null);
+assert.equal(await client.getTask("no-such-task"), null);
+check("deleteSummaryView");
 
 // -- another tenant ----------------------------------------------------------------------------
 const foreign = await theirs.searchLongTermMemory({ text: "deploy Wednesdays lunch standup", searchMode: "hybrid" });

@@ -12,6 +12,7 @@ and what is not, and an order only where the ranking determines it.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +31,8 @@ from memstream.errors import ConfigurationError, InvalidInputError, StaleSession
 from memstream.llm import Usage
 from memstream.memory.embeddings import Embedders
 from memstream.memory.events import (
+    TASKS,
+    VIEWS,
     ExtractedFact,
     FactKind,
     ItemExpired,
@@ -37,8 +40,13 @@ from memstream.memory.events import (
     MemoriesExtracted,
     MemoryEvent,
     MessageRecorded,
+    PartitionSummarised,
+    SummaryRunRequested,
+    SummaryViewDefined,
+    SummaryViewRemoved,
     memories_of,
     memory_ids_of,
+    results_of,
 )
 from memstream.memory.model import MemoryType
 from memstream.memory.ports import AppliedOutcome, Embedded, ProcessReport, SwapResult
@@ -435,6 +443,45 @@ class BackendContract:
         self.apply(backend, self.note(tenant, 3, "after the erasure"))
         assert self.contents(backend, tenant) == {"after the erasure"}
 
+    def test_documents_are_put_removed_by_collection_and_erased_with_the_tenant(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant, other = self.tenant(), self.tenant()
+        at = T0 + timedelta(days=1)
+        view = SummaryViewDefined(tenant, "v1", "long_term", at, group_by=("user_id",),
+                                  facets={"user_id": "meta:ams.user_id"})  # fmt: skip
+        run = SummaryRunRequested(tenant, "task-1", "v1", at)
+
+        def result(user: str) -> PartitionSummarised:
+            return PartitionSummarised(
+                tenant, "v1", run.id, {"user_id": user}, f"{user} likes tea", 2, "d", "m", at
+            )
+
+        outcomes = self.apply(
+            backend, view, run, result("alice"), result("bob|x"),
+            SummaryViewDefined(other, "v1", "long_term", at),
+        )  # fmt: skip
+        assert all(o.applied_now and o.memory_ids == () for o in outcomes)
+        reader = backend.reader()
+        assert json.loads(reader.documents(tenant, VIEWS)["v1"])["group_by"] == ["user_id"]
+        results = reader.documents(tenant, results_of("v1"))
+        assert sorted(results) == ["user_id=alice", "user_id=bob%7Cx"]
+        assert json.loads(results["user_id=alice"])["summary"] == "alice likes tea"
+        assert json.loads(reader.documents(tenant, TASKS)["task-1"])["status"] == "pending"
+        assert reader.documents(tenant, "nothing") == {}
+        # A view removed takes its results with it; the task and the other tenant's stay.
+        self.apply(backend, SummaryViewRemoved(tenant, "v1", at))
+        assert reader.documents(tenant, VIEWS) == {}
+        assert reader.documents(tenant, results_of("v1")) == {}
+        assert list(reader.documents(tenant, TASKS)) == ["task-1"]
+        assert list(reader.documents(other, VIEWS)) == ["v1"]
+        # A redelivered definition finds its marker: the view stays removed.
+        assert not self.apply(backend, view)[0].applied_now
+        assert reader.documents(tenant, VIEWS) == {}
+        self.apply(backend, TenantErased(tenant, "r1", at))
+        assert reader.documents(tenant, TASKS) == {}
+        assert list(reader.documents(other, VIEWS)) == ["v1"]
+
     def test_the_bound_evicts_the_least_important_then_the_oldest(
         self, backend: ProjectionBackend
     ) -> None:
@@ -493,7 +540,11 @@ class BackendContract:
                 home = f"{Topics('contract', 2).memory}/{self.partition_of(tenant)}"
                 behind = await session.generations.swap_tenant(live, rebuilt, tenant, home)
                 outcomes = await session.writer.apply(
-                    [_embedded(self.note(tenant, 2, "rebuilt note"))], into=rebuilt
+                    [
+                        _embedded(self.note(tenant, 2, "rebuilt note")),
+                        _embedded(SummaryViewDefined(tenant, "v1", "long_term", T0)),
+                    ],
+                    into=rebuilt,
                 )
                 positions = await session.writer.positions()
                 await session.writer.advance(positions, into=rebuilt)
@@ -513,6 +564,7 @@ class BackendContract:
         assert any("only in the live projection" in d for d in differences)
         # The tenant's live memories are its rebuilt ones; the other tenant's stay.
         assert self.contents(backend, tenant) == {"rebuilt note"}
+        assert list(backend.reader().documents(tenant, VIEWS)) == ["v1"]  # documents go along
         assert self.contents(backend, other) == {"other note"}
 
         async def swap_all() -> tuple[SwapResult, SwapResult, int]:

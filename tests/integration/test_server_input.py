@@ -1,5 +1,5 @@
 """`memstream serve` refuses bad input with the documented 4xx and writes nothing; keys,
-limits, read-your-writes, 501 for AMS routes it does not serve, and the keyless modes."""
+limits, read-your-writes, summary views' refusals, and the keyless modes."""
 
 from __future__ import annotations
 
@@ -149,14 +149,20 @@ def test_a_revoked_key_is_refused_within_the_key_cache_bound(
     assert memstream_process(env, "keys", "revoke", key_id).returncode == 1
 
 
-def test_ams_routes_not_served_answer_501(http: httpx.Client) -> None:
-    for method, path in [
-        ("POST", "/v1/summary-views"),
-        ("GET", "/v1/tasks/task-1"),
+def test_summary_view_input_is_refused_saying_why(http: httpx.Client) -> None:
+    for body, why in [
+        ({"source": "working_memory"}, "must be 'long_term'"),
+        ({"source": "long_term", "filters": {"topics": "x"}}, "Unsupported filter fields: topics"),
+        ({"source": "long_term", "filters": {"memory_type": "dream"}}, "not one of"),
+        ({"source": "long_term", "time_window_days": 0}, "greater than or equal to 1"),
+        ({"name": "no source"}, "source"),
     ]:
-        _refused(http.request(method, path, json={}), 501, "does not serve")
+        _refused(http.post("/v1/summary-views", json=body), 422, why)
+    _refused(http.get("/v1/summary-views/no-such-view"), 404, "SummaryView no-such-view not found")
+    _refused(http.post("/v1/summary-views/x/run"), 422, "body")  # AMS's body is required
+    _refused(http.get("/v1/tasks/no-such-task"), 404, "Task no-such-task not found")
     schema = http.get("/openapi.json").json()
-    assert "/v1/long-term-memory/search" in schema["paths"]
+    assert {"/v1/summary-views", "/v1/tasks/{task_id}"} <= set(schema["paths"])
 
 
 def test_without_keys_loopback_only_and_wait_times_out(env: dict[str, str], tmp_path: Path) -> None:
@@ -177,7 +183,7 @@ def test_without_keys_loopback_only_and_wait_times_out(env: dict[str, str], tmp_
             slow = httpx.post(
                 f"{url}/v1/long-term-memory/?wait=true&wait_timeout=0.5", json=named, timeout=10
             )
-            _refused(slow, 504, "not recallable within 0.5s")
+            _refused(slow, 504, "not applied within 0.5s")
             assert slow.json()["retryable"] is True
     finally:
         drop(Deployment(Settings.from_env(bare)))

@@ -34,7 +34,9 @@ from memstream.memory.monitoring import ModelUsage, MonitoringEvent, Skipped
 from memstream.memory.ports import Marked
 from memstream.memory.tenancy import validate_tenant
 from memstream.streams import extraction as job_module
-from memstream.streams.extraction import ExtractionJob, ExtractionOutlets, ExtractionParts, Offsets
+from memstream.streams import follower as follower_module
+from memstream.streams.extraction import ExtractionJob, ExtractionOutlets, ExtractionParts
+from memstream.streams.follower import LogFollower, Offsets
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage
 
@@ -168,7 +170,7 @@ def test_events_that_record_nothing_to_extract_are_passed_over() -> None:
 
 
 def test_a_turn_read_ahead_of_the_projection_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(job_module, "_APPLIED_POLL_S", 0.001)
+    monkeypatch.setattr(follower_module, "_APPLIED_POLL_S", 0.001)
     projection = held_turn()
     projection.late = 3
     model = ScriptedModel([ANSWER])
@@ -305,17 +307,20 @@ class Consumer:
         self.commits.append(dict(offsets))
 
 
-def test_the_job_commits_what_moved_and_again_after_a_failed_commit() -> None:
+def test_the_follower_commits_what_moved_and_again_after_a_failed_commit() -> None:
     extraction, *_ = job(ScriptedModel([]), held_turn())
+    follower = LogFollower(
+        KafkaConnection("localhost:1"), "ns.memory", "ns.extract", extraction.handle, name="t"
+    )
     p0, p1 = TopicPartition("ns.memory", 0), TopicPartition("ns.memory", 1)
-    offsets = extraction._offsets
+    offsets = follower._offsets
     offsets.read(p0, 0)
     offsets.read(p1, 0)
     offsets.done(p0, 0)
     consumer = Consumer({p0}, fail=1)
-    asyncio.run(extraction._commit(consumer))
+    asyncio.run(follower._commit(consumer))
     assert consumer.commits == []  # refused while the group rebalanced
-    asyncio.run(extraction._commit(consumer))
+    asyncio.run(follower._commit(consumer))
     assert consumer.commits == [{p0: 1}]  # p1 is not held: not committed here
-    asyncio.run(extraction._commit(consumer))
+    asyncio.run(follower._commit(consumer))
     assert consumer.commits == [{p0: 1}]  # nothing moved

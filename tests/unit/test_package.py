@@ -81,6 +81,8 @@ PUBLIC_MODULES = {
         "SessionNotFoundError",
         "StackError",
         "StaleSessionError",
+        "SummaryViewNotFoundError",
+        "TaskNotFoundError",
         "UnknownDataKeyError",
         "UnknownEventTypeError",
     ],

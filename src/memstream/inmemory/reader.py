@@ -14,6 +14,7 @@ import numpy as np
 from memstream.inmemory.live import LiveReads
 from memstream.inmemory.state import Namespace, TenantState
 from memstream.memory.embeddings import Embedders, Vectors, cosines
+from memstream.memory.events import DOCUMENT_SEPARATOR
 from memstream.memory.model import Memory
 from memstream.memory.store import MemoryFilter
 from memstream.memory.tenancy import TenantId, validate_tenant
@@ -38,6 +39,13 @@ class InMemoryReader:
             held = self._state.held(self._state.live, validate_tenant(tenant))
             stored = held.fold.memories if held is not None else {}
             return [stored.get(memory_id) for memory_id in ids]
+
+    def documents(self, tenant: TenantId, collection: str) -> dict[str, str]:
+        prefix = f"{collection}{DOCUMENT_SEPARATOR}"
+        with self._state.lock:
+            held = self._state.held(self._state.live, validate_tenant(tenant))
+            stored = held.fold.documents if held is not None else {}
+            return {f.removeprefix(prefix): b for f, b in stored.items() if f.startswith(prefix)}
 
 
 class InMemoryTombstones:

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Sequence
 
 from memstream.inmemory.state import Namespace
-from memstream.memory.events import MemoryEvent
 from memstream.memory.ports import Identified, Marked, TenantStats
 from memstream.memory.tenancy import TenantId, validate_tenant
 
@@ -32,10 +31,10 @@ class InMemoryStatus:
 
     def wait_applied(
         self,
-        events: Sequence[MemoryEvent],
+        events: Sequence[Marked],
         timeout_s: float,
         tick: Callable[[int, int], None] | None = None,
-    ) -> list[MemoryEvent]:
+    ) -> list[Marked]:
         """Wait until each tenant's last event of `events` is applied (a tenant's events are
         applied in log order), or `timeout_s` passed; those still unapplied."""
         last = list({event.tenant: event for event in events}.values())

@@ -27,6 +27,7 @@ from memstream.memory.bounds import Bounds, eviction_key
 from memstream.memory.events import (
     REGISTRY,
     Applies,
+    DocumentChange,
     Selection,
     memories_of,
 )
@@ -124,6 +125,8 @@ class Fold:
 
     def __init__(self, bounds: Bounds) -> None:
         self.memories: dict[str, Memory] = {}
+        # The tenant's documents (DocumentChange.field -> JSON body): views, results, tasks.
+        self.documents: dict[str, str] = {}
         self._bounds = bounds
         self._tombstones: set[str] = set()
         self._applied: set[str] = set()
@@ -136,6 +139,7 @@ class Fold:
         """A fold in this one's state that applies on without changing this one."""
         copied = Fold(self._bounds)
         copied.memories = dict(self.memories)
+        copied.documents = dict(self.documents)
         copied._tombstones = set(self._tombstones)
         copied._applied = set(self._applied)
         copied._order = list(self._order)
@@ -191,9 +195,13 @@ class Fold:
             if held is not None and lapse.ends(held):
                 del self.memories[held.id]
                 made.append((held.id, Change.EXPIRED, ()))
+        elif applies is Applies.DOCUMENT:
+            for change in row.changes(event):
+                self._change_document(change)
         elif applies is Applies.ERASE:
             made += [(i, Change.ERASED, ()) for i in self.memories]
             self.memories.clear()
+            self.documents.clear()
             self._tombstones.clear()
             self._order.clear()
             self._keys.clear()
@@ -202,6 +210,15 @@ class Fold:
             Touch(i, c, event_id, row.name, row.version, logged.position, logged.written_at, r)
             for i, c, r in made
         ]
+
+    def _change_document(self, change: DocumentChange) -> None:
+        if change.body is not None:
+            self.documents[change.field] = change.body
+        elif change.key:
+            self.documents.pop(change.field, None)
+        else:  # the whole collection
+            for name in [f for f in self.documents if f.startswith(change.field)]:
+                del self.documents[name]
 
     def _write(self, written: Iterable[Memory]) -> list[tuple[str, Change, tuple[str, ...]]]:
         made: list[tuple[str, Change, tuple[str, ...]]] = []

@@ -62,6 +62,22 @@ class MemoryType(enum.StrEnum):
     TASK = "task"
     CUSTOM = "custom"
 
+    @property
+    def kind(self) -> str:
+        """The coarse kind (the CoALA taxonomy AMS uses): `message` for what was said,
+        `semantic` for facts, `episodic` for what happened or was done."""
+        return _KINDS[self]
+
+
+_KINDS = {
+    MemoryType.CONVERSATION: "message",
+    MemoryType.USER_FACT: "semantic",
+    MemoryType.ENTITY: "semantic",
+    MemoryType.KNOWLEDGE: "semantic",
+    MemoryType.TASK: "episodic",
+    MemoryType.CUSTOM: "episodic",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Memory:

@@ -214,11 +214,16 @@ class ItemIndex(Protocol):
 
 
 class MemoryLookup(MemoryReader, Protocol):
-    """Reads memories by id too (the HTTP API, the LangGraph store)."""
+    """Reads memories by id too (the HTTP API, the LangGraph store), and the tenant's
+    documents (events.DocumentChange: summary views, their results, tasks)."""
 
     def memories_by_id(self, tenant: TenantId, ids: Sequence[str]) -> list[Memory | None]:
         """The tenant's memories with these ids in the live generation (None: not stored), in
         the order asked."""
+        ...
+
+    def documents(self, tenant: TenantId, collection: str) -> dict[str, str]:
+        """The tenant's documents of `collection` in the live generation: key -> JSON."""
         ...
 
 
@@ -283,10 +288,10 @@ class ProjectionProgress(Protocol):
 
     def wait_applied(
         self,
-        events: Sequence[MemoryEvent],
+        events: Sequence[Marked],
         timeout_s: float,
         tick: Callable[[int, int], None] | None = None,
-    ) -> list[MemoryEvent]:
+    ) -> list[Marked]:
         """Wait until `events` are applied or `timeout_s` passed; the tenants' last events
         still unapplied ([] when all are)."""
         ...

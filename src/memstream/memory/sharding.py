@@ -25,7 +25,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from memstream.memory.events import MemoryEvent
 from memstream.memory.model import Memory, RecalledMemory
 from memstream.memory.ports import (
     ItemIndex,
@@ -108,6 +107,9 @@ class ShardedLookup:
 
     def memories_by_id(self, tenant: TenantId, ids: Sequence[str]) -> list[Memory | None]:
         return self._shards.of(tenant).memories_by_id(tenant, ids)
+
+    def documents(self, tenant: TenantId, collection: str) -> dict[str, str]:
+        return self._shards.of(tenant).documents(tenant, collection)
 
 
 class ShardedTombstones:
@@ -272,14 +274,14 @@ class ShardedProgress:
 
     def wait_applied(
         self,
-        events: Sequence[MemoryEvent],
+        events: Sequence[Marked],
         timeout_s: float,
         tick: Callable[[int, int], None] | None = None,
-    ) -> list[MemoryEvent]:
+    ) -> list[Marked]:
         tenants = len({event.tenant for event in events})
         deadline = time.monotonic() + timeout_s
         done = 0
-        late: list[MemoryEvent] = []
+        late: list[Marked] = []
         # One shard after the other within the one deadline: each shard's wait polls only its
         # own tenants, and a shard that is done is not asked again.
         for part, own in self._by_shard(events):

@@ -8,7 +8,8 @@
 -- ARGV[2]  max memories a tenant keeps (0: unbounded)
 -- ARGV[3…] one event each, a MessagePack array (one argument an event, packed once by the
 --          writer, not one argument per field):
---   1 event id   2 kind: record | put | forget | consolidate | replace | erase | expire
+--   1 event id   2 kind: record | put | forget | consolidate | replace | erase | expire |
+--     document
 --   3 position field ("": none)   4 offset
 --   5 the tenant's applied-markers hash (event id -> recorded outcome)
 --   6 the tenant's eviction-order sorted set (members sort by importance, time, id)
@@ -20,7 +21,10 @@
 --            {field, value, field, value, …}, {ids it was derived from}}; consolidate and
 --            replace then add the replaced ids as a JSON array
 --     forget:  a JSON object {ids, thread, before_us, everything}
---     erase:   nothing more: the whole tenant goes
+--     erase:   the tenant's documents hash: the whole tenant goes
+--     document: the tenant's documents hash, then the changes, each {field, body} (a put) or
+--            {field} (a removal; a field ending in the separator removes every field it
+--            begins: a whole collection)
 --     expire:  the item's memory id, the put's event id, the deadline it lapsed at (epoch s)
 --
 -- Returns, for each event in order, {1, outcome, evicted ids} when applied now, {0, recorded
@@ -204,6 +208,22 @@ local function apply(e)
     else
       outcome.skipped = 'item_renewed'
     end
+  elseif kind == 'document' then
+    local documents = e[10]
+    for _, change in ipairs(e[11]) do
+      local name, body = change[1], change[2]
+      if body then
+        redis.call('HSET', documents, name, body)
+      elseif string.sub(name, -1) == '\031' then
+        for _, held in ipairs(redis.call('HKEYS', documents)) do
+          if string.sub(held, 1, #name) == name then
+            redis.call('HDEL', documents, held)
+          end
+        end
+      else
+        redis.call('HDEL', documents, name)
+      end
+    end
   elseif kind == 'erase' then
     -- A TenantErased: every memory of the tenant and its tombstones. Its content in the log
     -- is unreadable now (its keys are destroyed), so a rebuild has none of it either: the
@@ -216,7 +236,7 @@ local function apply(e)
       redis.call('DEL', prefix .. id)
       removed[#removed + 1] = id
     end
-    redis.call('DEL', order, tombstones)
+    redis.call('DEL', order, tombstones, e[10])
   else
     return redis.error_reply('unknown event kind ' .. kind)
   end

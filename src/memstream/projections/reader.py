@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import redis
 
+from memstream.memory.events import DOCUMENT_SEPARATOR
 from memstream.memory.model import Memory
 from memstream.memory.store import MemoryFilter
 from memstream.projections.connection import redis_errors, text
@@ -49,6 +50,18 @@ class ProjectionReader:
 
         rows = self._status.read_live(reads, "reading memories")
         return [_memory(row) if row[0] is not None else None for row in rows]
+
+    def documents(self, tenant: str, collection: str) -> dict[str, str]:
+        """The tenant's documents of `collection` in the live generation: key -> JSON (all
+        the tenant's documents are read: a few views, their results and tasks)."""
+        prefix = f"{collection}{DOCUMENT_SEPARATOR}"
+
+        def reads(pipe: redis.client.Pipeline, keys: Keyspace) -> None:
+            pipe.hgetall(keys.documents(tenant))
+
+        (stored,) = self._status.read_live(reads, "reading documents")
+        named = ((text(f), text(body)) for f, body in stored.items())
+        return {f[len(prefix) :]: body for f, body in named if f.startswith(prefix)}
 
 
 def _memory(row: Sequence[bytes | None]) -> Memory:

@@ -207,6 +207,10 @@ class Keyspace:
     def forgotten(self, tenant: str) -> str:
         return f"{self.generation_prefix}forgotten:{tenant_token(tenant)}"
 
+    def documents(self, tenant: str) -> str:
+        """The tenant's documents (events.DocumentChange): field -> JSON."""
+        return f"{self.generation_prefix}docs:{tenant_token(tenant)}"
+
     def session(self, tenant: str, session_id: str) -> str:
         return f"{self.namespace}:wm:{tenant_token(tenant)}:s:{session_id}"
 
@@ -221,9 +225,14 @@ class Keyspace:
         's:' and a subject's key, completes one: orders.lua)."""
         return f"{self.generation_prefix}threads:{tenant_token(tenant)}:"
 
-    def tenant_keys(self, tenant: str) -> tuple[str, str, str]:
-        """The per-tenant keys besides the memory hashes: order, applied, forgotten."""
-        return self.order(tenant), self.applied(tenant), self.forgotten(tenant)
+    def tenant_keys(self, tenant: str) -> tuple[str, str, str, str]:
+        """The per-tenant keys besides the memory hashes: order, applied, forgotten, documents."""
+        return (
+            self.order(tenant),
+            self.applied(tenant),
+            self.forgotten(tenant),
+            self.documents(tenant),
+        )
 
 
 def lua(name: str) -> str:

@@ -9,7 +9,6 @@ from typing import Any
 
 import redis
 
-from memstream.memory.events import MemoryEvent
 from memstream.memory.ports import Marked, TenantStats
 from memstream.memory.tenancy import tenant_from_token, tenant_token
 from memstream.projections.connection import is_missing_index, redis_errors
@@ -71,10 +70,10 @@ class ProjectionStatus:
 
     def wait_applied(
         self,
-        events: Sequence[MemoryEvent],
+        events: Sequence[Marked],
         timeout_s: float,
         tick: Callable[[int, int], None] | None = None,
-    ) -> list[MemoryEvent]:
+    ) -> list[Marked]:
         """Poll until the live projection has applied `events`, or `timeout_s` passed; return
         the tenants' last events still unapplied ([] when all are applied). Only each tenant's
         last event is polled: a tenant's events are applied in the order of the log."""

@@ -5,8 +5,8 @@
 -- ARGV[1]  the live generation the rebuild was started against
 -- ARGV[2]  mode: all | tenant
 -- all:     ARGV[3] the rebuilt generation  ARGV[4] the index alias  ARGV[5] the rebuilt index
--- tenant:  KEYS[4..6] the live tenant's order, applied, forgotten keys
---          KEYS[7..9] the rebuilt tenant's order, applied, forgotten keys
+-- tenant:  KEYS[4..] the live tenant's keys (Keyspace.tenant_keys: order, applied, forgotten,
+--          documents), then as many of the rebuilt tenant's, in the same order
 --          ARGV[3] the live tenant's memory key prefix  ARGV[4] the rebuilt one's
 --          ARGV[5] the live tenant's order key prefix  ARGV[6] the rebuilt one's
 --          ARGV[7] the position field of the tenant's partition: the only one compared, as
@@ -47,6 +47,7 @@ local function order_keys(memory_key, orders_prefix, into)
   end
 end
 local live_keys = {}
+local count = (#KEYS - 3) / 2  -- keys of each tenant
 for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
   local key = live_prefix .. string.match(member, '([^:]+)$')
   order_keys(key, live_orders, live_keys)
@@ -55,9 +56,11 @@ end
 for suffix in pairs(live_keys) do
   redis.call('DEL', live_orders .. suffix)
 end
-redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
+for k = 4, 3 + count do
+  redis.call('DEL', KEYS[k])
+end
 local rebuilt_keys = {}
-for _, member in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
+for _, member in ipairs(redis.call('ZRANGE', KEYS[4 + count], 0, -1)) do
   local id = string.match(member, '([^:]+)$')
   order_keys(rebuilt_prefix .. id, rebuilt_orders, rebuilt_keys)
   redis.call('RENAME', rebuilt_prefix .. id, live_prefix .. id)
@@ -67,9 +70,9 @@ for suffix in pairs(rebuilt_keys) do
     redis.call('RENAME', rebuilt_orders .. suffix, live_orders .. suffix)
   end
 end
-for k = 7, 9 do
+for k = 4 + count, 3 + 2 * count do
   if redis.call('EXISTS', KEYS[k]) == 1 then
-    redis.call('RENAME', KEYS[k], KEYS[k - 3])
+    redis.call('RENAME', KEYS[k], KEYS[k - count])
   end
 end
 return 1

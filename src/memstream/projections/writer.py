@@ -268,7 +268,12 @@ def _packed(keys: Keyspace, item: Embedded) -> bytes:
             "everything": chosen.everything,
         }
         args.append(json.dumps(selector))
-    elif row.applies is not Applies.ERASE:  # the whole tenant: nothing more to say
+    elif row.applies is Applies.ERASE:  # the whole tenant: its documents too
+        args.append(keys.documents(event.tenant))
+    elif row.applies is Applies.DOCUMENT:
+        changes = [[c.field] if c.body is None else [c.field, c.body] for c in row.changes(event)]
+        args += [keys.documents(event.tenant), changes]
+    else:
         facets = item.facets or (None,) * len(item.memories)
         written = []
         for memory, vector, facet_vectors in zip(item.memories, item.vectors, facets, strict=True):

@@ -2,12 +2,12 @@
 
 `create_app` assembles the app: the routers of server/routes.py (whose handlers receive the
 service and the caller through `Depends`), Redis Agent Memory's store routes
-(server/store_routes.py), the MCP tools at `/mcp` (server/mcp.py), the
+(server/store_routes.py), the summary views and tasks (server/summary_routes.py), the MCP
+tools at `/mcp` (server/mcp.py), the
 gates in front of them, and the error handlers. Errors become status codes in one place
 (server/errors.py), each answered as `{"detail", "code", "retryable"}` (`detail` is what AMS's
 client reads). A body over MEMSTREAM_SERVER_MAX_BODY_BYTES is refused with 413 before it is
-read whole. AMS routes memstream does not serve (summary views, tasks) answer 501
-saying so.
+read whole.
 
 `/metrics` answers the server's metrics in Prometheus's text format without a key: requests
 counted and timed by route template and status, no tenant, path or query in any label. It
@@ -39,6 +39,8 @@ from memstream.server.mcp import build_mcp, http_principal, key_principal
 from memstream.server.service import MemoryService
 from memstream.server.store_routes import stores
 from memstream.server.stores import StoreService
+from memstream.server.summary_routes import summary_views
+from memstream.server.summary_views import SummaryViews
 from memstream.server.working_memory import working_memory
 
 __all__ = ["create_app"]
@@ -201,6 +203,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     async with app.state.open_service() as opened, app.state.mcp.session_manager.run():
         app.state.service = opened
         app.state.stores = StoreService(opened)
+        app.state.summary_views = SummaryViews(opened)
         # What start-up built (modules, schemas, the embedder, clients) lives as long as the
         # process: out of the collector's sight, a full collection no longer walks it all and
         # stalls every request in flight (~0.2 s each on the bench machine, bench serve).
@@ -248,11 +251,11 @@ def create_app(
     app.include_router(routes.operations)
     app.include_router(routes.memories)
     app.include_router(stores)
+    app.include_router(summary_views)
     mcp = build_mcp(lambda: app.state.service, http_principal(keys, keyless=keyless))
     app.state.mcp = mcp
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
     )
     app.router.routes.extend(mcp_app.routes)
-    app.include_router(routes.not_served)
     return app

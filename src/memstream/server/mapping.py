@@ -51,14 +51,7 @@ _TO_MEMSTREAM = {
     MemoryTypeEnum.SEMANTIC: MemoryType.USER_FACT,
     MemoryTypeEnum.EPISODIC: MemoryType.CUSTOM,
 }
-_TO_AMS = {
-    MemoryType.CONVERSATION: MemoryTypeEnum.MESSAGE,
-    MemoryType.USER_FACT: MemoryTypeEnum.SEMANTIC,
-    MemoryType.ENTITY: MemoryTypeEnum.SEMANTIC,
-    MemoryType.KNOWLEDGE: MemoryTypeEnum.SEMANTIC,
-    MemoryType.TASK: MemoryTypeEnum.EPISODIC,
-    MemoryType.CUSTOM: MemoryTypeEnum.EPISODIC,
-}
+_TO_AMS = {t: MemoryTypeEnum(t.kind) for t in MemoryType}
 
 
 def _ams_type(raw: str) -> MemoryTypeEnum:

@@ -1,6 +1,6 @@
-"""The HTTP routes: agent-memory-server's long-term routes, health and metrics, and the AMS
-routes memstream does not serve, as `APIRouter`s of module-level handlers (working memory's
-are in server/working_memory.py).
+"""The HTTP routes: agent-memory-server's long-term routes, health and metrics, as
+`APIRouter`s of module-level handlers (working memory's are in server/working_memory.py,
+summary views' in server/summary_routes.py).
 
 Handlers are thin: FastAPI parses the request into AMS's models (refusing unknown fields),
 and each handler receives what it depends on through `Depends`: the `MemoryService` the app
@@ -15,13 +15,12 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import Field
 
 from memstream.metrics import Metrics
 from memstream.server.api_keys import ApiKeys, Principal
-from memstream.server.errors import ErrorResponse, error_response
 from memstream.server.models import (
     MEMORY_ID_PATTERN,
     AckResponse,
@@ -40,7 +39,7 @@ from memstream.server.models import (
 )
 from memstream.server.service import MAX_DELETE_IDS, MemoryService
 
-__all__ = ["Caller", "Service", "Tenant", "memories", "not_served", "operations"]
+__all__ = ["Caller", "PathId", "Service", "Tenant", "memories", "operations"]
 
 
 # The dependencies are coroutines, though they do no I/O (or one keyed Redis read): FastAPI runs a
@@ -81,7 +80,6 @@ Ignored = Annotated[bool, Query(description="Ignored")]
 
 operations = APIRouter()
 memories = APIRouter()
-not_served = APIRouter(include_in_schema=False)
 
 
 @operations.get("/metrics", include_in_schema=False)
@@ -235,38 +233,4 @@ async def compact_long_term_memories(
         other=other,
         session_id=session_id,
         wait=wait_timeout if wait else None,
-    )
-
-
-_NOT_SERVED = (
-    ("GET", "/v1/summary-views"),
-    ("POST", "/v1/summary-views"),
-    ("GET", "/v1/summary-views/{view_id}"),
-    ("DELETE", "/v1/summary-views/{view_id}"),
-    ("POST", "/v1/summary-views/{view_id}/partitions/run"),
-    ("GET", "/v1/summary-views/{view_id}/partitions"),
-    ("POST", "/v1/summary-views/{view_id}/run"),
-    ("GET", "/v1/tasks/{task_id}"),
-)
-
-
-async def not_served_route(request: Request) -> JSONResponse:
-    """501 for an AMS route memstream does not serve, naming it by its template."""
-    path = getattr(request.scope.get("route"), "path", request.url.path)
-    return error_response(
-        501,
-        "not_served",
-        f"{path} is an agent-memory-server route memstream does not serve: memstream keeps "
-        "long-term and working memory (create, search, get, edit, delete, forget, prompt; "
-        "sessions, compaction). Summary views and background tasks are not served.",
-    )
-
-
-for _method, _path in _NOT_SERVED:
-    not_served.add_api_route(
-        _path,
-        not_served_route,
-        methods=[_method],
-        status_code=501,
-        responses={501: {"model": ErrorResponse}},
     )

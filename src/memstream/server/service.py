@@ -44,7 +44,7 @@ from memstream.memory.events import (
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import SUBJECT, Memory
 from memstream.memory.monitoring import ModelUsage
-from memstream.memory.ports import MemoryLookup, ProjectionProgress
+from memstream.memory.ports import Identified, MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
 from memstream.memory.tenancy import TenantId
@@ -347,16 +347,25 @@ class MemoryService:
     async def write(self, events: Sequence[MemoryEvent], wait: float | None) -> None:
         """Publish `events` (answered once acknowledged); with `wait`, once applied too."""
         await self._publisher.publish(events)
-        if wait is None:
-            return
+        if wait is not None:
+            await self.applied(events, wait)
+
+    async def applied(self, events: Sequence[Identified], wait: float) -> None:
+        """Return once the live projection has applied `events` (those a worker writes too);
+        ProjectionLagError after `wait` seconds."""
         # The projection's own wait (each tenant's last event polled), off the event loop.
         pending = await anyio.to_thread.run_sync(self._status.wait_applied, events, wait)
         if pending:
             raise ProjectionLagError(
                 f"the events of {len(pending)} tenant(s) were durable in the log but not "
-                f"recallable within {wait:g}s; is a worker running? They will be applied; "
-                "search again shortly, or wait longer"
+                f"applied within {wait:g}s; is a worker running? They will be applied; "
+                "ask again shortly, or wait longer"
             )
+
+    async def documents(self, tenant: TenantId, collection: str) -> dict[str, str]:
+        """The tenant's documents of `collection` (key -> JSON): views, results, tasks."""
+        found = await anyio.to_thread.run_sync(self._reader.documents, tenant, collection)
+        return dict(found)
 
     async def retired(self, tenant: TenantId, memory_ids: Sequence[str]) -> set[str]:
         """Which of `memory_ids` were deleted before (a deleted id is never used again)."""

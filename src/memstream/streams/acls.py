@@ -80,6 +80,7 @@ def kafka_grants(role: str, topics: Topics, user: str | None = None) -> tuple[Ka
             KafkaGrant(user, "topic", topics.keys, ("Read", "Write", "Describe", "Create")),
             KafkaGrant(user, "group", topics.keys_group, ("Describe",)),
             KafkaGrant(user, "group", topics.worker_group, ("Read", "Describe")),
+            *(KafkaGrant(user, "group", job, ("Read", "Describe")) for job in topics.job_groups),
         )
     if role == "importer":
         return (

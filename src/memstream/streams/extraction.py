@@ -31,14 +31,10 @@ re-reads at most what was in flight, and skips it as extracted where it was.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import CommitFailedError, KafkaError
 
 from memstream.errors import (
     DataKeyErasedError,
@@ -57,6 +53,7 @@ from memstream.memory.extraction import Extracting, Source, extract, source_of
 from memstream.memory.monitoring import ModelUsage, Monitor, Skipped
 from memstream.memory.ports import EventRef, MemoryLookup, ProjectionProgress, TokenLedger
 from memstream.memory.tenancy import TenantId
+from memstream.streams.follower import LogFollower, until_applied
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.projector import RawMessage, worker_context
 
@@ -64,7 +61,6 @@ __all__ = [
     "ExtractionJob",
     "ExtractionOutlets",
     "ExtractionParts",
-    "Offsets",
     "extraction_spent",
     "purpose",
 ]
@@ -74,12 +70,7 @@ log = logging.getLogger(__name__)
 Send = Callable[[MemoriesExtracted], Awaitable[None]]
 DeadLetter = Callable[[RawMessage, MemstreamError], Awaitable[None]]
 
-# How often a turn read ahead of the projection asks whether it is applied, and how often
-# the job says it is still waiting.
-_APPLIED_POLL_S, _APPLIED_SAY_S = 0.05, 30.0
 _RETRY_FIRST_S, _RETRY_MAX_S = 1.0, 60.0
-_COMMIT_EVERY_S = 1.0
-_MAX_IN_FLIGHT = 512  # messages read but not finished, across partitions: then it stops reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,44 +123,6 @@ class ExtractionOutlets:
     max_chars: int
 
 
-class Offsets:
-    """Per partition, the offsets read and not yet finished: what may be committed is the
-    first unfinished one (or one past the last read, when none is)."""
-
-    def __init__(self) -> None:
-        self._open: dict[TopicPartition, set[int]] = {}
-        self._next: dict[TopicPartition, int] = {}
-        self._committed: dict[TopicPartition, int] = {}
-
-    def read(self, where: TopicPartition, offset: int) -> None:
-        self._open.setdefault(where, set()).add(offset)
-        self._next[where] = max(self._next.get(where, 0), offset + 1)
-
-    def done(self, where: TopicPartition, offset: int) -> None:
-        self._open.get(where, set()).discard(offset)
-
-    def keep_only(self, held: Collection[TopicPartition]) -> None:
-        """Forget the partitions not in `held`: taken away, their new holder commits them."""
-        for where in [w for w in self._next if w not in held]:
-            self._open.pop(where, None)
-            self._next.pop(where, None)
-            self._committed.pop(where, None)
-
-    @property
-    def in_flight(self) -> int:
-        return sum(len(offsets) for offsets in self._open.values())
-
-    def committable(self) -> dict[TopicPartition, int]:
-        """Partitions whose commit point moved since it was last `committed`, with that point."""
-        points = {
-            where: min(self._open.get(where) or {after}) for where, after in self._next.items()
-        }
-        return {w: p for w, p in points.items() if self._committed.get(w) != p}
-
-    def committed(self, points: Mapping[TopicPartition, int]) -> None:
-        self._committed.update(points)
-
-
 class ExtractionJob:
     def __init__(
         self,
@@ -185,90 +138,14 @@ class ExtractionJob:
         self._parts = parts
         self._out = outlets
         self._calls = asyncio.Semaphore(parts.concurrency)
-        self._offsets = Offsets()
-        self._working: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
-        """Extract until cancelled. A broker failure restarts the consumer after a pause (what
-        was in flight is read again from the last commit, and skipped where it was done)."""
+        """Extract until cancelled (streams.follower: its own consumer group, commits that
+        never pass a turn still being extracted)."""
         ways = {tenant: str(how.strategy) for tenant, how in self._parts.tenants.items()}
         log.info("extraction (%s, %s) reading %s", ways, self._parts.model, self._topic)
-        pause = _RETRY_FIRST_S
-        while True:
-            try:
-                await self._run_once()
-            except KafkaError as exc:
-                log.warning(
-                    "extraction's consumer failed (%s); starting again in %.0fs", exc, pause
-                )
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, _RETRY_MAX_S)
-
-    async def _run_once(self) -> None:
-        consumer = AIOKafkaConsumer(
-            self._topic,
-            group_id=self._group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            **self._kafka.aiokafka(),
-        )
-        try:
-            await consumer.start()
-            await self._consume(consumer)
-        finally:
-            for task in self._working:
-                task.cancel()
-            await asyncio.gather(*self._working, return_exceptions=True)
-            with contextlib.suppress(KafkaError):
-                await self._commit(consumer)
-            self._offsets.keep_only(())
-            await consumer.stop()
-
-    async def _consume(self, consumer: AIOKafkaConsumer) -> None:
-        last_commit = asyncio.get_running_loop().time()
-        while True:
-            # Saturated: stop fetching, but keep polling, so the group keeps this member.
-            held = consumer.assignment()
-            if self._offsets.in_flight >= _MAX_IN_FLIGHT:
-                consumer.pause(*held)
-            else:
-                consumer.resume(*held)
-            batches = await consumer.getmany(timeout_ms=200, max_records=100)
-            for where, records in batches.items():
-                for record in records:
-                    self._offsets.read(where, record.offset)
-                    message = RawMessage.of(record)
-                    task = asyncio.ensure_future(self._finish(where, message))
-                    self._working.add(task)
-                    task.add_done_callback(self._working.discard)
-            now = asyncio.get_running_loop().time()
-            if now - last_commit >= _COMMIT_EVERY_S:
-                await self._commit(consumer)
-                last_commit = now
-
-    async def _commit(self, consumer: AIOKafkaConsumer) -> None:
-        """Commit each held partition up to its first unfinished message; a failed commit
-        (a rebalance under way) is tried again at the next one."""
-        self._offsets.keep_only(consumer.assignment())
-        moved = self._offsets.committable()
-        if not moved:
-            return
-        try:
-            await consumer.commit(moved)
-        except CommitFailedError as exc:
-            log.info("extraction's commit waits for the group to settle: %s", exc)
-            return
-        self._offsets.committed(moved)
-
-    async def _finish(self, where: TopicPartition, message: RawMessage) -> None:
-        try:
-            await self.handle(message)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # one message's bug must not stop the job
-            log.exception("extraction of %s/%d@%d failed; skipped", message.topic,
-                          message.partition, message.offset)  # fmt: skip
-        self._offsets.done(where, message.offset)
+        await LogFollower(self._kafka, self._topic, self._group, self.handle,
+                          name="extraction").run()  # fmt: skip
 
     async def handle(self, message: RawMessage) -> MemoriesExtracted | None:
         """Extract what `message` recorded, if it is a turn this job extracts and nobody has;
@@ -363,14 +240,7 @@ class ExtractionJob:
         this way yet, and some of its memories still held (one forgotten, evicted or erased
         has nothing left to derive from)."""
         parts = self._parts
-        turn = EventRef(source.tenant, source.event_id)
-        say_at = asyncio.get_running_loop().time() + _APPLIED_SAY_S
-        while await asyncio.to_thread(parts.progress.unapplied, [turn]):
-            # The job reads the log beside the worker, and may be ahead of it.
-            await asyncio.sleep(_APPLIED_POLL_S)
-            if asyncio.get_running_loop().time() >= say_at:
-                log.warning("extraction waits for the projection to apply %s", source.event_id)
-                say_at += _APPLIED_SAY_S
+        await until_applied(parts.progress, EventRef(source.tenant, source.event_id), "extraction")
         done = EventRef(
             source.tenant, how.extraction_id(source.tenant, source.event_id, parts.model)
         )

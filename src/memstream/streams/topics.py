@@ -88,6 +88,12 @@ class Topics:
         return f"{self.namespace}-projector"
 
     @property
+    def job_groups(self) -> tuple[str, str]:
+        """The consumer groups of the jobs that follow the memory topic beside the workers'
+        (streams.follower): extraction's and the summary views'."""
+        return f"{self.worker_group}.extract", f"{self.worker_group}.summaries"
+
+    @property
     def keys(self) -> str:
         return f"{self.namespace}.keys"
 

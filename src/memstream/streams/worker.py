@@ -67,6 +67,7 @@ from memstream.streams.heal import KafkaLog, ShardHealers
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
 from memstream.streams.projector import OnApplied, Projector, RawMessage
+from memstream.streams.summaries import SummaryJob, SummaryOutlets, SummaryParts
 from memstream.streams.topics import Topics
 from memstream.streams.wire import (
     Record,
@@ -180,6 +181,7 @@ def build_app(
     sealer: Keyring | None = None,
     keys_clock: Callable[[], None] | None = None,
     extraction: ExtractionParts | None = None,
+    summaries: SummaryParts | None = None,
 ) -> faust.App:
     """The worker's Faust app over the given parts (`Deployment.worker_app` gives them):
     `shards` are the projection's shards (their layout, and each one's writer and
@@ -187,7 +189,8 @@ def build_app(
     it writes, `keys_clock` writes the keys topic's clock every MEMSTREAM_KEYS_CLOCK_S
     (streams.data_keys); with `metrics`, Faust's sensors and memstream's own are kept in its
     registry; with `extraction`, the extraction job (streams.extraction) runs beside the
-    projection, in a consumer group of its own."""
+    projection, in a consumer group of its own, and with `summaries` the summary-view job
+    (streams.summaries) in another."""
     kafka = KafkaConnection.from_settings(settings)
     app = faust.App(
         topics.worker_group,
@@ -310,7 +313,7 @@ def build_app(
         job = ExtractionJob(
             kafka,
             topics.memory,
-            f"{topics.worker_group}.extract",
+            topics.job_groups[0],
             extraction,
             ExtractionOutlets(
                 send=lambda event: monitoring.publish(event_record(topics, event, sealer)),
@@ -326,6 +329,25 @@ def build_app(
         @app.task  # type: ignore[untyped-decorator]
         async def extract() -> None:
             await job.run()
+
+    if summaries is not None:
+        viewer = SummaryJob(
+            kafka,
+            topics.memory,
+            topics.job_groups[1],
+            summaries,
+            SummaryOutlets(
+                send=lambda event: monitoring.publish(event_record(topics, event, sealer)),
+                monitor=monitor,
+                keyring=keyring,
+                embedding_model=embedders.configured_model,
+                default_importance=settings.default_importance,
+            ),
+        )
+
+        @app.task  # type: ignore[untyped-decorator]
+        async def summarise() -> None:
+            await viewer.run()
 
     if keys_clock is not None:
         tick = keys_clock

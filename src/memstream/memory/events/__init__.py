@@ -32,10 +32,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from memstream.memory.events import consolidation, extraction, forgetting, recorded, store
+from memstream.memory.events import (
+    consolidation,
+    extraction,
+    forgetting,
+    recorded,
+    store,
+    views,
+)
 from memstream.memory.events.base import (
+    DOCUMENT_SEPARATOR,
     ID_NAMESPACE,
     Applies,
+    DocumentChange,
     Event,
     EventType,
     Lapse,
@@ -68,17 +77,31 @@ from memstream.memory.events.store import (
     ItemStored,
     item_memory_id,
 )
+from memstream.memory.events.views import (
+    TASKS,
+    VIEWS,
+    PartitionSummarised,
+    SummaryRunRequested,
+    SummaryTaskChanged,
+    SummaryViewDefined,
+    SummaryViewRemoved,
+    results_of,
+)
 from memstream.memory.model import Memory
 
 __all__ = [
+    "DOCUMENT_SEPARATOR",
     "ID_NAMESPACE",
     "ITEM_KEY",
     "ITEM_NAMESPACE",
     "ITEM_TTL",
     "ITEM_VALUE",
     "REGISTRY",
+    "TASKS",
+    "VIEWS",
     "Applies",
     "ConsolidationRequested",
+    "DocumentChange",
     "Event",
     "EventType",
     "ExtractedFact",
@@ -93,8 +116,13 @@ __all__ = [
     "MemorySaved",
     "MessageRecorded",
     "Origin",
+    "PartitionSummarised",
     "Registry",
     "Selection",
+    "SummaryRunRequested",
+    "SummaryTaskChanged",
+    "SummaryViewDefined",
+    "SummaryViewRemoved",
     "TenantErased",
     "TurnCompleted",
     "check_memory_id",
@@ -105,6 +133,7 @@ __all__ = [
     "memories_of",
     "memory_ids_of",
     "record_effect_key",
+    "results_of",
 ]
 
 
@@ -114,6 +143,7 @@ MemoryEvent = (
     | forgetting.Forgetting
     | consolidation.Consolidation
     | store.StoreEvent
+    | views.View
 )
 
 
@@ -146,7 +176,12 @@ class Registry:
 
 
 REGISTRY = Registry(
-    *recorded.ROWS, *extraction.ROWS, *forgetting.ROWS, *consolidation.ROWS, *store.ROWS
+    *recorded.ROWS,
+    *extraction.ROWS,
+    *forgetting.ROWS,
+    *consolidation.ROWS,
+    *store.ROWS,
+    *views.ROWS,
 )
 
 

@@ -94,6 +94,8 @@ class Applies(enum.StrEnum):
     PUT = "put"  # write a store item's memory into its slot, replacing what the slot held
     ERASE = "erase"  # delete the whole tenant: its memories and tombstones
     EXPIRE = "expire"  # delete a store item whose put lapsed, if the slot still holds it
+    # put or remove tenant documents beside the memories (a summary view, a task, a result)
+    DOCUMENT = "document"
 
 
 class Event(Protocol):
@@ -172,6 +174,33 @@ class Lapse:
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentChange:
+    """One tenant document a DOCUMENT event puts (`body`: its JSON) or removes (`body` None),
+    by `collection` and `key`; with `key` empty and `body` None, the whole collection goes.
+    Documents are what the log derives besides memories (summary views, their results, tasks):
+    read by key or by collection, rebuilt by a replay, erased with the tenant."""
+
+    collection: str
+    key: str
+    body: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.collection or DOCUMENT_SEPARATOR in self.collection + self.key:
+            raise ValueError(f"no document is named {self.collection!r}/{self.key!r}")
+        if not self.key and self.body is not None:
+            raise ValueError("a document put needs a key")
+
+    @property
+    def field(self) -> str:
+        """Its field in the tenant's documents (a collection's fields share its prefix)."""
+        return f"{self.collection}{DOCUMENT_SEPARATOR}{self.key}"
+
+
+# Between a document's collection and key in its field: no id or name holds it.
+DOCUMENT_SEPARATOR = "\x1f"
+
+
+@dataclass(frozen=True, slots=True)
 class EventType(Generic[E]):
     """One event type's row: everything that reads or writes that type asks here.
 
@@ -201,6 +230,8 @@ class EventType(Generic[E]):
     # everything.)
     selects: Callable[[E], Selection] | None = None
     lapses: Callable[[E], Lapse] | None = None
+    # The documents a DOCUMENT puts or removes: set on exactly the rows that apply so.
+    documents: Callable[[E], tuple[DocumentChange, ...]] | None = None
 
     def __post_init__(self) -> None:
         names = {f.name for f in dataclasses.fields(self.event)}  # type: ignore[arg-type]
@@ -227,9 +258,19 @@ class EventType(Generic[E]):
                 "when it applies as an expiry"
             )
 
+        if (self.applies is Applies.DOCUMENT) != (self.documents is not None):
+            raise TypeError(
+                f"{self.name}: a row says which documents it changes (`documents`) exactly "
+                "when it applies as documents"
+            )
+
     @property
     def name(self) -> str:
         return self.event.type
+
+    def changes(self, event: E) -> tuple[DocumentChange, ...]:
+        """The documents `event` puts or removes (none unless it applies as DOCUMENT)."""
+        return self.documents(event) if self.documents is not None else ()
 
     def selection(self, event: E) -> Selection:
         """Which memories `event`, a FORGET, forgets."""
