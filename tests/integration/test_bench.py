@@ -172,6 +172,15 @@ def test_bench_serve_reports_http_against_in_process_and_raw(
         assert compared["raw"] == serve[f"bare_session_{measure}_per_s"]
         assert compared["baseline"] == f"bare FastAPI session {bare}: GET, send to Kafka, SET"
         assert serve[f"concurrent_bare_session_{bare}"]["p50_ms"] > 0
+    # The store API's session events, against the bare endpoint's; compaction against its
+    # own I/O in process.
+    events = measures["store session events/s, 16 clients (HTTP)"]
+    assert events["ours"] == serve["store_session_events_per_s"] > 0
+    assert events["raw"] == serve["bare_store_session_events_per_s"] > 0
+    assert serve["concurrent_store_session_event"]["p50_ms"] > 0
+    compact = measures["compact p50, 40 memories"]
+    assert compact["ours"] == serve["compact"]["p50_ms"] > 0
+    assert compact["raw"] == serve["compact_raw_read_and_send"]["p50_ms"] > 0
 
 
 def test_bench_load_audits_the_log_against_the_projection(

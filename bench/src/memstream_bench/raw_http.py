@@ -9,6 +9,8 @@ is memstream's own work.
 The working-memory routes' baseline does a session write's I/O the least way: read the
 session (one GET), send the messages it did not hold to Kafka and wait, write the session
 whole (one SET with its TTL). No version, no merge of concurrent puts, no windows, no turns.
+A store's session event (Redis Agent Memory's API) is the same I/O: its one message appended
+to its session that way.
 
 Run as `python -m memstream_bench.raw_http PORT TOPIC PREFIX` (the bench starts it).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -89,6 +92,16 @@ def bare_app(kafka: KafkaConnection, topic: str, redis: RedisConnection, prefix:
     async def append(session_id: str, body: dict[str, Any]) -> dict[str, Any]:
         held = await stored(session_id)
         return await written(session_id, held, [*held, *body["messages"]])
+
+    @app.post("/v1/stores/{store_id}/session-memory/events", status_code=201)
+    async def event(store_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A store's session event: appended to its session as one message."""
+        session_id = body["sessionId"]
+        held = await stored(session_id)
+        text = " ".join(part["text"] for part in body["content"])
+        message = {"id": uuid.uuid4().hex, "role": body["role"].lower(), "content": text}
+        await written(session_id, held, [*held, message])
+        return {"event": {**body, "eventId": message["id"]}}
 
     return app
 

@@ -19,10 +19,14 @@
   one slow stretch on one round only. The worker is stopped for this part so its embedding
   does not share the CPU with the server.
 - working memory (bench.sessions): put and append latency, and `memory_prompt` with a
-  session against the long-term-only prompt, interleaved; then puts and appends a second
-  from 16 concurrent clients (a session each), against the bare endpoint's own session put
-  and append (read the session, send its new messages to Kafka and wait, write it whole:
-  `bench.raw_http`), in rounds of halves taking turns as the long-term writes do.
+  session against the long-term-only prompt, interleaved; then puts, appends and Redis Agent
+  Memory store session events a second from 16 concurrent clients (a session each), against
+  the bare endpoint's own session put, append and event (read the session, send its new
+  messages to Kafka and wait, write it whole: `bench.raw_http`), in rounds of halves taking
+  turns as the long-term writes do.
+- compaction: after a memory is saved twice, `POST /v1/long-term-memory/compact` (it reads the
+  tenant's memories and writes one consolidation), against reading the tenant's memories in
+  process and sending one event.
 """
 
 from __future__ import annotations
@@ -139,6 +143,10 @@ def run_serve(
             progress.say(f"{sequential} session puts, appends and prompts with and without one")
             sessions = measure_sessions(http, texts, sequential)
 
+            compactions = max(sequential // 5, 3)
+            progress.say(f"{compactions} compactions, each after a duplicate was saved")
+            compacted, read_and_sent = _compactions(ns, http, embedder, compactions)
+
             progress.say(f"{sequential} sequential writes: acked, with ?wait=true, raw Kafka")
             acked = [_timed_write(http, "") for _ in range(sequential)]
             waited = [_timed_write(http, "?wait=true") for _ in range(sequential)]
@@ -166,7 +174,7 @@ def run_serve(
                     "memstream and as many to the bare endpoint's sessions, in halves taking turns"
                 )
                 rates, bare_rates = halves(
-                    lambda at, n: asyncio.run(session_rates(at, key, texts, n, CLIENTS)),
+                    lambda at, n: asyncio.run(session_rates(at, key, _TENANT, texts, n, CLIENTS)),
                     SessionRates.total,
                 )
             progress.say(f"{writes} raw Kafka sends from {CLIENTS} clients")
@@ -182,6 +190,8 @@ def run_serve(
     rate, raw_rate, bare_rate = ours.per_s, writes / raw_s, baseline.per_s
     put_rate, append_rate = rates.put.per_s, rates.append.per_s
     bare_put_rate, bare_append_rate = bare_rates.put.per_s, bare_rates.append.per_s
+    event_rate, bare_event_rate = rates.event.per_s, bare_rates.event.per_s
+    compact, compact_raw = Latency.of_seconds(compacted), Latency.of_seconds(read_and_sent)
     overhead = round(search.p50_ms - base.p50_ms, 3)
     return BenchResult(
         name="serve",
@@ -222,6 +232,12 @@ def run_serve(
             "bare_session_appends_per_s": round(bare_append_rate, 1),
             "session_puts_ratio_to_bare_sessions": ratio(put_rate, bare_put_rate),
             "session_appends_ratio_to_bare_sessions": ratio(append_rate, bare_append_rate),
+            "store_session_events_per_s": round(event_rate, 1),
+            "bare_store_session_events_per_s": round(bare_event_rate, 1),
+            "store_session_events_ratio_to_bare": ratio(event_rate, bare_event_rate),
+            "concurrent_store_session_event": _latency(rates.event.latency),
+            "compact": _latency(compact),
+            "compact_raw_read_and_send": _latency(compact_raw),
             "concurrent_session_put": _latency(rates.put.latency),
             "concurrent_session_append": _latency(rates.append.latency),
             "concurrent_bare_session_put": _latency(bare_rates.put.latency),
@@ -286,6 +302,23 @@ def run_serve(
                 "bare FastAPI session append: GET, send to Kafka, SET",
                 True,
                 TARGET_WRITES,
+            ),
+            Comparison(
+                f"store session events/s, {CLIENTS} clients (HTTP)",
+                round(event_rate, 1),
+                round(bare_event_rate, 1),
+                "events/s",
+                "bare FastAPI session event: GET, send to Kafka, SET",
+                True,
+                TARGET_WRITES,
+            ),
+            Comparison(
+                f"compact p50, {2 * len(corpus)} memories",
+                compact.p50_ms,
+                compact_raw.p50_ms,
+                "ms",
+                "read the tenant's memories, send one event to Kafka",
+                False,
             ),
             Comparison(
                 "memory_prompt p50, with a session",
@@ -353,6 +386,41 @@ def _saved(embedder: Embedder, i: int) -> MemorySaved:
         importance=0.5,
         embedding_model=embedder.model_id,
     )
+
+
+def _compactions(
+    ns: BenchNamespace, http: httpx.Client, embedder: Embedder, rounds: int
+) -> tuple[list[float], list[float]]:
+    """Each round, a memory saved twice (applied, not timed) and then one compaction over HTTP
+    (it reads the tenant's memories and merges the two: one event); against the same raw work
+    in process as many times: read the tenant's memories, send one event and wait."""
+    reader = ns.deployment.reader()
+    timed: list[float] = []
+    for i in range(rounds):
+        text = f"compaction bench duplicate {i}"
+        twice = [{"id": uuid.uuid4().hex, "text": text} for _ in range(2)]
+        saved = http.post("/v1/long-term-memory/?wait=true", json={"memories": twice})
+        saved.raise_for_status()
+        t0 = time.perf_counter()
+        http.post("/v1/long-term-memory/compact").raise_for_status()
+        timed.append(time.perf_counter() - t0)
+
+    async def read_and_send() -> list[float]:
+        producer = AIOKafkaProducer(**producer_config(ns.kafka, "aiokafka"))
+        await producer.start()
+        raw: list[float] = []
+        try:
+            for i in range(rounds):
+                event = _saved(embedder, 10_000_000 + i)
+                t0 = time.perf_counter()
+                await asyncio.to_thread(reader.memories, _TENANT)
+                await (await send(producer, event_record(ns.topics, event)))
+                raw.append(time.perf_counter() - t0)
+        finally:
+            await producer.stop()
+        return raw
+
+    return timed, asyncio.run(read_and_send())
 
 
 def _timed_write(http: httpx.Client, query: str) -> float:

@@ -7,7 +7,8 @@
 - memory_prompt for the same queries, interleaved, with a session (its 20 messages first)
   and long-term only: what reading the session adds to a prompt;
 - puts and appends from 16 concurrent clients, each on a session of its own (`session_rates`),
-  to set against the bare endpoint's writes a second, as the long-term writes are.
+  and session events of Redis Agent Memory's store API (one message an event, the tenant's
+  store), to set against the bare endpoint's writes a second, as the long-term writes are.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import httpx
 
@@ -83,18 +85,24 @@ def measure_sessions(http: httpx.Client, texts: Sequence[str], requests: int) ->
 class SessionRates:
     put: Load
     append: Load
+    event: Load
 
     @classmethod
     def total(cls, parts: Sequence[SessionRates]) -> SessionRates:
-        return cls(Load.total([p.put for p in parts]), Load.total([p.append for p in parts]))
+        return cls(
+            Load.total([p.put for p in parts]),
+            Load.total([p.append for p in parts]),
+            Load.total([p.event for p in parts]),
+        )
 
 
 async def session_rates(
-    url: str, key: str, texts: Sequence[str], requests: int, clients: int
+    url: str, key: str, store: str, texts: Sequence[str], requests: int, clients: int
 ) -> SessionRates:
-    """`requests` puts, then `requests` appends, `clients` at a time, each client on a session
-    of its own: a put sends the client's session grown by one exchange (its last 20 messages,
-    whole), an append one exchange."""
+    """`requests` puts, then `requests` appends, then `requests` session events of `store`,
+    `clients` at a time, each client on a session of its own: a put sends the client's
+    session grown by one exchange (its last 20 messages, whole), an append one exchange, an
+    event one message."""
     run = uuid.uuid4().hex[:8]
     sessions: dict[int, list[dict[str, str]]] = {}
 
@@ -107,7 +115,19 @@ async def session_rates(
         body = {"messages": _exchange(texts, i)}
         return http.post(f"/v1/working-memory/append-{run}-{client}/messages", json=body)
 
+    def event(http: httpx.AsyncClient, client: int, i: int) -> Awaitable[httpx.Response]:
+        (said, _) = _exchange(texts, i)
+        body = {
+            "sessionId": f"event-{run}-{client}",
+            "actorId": "bench",
+            "role": "USER",
+            "content": [{"text": said["content"]}],
+            "createdAt": datetime.now(UTC).isoformat(),
+        }
+        return http.post(f"/v1/stores/{store}/session-memory/events", json=body)
+
     return SessionRates(
         put=await concurrently(url, key, requests, clients, put),
         append=await concurrently(url, key, requests, clients, append),
+        event=await concurrently(url, key, requests, clients, event),
     )
