@@ -1,5 +1,6 @@
 """What agent-memory-server 0.15 has beyond 0.14's routes, served by memstream against the
-real stack: `hybrid_alpha` weighing meaning against words in the hybrid search, the
+real stack: `hybrid_alpha` weighing meaning against words in the hybrid search, `text_scorer`
+choosing RediSearch's scorer in the keyword mode, the
 session-only prompt (`long_term_search: false`, MCP's `include_long_term_search=False`), and
 compaction of exact duplicates as events (HTTP and MCP)."""
 
@@ -53,6 +54,34 @@ def test_hybrid_alpha_weighs_meaning_against_words(http: httpx.Client) -> None:
     half = _scores(http, search_mode="hybrid", hybrid_alpha=0.5)
     assert half[WINDOW] == pytest.approx(0.5 * 1.0 + 0.5 * max(meaning[WINDOW], 0.0), abs=1e-4)
     assert half[CAR] == pytest.approx(0.5 * max(meaning[CAR], 0.0), abs=1e-4)
+
+
+def test_text_scorer_picks_redisearchs_scorer_in_keyword_mode(http: httpx.Client) -> None:
+    filler = " ".join(f"word{n}" for n in range(37))
+    long, short = f"deploy deploy deploy {filler}", "we deploy"
+    memories = [{"id": uuid.uuid4().hex, "text": text} for text in (long, short)]
+    saved = http.post(
+        "/v1/long-term-memory/?wait=true&wait_timeout=30", json={"memories": memories}
+    )
+    assert saved.status_code == 200, saved.text
+
+    def first(**scorer: str) -> str:
+        body = {"text": "deploy", "search_mode": "keyword", "limit": 2, **scorer}
+        response = http.post("/v1/long-term-memory/search", json=body)
+        assert response.status_code == 200, response.text
+        found = response.json()["memories"]
+        assert len(found) == 2
+        return str(found[0]["text"])
+
+    # RediSearch's BM25 (memstream's default) counts the term; BM25STD (AMS's default) also
+    # weighs the count against the memory's length, as TFIDF.DOCNORM does TF-IDF.
+    assert first() == first(text_scorer="BM25") == first(text_scorer="TFIDF") == long
+    assert first(text_scorer="BM25STD") == first(text_scorer="TFIDF.DOCNORM") == short
+    refused = http.post(
+        "/v1/long-term-memory/search",
+        json={"text": "deploy", "search_mode": "keyword", "text_scorer": "NOPE"},
+    )
+    assert refused.status_code == 422 and "BM25STD" in refused.json()["detail"]
 
 
 _CHAT = [

@@ -142,8 +142,9 @@ class InMemorySearch:
         max_distance: float | None = None,
         keep: Keep | None = None,
         vector_weight: float | None = None,
+        scorer: str | None = None,
     ) -> SearchPage:
-        check_search(mode, limit, offset, max_distance)
+        check_search(mode, limit, offset, max_distance, scorer)
         filtered = where.matches
         kept = filtered if keep is None else (lambda m: filtered(m) and keep(m))
         terms = query_terms(text)

@@ -75,12 +75,15 @@ class MemorySearch(Protocol):
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
         vector_weight: float | None = None,
+        scorer: str | None = None,
     ) -> SearchPage:
         """One page (`offset`, `limit`) of the memories `where` lets through, best first for
         `text` in `mode` (hybrid: recall's ranking); `max_distance` bounds the semantic mode's
         cosine distance; `keep` drops what the backend cannot filter, before the page is cut;
         `vector_weight` sets the hybrid fusion's weight of meaning for this search (None: the
-        configured MEMSTREAM_RECALL_VECTOR_WEIGHT; other modes ignore it)."""
+        configured MEMSTREAM_RECALL_VECTOR_WEIGHT; other modes ignore it); `scorer` names the
+        keyword mode's text scorer, one of TEXT_SCORERS (None: BM25; a backend without
+        RediSearch's scorers ranks by its own BM25)."""
         ...
 
 
@@ -90,8 +93,21 @@ def check_k(k: int) -> None:
         raise InvalidInputError(f"k must be between 1 and {MAX_RECALL_K}, got {k}")
 
 
-def check_search(mode: SearchMode, limit: int, offset: int, max_distance: float | None) -> None:
-    """Refuse a page or a threshold no backend answers, saying which (InvalidInputError)."""
+# RediSearch's text scorers (FT.SEARCH ... SCORER), for the keyword mode.
+TEXT_SCORERS = ("BM25", "BM25STD", "TFIDF", "TFIDF.DOCNORM", "DISMAX", "DOCSCORE", "HAMMING")
+
+
+def check_search(
+    mode: SearchMode,
+    limit: int,
+    offset: int,
+    max_distance: float | None,
+    scorer: str | None = None,
+) -> None:
+    """Refuse a page, a threshold or a scorer no backend answers, saying which
+    (InvalidInputError)."""
+    if scorer is not None and scorer not in TEXT_SCORERS:
+        raise InvalidInputError(f"text scorer {scorer!r} is not one of {', '.join(TEXT_SCORERS)}")
     if limit < 1 or offset < 0 or offset + limit > MAX_RECALL_K:
         raise InvalidInputError(
             f"offset + limit must stay within {MAX_RECALL_K} (limit at least 1, offset at "

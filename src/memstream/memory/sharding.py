@@ -233,6 +233,7 @@ class ShardedSearch:
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
         vector_weight: float | None = None,
+        scorer: str | None = None,
     ) -> SearchPage:
         return self._shards.of(where.tenant).search(
             where,
@@ -243,6 +244,7 @@ class ShardedSearch:
             max_distance=max_distance,
             keep=keep,
             vector_weight=vector_weight,
+            scorer=scorer,
         )
 
 

@@ -98,14 +98,17 @@ class FilteredSearch:
         max_distance: float | None = None,
         keep: Callable[[Memory], bool] | None = None,
         vector_weight: float | None = None,
+        scorer: str | None = None,
     ) -> SearchPage:
-        check_search(mode, limit, offset, max_distance)
+        check_search(mode, limit, offset, max_distance, scorer)
         terms = query_terms(text)
         if mode == SearchMode.HYBRID and (terms or text.strip()):
             return self._recalled(where, text, limit, offset, keep, vector_weight)
         # With a predicate the index cannot evaluate, page over the kept best candidates.
         start, count = (0, POST_FILTER_DEPTH) if keep is not None else (offset, limit)
-        hits, total = self._window(where, terms, text, mode, start, count, max_distance)
+        hits, total = self._window(
+            where, terms, text, mode, start, count, max_distance, scorer or "BM25"
+        )
         if keep is None:
             return SearchPage(tuple(hits), total)
         kept = [hit for hit in hits if keep(hit.memory)]
@@ -147,6 +150,7 @@ class FilteredSearch:
         start: int,
         count: int,
         max_distance: float | None,
+        scorer: str,
     ) -> tuple[list[RecalledMemory], int]:
         filters = render_filter(where)
         if not terms and (mode == SearchMode.KEYWORD or not text.strip()):
@@ -157,7 +161,7 @@ class FilteredSearch:
             reply = self._run([listing])
             return (_ranked(_fields_of(reply[0]), start), _total(reply[0])) if reply else ([], 0)
         if mode == SearchMode.KEYWORD:
-            reply = self._run([self._lexical(filters, terms, start, count)])
+            reply = self._run([self._lexical(filters, terms, start, count, scorer)])
             return (_ranked(_fields_of(reply[0]), start), _total(reply[0])) if reply else ([], 0)
         counted = max_distance is None
 
@@ -176,11 +180,13 @@ class FilteredSearch:
         ]
         return hits, _total(replies[1] if counted else replies[0])
 
-    def _lexical(self, filters: str, terms: Sequence[str], start: int, count: int) -> list[Any]:
+    def _lexical(
+        self, filters: str, terms: Sequence[str], start: int, count: int, scorer: str
+    ) -> list[Any]:
         union = "|".join(escape_term(term) for term in terms)
         query = f"({filters}) (@{Fields.CONTENT}|{Fields.WHEN}:({union}))"
         return [
-            "FT.SEARCH", self._index, query, "SCORER", "BM25", *_returned(),
+            "FT.SEARCH", self._index, query, "SCORER", scorer, *_returned(),
             "LIMIT", start, count, "DIALECT", 2,
         ]  # fmt: skip
 

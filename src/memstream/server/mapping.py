@@ -141,6 +141,7 @@ class SearchPlan:
     keep: Callable[[Memory], bool] | None
     impossible: bool
     vector_weight: float | None = None  # the hybrid fusion's, when `hybrid_alpha` is sent
+    scorer: str | None = None  # the keyword mode's, when `text_scorer` is sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +306,8 @@ class Scoping:
                 start = request.extraction_strategy.startswith
                 checks.append(lambda m: _strategy(m).startswith(start))
         keep = (lambda m: all(check(m) for check in checks)) if checks else None
-        return SearchPlan(where, keep, impossible, vector_weight(request))
+        scorer = request.text_scorer if "text_scorer" in request.model_fields_set else None
+        return SearchPlan(where, keep, impossible, vector_weight(request), scorer)
 
 
 def vector_weight(request: SearchRequest) -> float | None:

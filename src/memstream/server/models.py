@@ -249,7 +249,11 @@ class SearchRequest(BaseModel):
         description="hybrid: the weight of meaning against words (0: words alone, 1: meaning "
         "alone); unsent, memstream's tuned fusion decides",
     )
-    text_scorer: str = Field(default="BM25", description="Accepted; words are scored by BM25")
+    text_scorer: str = Field(
+        default="BM25",
+        description="keyword mode: RediSearch's scorer (BM25, BM25STD, TFIDF, TFIDF.DOCNORM, "
+        "DISMAX, DOCSCORE, HAMMING); hybrid ranks words by the tenant's own BM25",
+    )
     session_id: TagFilter | None = None
     namespace: TagFilter | None = None
     topics: TagFilter | None = None

@@ -519,6 +519,7 @@ class MemoryService:
             max_distance=request.distance_threshold,
             keep=plan.keep,
             vector_weight=plan.vector_weight,
+            scorer=plan.scorer,
         )
 
     def _results(self, page: SearchPage, request: SearchRequest) -> MemoryRecordResults:
