@@ -28,8 +28,11 @@
     ├── MemoryNotFoundError                    no memory of the tenant has that id
     │   ├── SessionNotFoundError               no working memory of the tenant has that session
     │   ├── SummaryViewNotFoundError           no summary view of the tenant has that id
+    │   ├── NamespaceNotFoundError             no namespace of the tenant has that id
     │   └── TaskNotFoundError                  no task of the tenant has that id (or it expired)
     ├── StaleSessionError                      a working-memory put of a version no longer current
+    ├── NamespaceConflictError                 a namespace's name is taken, it changed meanwhile,
+    │                                          or it is archived or not empty
     ├── ReplayError                            a replay stopped without swapping anything in
     ├── StackError                             `memstream up/down` could not manage a service
     ├── ExtractionOutputError                  a model's extraction that is not the JSON asked for
@@ -66,6 +69,8 @@ __all__ = [
     "MemstreamError",
     "ModelProviderError",
     "ModelRefusedError",
+    "NamespaceConflictError",
+    "NamespaceNotFoundError",
     "NamespaceTenantError",
     "NotAuthenticatedError",
     "ProjectionLagError",
@@ -301,6 +306,19 @@ class TaskNotFoundError(MemoryNotFoundError):
     """The tenant has no task of that id (never run, or older than a week)."""
 
     code = "task_not_found"
+
+
+class NamespaceNotFoundError(MemoryNotFoundError):
+    """The tenant has no namespace of that id (never created, or removed)."""
+
+    code = "namespace_not_found"
+
+
+class NamespaceConflictError(MemstreamError):
+    """A namespace change that cannot be made as asked: the name is taken among its siblings,
+    the namespace changed meanwhile, it is archived, or it is not empty."""
+
+    code = "namespace_conflict"
 
 
 class StaleSessionError(MemstreamError):

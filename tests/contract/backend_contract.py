@@ -31,6 +31,8 @@ from memstream.errors import ConfigurationError, InvalidInputError, StaleSession
 from memstream.llm import Usage
 from memstream.memory.embeddings import Embedders
 from memstream.memory.events import (
+    NAMESPACE_NAMES,
+    NAMESPACES,
     TASKS,
     VIEWS,
     ExtractedFact,
@@ -40,6 +42,9 @@ from memstream.memory.events import (
     MemoriesExtracted,
     MemoryEvent,
     MessageRecorded,
+    NamespaceCreated,
+    NamespaceRemoved,
+    NamespaceUpdated,
     PartitionSummarised,
     SummaryRunRequested,
     SummaryViewDefined,
@@ -481,6 +486,37 @@ class BackendContract:
         self.apply(backend, TenantErased(tenant, "r1", at))
         assert reader.documents(tenant, TASKS) == {}
         assert list(reader.documents(other, VIEWS)) == ["v1"]
+
+    def test_conditional_documents_apply_whole_or_not_at_all(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant = self.tenant()
+        at = T0 + timedelta(days=1)
+        root = NamespaceCreated(tenant, "n1", "acme", "SHARED", "n1", at)
+        # Two creations racing for one name: the first in the log wins, the second changes
+        # nothing (not even its own document), however often either is delivered.
+        rival = NamespaceCreated(tenant, "n2", "acme", "SHARED", "n2", at)
+        first, second = self.apply(backend, root, rival)
+        assert first.applied_now and not first.skipped
+        assert second.applied_now and second.skipped == "conflict"
+        reader = backend.reader()
+        held = reader.documents(tenant, NAMESPACES)
+        assert list(held) == ["n1"]
+        # An update names the revision it replaces: a second one from the same revision is
+        # the same event (applied once); one from a stale revision changes nothing.
+        renamed = NamespaceUpdated(tenant, "n1", held["n1"], "acme-corp", "ACTIVE", at)
+        (done,) = self.apply(backend, renamed)
+        now = reader.documents(tenant, NAMESPACES)["n1"]
+        assert not done.skipped and json.loads(now)["name"] == "acme-corp"
+        assert list(reader.documents(tenant, NAMESPACE_NAMES).values()) == ["n1"]
+        stale = NamespaceRemoved(tenant, "n1", held["n1"], at)
+        (refused,) = self.apply(backend, stale)
+        assert refused.skipped == "conflict"
+        assert reader.documents(tenant, NAMESPACES) == {"n1": now}
+        # The old name is free: a root may take it.
+        reused = NamespaceCreated(tenant, "n3", "acme", "SHARED", "n3", at)
+        (again,) = self.apply(backend, reused)
+        assert not again.skipped and sorted(reader.documents(tenant, NAMESPACES)) == ["n1", "n3"]
 
     def test_the_bound_evicts_the_least_important_then_the_oldest(
         self, backend: ProjectionBackend

@@ -283,10 +283,10 @@ def test_bad_input_is_a_problem_that_says_what_was_wrong(
     bad_store = AgentMemory(server_url=server, api_key=admin, store_id="x" * 300)
     with bad_store, pytest.raises(errors.BadRequestErrorResponseContent):
         bad_store.store_health()
-    # Namespace resources are not served yet: a 501 problem saying so, never a silent success.
+    # A namespace the store does not have: a 404 problem naming it.
     response = httpx.get(
-        f"{server}/v1/stores/{tenant}/namespaces", headers={"Authorization": f"Bearer {key}"}
+        f"{server}/v1/stores/{tenant}/namespaces/nope", headers={"Authorization": f"Bearer {key}"}
     )
-    assert response.status_code == 501
-    assert response.json()["type"] == "/errors/unexpected-error"
-    assert "namespace" in response.json()["detail"]
+    assert response.status_code == 404
+    assert response.json()["type"] == "/errors/resource-not-found"
+    assert "nope" in response.json()["detail"]

@@ -71,6 +71,8 @@ PUBLIC_MODULES = {
         "MemstreamError",
         "ModelProviderError",
         "ModelRefusedError",
+        "NamespaceConflictError",
+        "NamespaceNotFoundError",
         "NamespaceTenantError",
         "NotAuthenticatedError",
         "ProjectionLagError",

@@ -90,6 +90,7 @@ class InMemoryWriter:
         # Only a consolidation needs every member: a replacement takes whichever is held.
         replaced = row.replaced(event) if row.applies is Applies.CONSOLIDATE else ()
         missing = tuple(i for i in replaced if i not in fold.memories)
+        conflict = row.applies is Applies.DOCUMENT and not fold.admits(row.changes(event))
         logged = Logged(event, position or _NOWHERE, datetime.now(UTC), event.id)
         touches = fold.apply(logged, (event.id, item.memories), bounds=self._bounds)
         if row.applies is Applies.ERASE:
@@ -111,6 +112,8 @@ class InMemoryWriter:
         skipped = ""
         if missing:  # a member is gone: the summary would speak for memories that are not
             skipped = "members_missing"
+        elif conflict:  # a document is not what the event expected: none of it applies
+            skipped = "conflict"
         elif row.applies is Applies.EXPIRE and not any(t.removes for t in touches):
             skipped = "item_renewed"
         outcome = AppliedOutcome(

@@ -196,8 +196,10 @@ class Fold:
                 del self.memories[held.id]
                 made.append((held.id, Change.EXPIRED, ()))
         elif applies is Applies.DOCUMENT:
-            for change in row.changes(event):
-                self._change_document(change)
+            changes = row.changes(event)
+            if self.admits(changes):
+                for change in changes:
+                    self._change_document(change)
         elif applies is Applies.ERASE:
             made += [(i, Change.ERASED, ()) for i in self.memories]
             self.memories.clear()
@@ -210,6 +212,10 @@ class Fold:
             Touch(i, c, event_id, row.name, row.version, logged.position, logged.written_at, r)
             for i, c, r in made
         ]
+
+    def admits(self, changes: Iterable[DocumentChange]) -> bool:
+        """Whether every expectation of `changes` holds (DocumentChange.expect)."""
+        return all(c.expect is None or self.documents.get(c.field, "") == c.expect for c in changes)
 
     def _change_document(self, change: DocumentChange) -> None:
         if change.body is not None:

@@ -22,9 +22,10 @@
 --            replace then add the replaced ids as a JSON array
 --     forget:  a JSON object {ids, thread, before_us, everything}
 --     erase:   the tenant's documents hash: the whole tenant goes
---     document: the tenant's documents hash, then the changes, each {field, body} (a put) or
---            {field} (a removal; a field ending in the separator removes every field it
---            begins: a whole collection)
+--     document: the tenant's documents hash, then the changes, each a map: `f` the field,
+--            `b` the body to put (none: a removal; a field ending in the separator removes
+--            every field it begins: a whole collection), `x` what the field must hold now
+--            ("": nothing) for any of the event's changes to apply (else outcome `conflict`)
 --     expire:  the item's memory id, the put's event id, the deadline it lapsed at (epoch s)
 --
 -- Returns, for each event in order, {1, outcome, evicted ids} when applied now, {0, recorded
@@ -211,7 +212,12 @@ local function apply(e)
   elseif kind == 'document' then
     local documents = e[10]
     for _, change in ipairs(e[11]) do
-      local name, body = change[1], change[2]
+      if change.x and (redis.call('HGET', documents, change.f) or '') ~= change.x then
+        outcome.skipped = 'conflict'
+      end
+    end
+    for _, change in ipairs(outcome.skipped and {} or e[11]) do
+      local name, body = change.f, change.b
       if body then
         redis.call('HSET', documents, name, body)
       elseif string.sub(name, -1) == '\031' then

@@ -271,7 +271,10 @@ def _packed(keys: Keyspace, item: Embedded) -> bytes:
     elif row.applies is Applies.ERASE:  # the whole tenant: its documents too
         args.append(keys.documents(event.tenant))
     elif row.applies is Applies.DOCUMENT:
-        changes = [[c.field] if c.body is None else [c.field, c.body] for c in row.changes(event)]
+        changes = [
+            {k: v for k, v in (("f", c.field), ("b", c.body), ("x", c.expect)) if v is not None}
+            for c in row.changes(event)
+        ]
         args += [keys.documents(event.tenant), changes]
     else:
         facets = item.facets or (None,) * len(item.memories)

@@ -362,6 +362,11 @@ class MemoryService:
                 "ask again shortly, or wait longer"
             )
 
+    async def placed(self, tenant: TenantId, key: str, value: str) -> int:
+        """How many of the tenant's memories hold `value` under metadata `key`."""
+        memories = await anyio.to_thread.run_sync(self._reader.memories, tenant)
+        return sum(1 for m in memories if m.metadata.get(key) == value)
+
     async def documents(self, tenant: TenantId, collection: str) -> dict[str, str]:
         """The tenant's documents of `collection` (key -> JSON): views, results, tasks."""
         found = await anyio.to_thread.run_sync(self._reader.documents, tenant, collection)

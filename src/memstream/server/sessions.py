@@ -116,6 +116,7 @@ class MessageExtras(BaseModel):
     parts: list[str]
     metadata: Any = None
     ingested_at: datetime
+    namespace_id: str | None = None  # the namespace resource it was placed in
 
 
 @dataclass(frozen=True, slots=True)

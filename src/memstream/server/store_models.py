@@ -9,13 +9,17 @@ silently widen a search or a delete. Errors are RFC 9457 problem details with th
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
+import json
 from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from memstream.errors import InvalidInputError
 from memstream.server.models import FilterInstant, Instant
 
 __all__ = [
@@ -27,11 +31,20 @@ __all__ = [
     "BulkDeleteResponse",
     "BulkError",
     "CreateMemory",
+    "CreateNamespaceRequest",
     "FilterConjunction",
     "Health",
     "LongTermMemoryFilter",
     "MessageRole",
+    "MoveRequest",
+    "MoveResponse",
+    "Namespace",
+    "NamespaceList",
     "NamespaceRef",
+    "NamespaceResponse",
+    "NamespaceScope",
+    "NamespaceState",
+    "PlacedIn",
     "SearchRequest",
     "SearchResponse",
     "SessionEvent",
@@ -43,8 +56,32 @@ __all__ = [
     "TextPart",
     "UpdateMemory",
     "UpdateMemoryFields",
+    "UpdateNamespaceRequest",
     "ValueFilter",
+    "page_offset",
+    "page_token_at",
 ]
+
+
+def page_token_at(offset: int) -> str:
+    """The opaque page token of a listing's page that starts at `offset`."""
+    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def page_offset(token: str | None) -> int:
+    """Where the page of `token` starts (0: none); InvalidInputError for a token not ours."""
+    if token is None:
+        return 0
+    try:
+        offset = json.loads(base64.urlsafe_b64decode(token.encode()))["offset"]
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        offset = None
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError(
+            "pageToken is not one this server gave; send the nextPageToken of the previous "
+            "answer, or none for the first page"
+        )
+    return offset
 
 
 class _Wire(BaseModel):
@@ -76,6 +113,60 @@ class TextPart(_Wire):
 
 class NamespaceRef(_Wire):
     namespace_id: str = Field(min_length=1)
+
+
+class PlacedIn(_Wire):
+    """Where a memory or session is placed: the namespace, its current name and path."""
+
+    namespace_id: str
+    name: str
+    path: str
+
+
+class NamespaceScope(enum.StrEnum):
+    SHARED = "SHARED"
+    PERSONAL = "PERSONAL"
+
+
+class NamespaceState(enum.StrEnum):
+    ACTIVE = "ACTIVE"
+    ARCHIVED = "ARCHIVED"
+
+
+class Namespace(_Wire):
+    namespace_id: str
+    name: str
+    root_id: str
+    scope: NamespaceScope
+    state: NamespaceState
+    revision: int
+    created_at: datetime
+    updated_at: datetime
+    path: str
+    parent_id: str | None = None
+    owner_id: str | None = None
+
+
+class CreateNamespaceRequest(_Wire):
+    name: str | None = None
+    path: str | None = Field(default=None, min_length=1, max_length=2_000)
+    scope: NamespaceScope | None = None
+    parent_id: str | None = None
+    owner_id: OwnerId | None = None
+
+
+class UpdateNamespaceRequest(_Wire):
+    name: str | None = None
+    state: NamespaceState | None = None
+
+
+class NamespaceResponse(_Wire):
+    namespace: Namespace
+
+
+class NamespaceList(_Wire):
+    items: list[Namespace]
+    next_page_token: str | None = None
 
 
 # -- session memory ---------------------------------------------------------------------------
@@ -121,6 +212,7 @@ class SessionMemory(_Wire):
     owner_id: str
     events: list[SessionEvent]
     namespace: str | None = None
+    namespace_ref: PlacedIn | None = None
     summary: SessionSummary | None = None
 
 
@@ -168,6 +260,16 @@ class BulkDeleteResponse(_Wire):
     errors: list[BulkError] | None = None
 
 
+class MoveRequest(_Wire):
+    memory_ids: list[str] = Field(min_length=1, max_length=1_000)
+    namespace_ref: NamespaceRef
+
+
+class MoveResponse(_Wire):
+    moved: list[str]
+    errors: list[BulkError] | None = None
+
+
 class StoreMemory(_Wire):
     """A long-term memory as the store API answers it."""
 
@@ -179,6 +281,7 @@ class StoreMemory(_Wire):
     session_id: str | None = None
     owner_id: str | None = None
     namespace: str | None = None
+    namespace_ref: PlacedIn | None = None
     topics: list[str] | None = None
     attributes: dict[str, Any] | None = None
 

@@ -2,8 +2,8 @@
 as one `APIRouter` of thin handlers over `StoreService` (server/stores.py).
 
 A store is a tenant: the caller's key decides which stores it may use (`StoreService.tenant`).
-Errors on these routes are problem details (server/errors.py). Namespace resources and moving
-memories between them are not served yet: they answer 501 saying so.
+Errors on these routes are problem details (server/errors.py); namespaces are
+server/namespaces.py's.
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
 
 from memstream.memory.tenancy import MAX_TENANT_CHARS
-from memstream.server.api_keys import Principal
-from memstream.server.errors import STORE_ERROR_RESPONSES, problem_response
+from memstream.server.errors import STORE_ERROR_RESPONSES
 from memstream.server.models import MEMORY_ID_PATTERN
 from memstream.server.routes import Caller
 from memstream.server.session_models import SESSION_ID_PATTERN
@@ -25,7 +23,13 @@ from memstream.server.store_models import (
     BulkCreateResponse,
     BulkDeleteRequest,
     BulkDeleteResponse,
+    CreateNamespaceRequest,
     Health,
+    MoveRequest,
+    MoveResponse,
+    NamespaceList,
+    NamespaceResponse,
+    NamespaceScope,
     SearchRequest,
     SearchResponse,
     SessionEventResponse,
@@ -35,6 +39,7 @@ from memstream.server.store_models import (
     StoreMemory,
     UpdateMemory,
     UpdateMemoryFields,
+    UpdateNamespaceRequest,
 )
 from memstream.server.stores import StoreService
 
@@ -59,6 +64,7 @@ StoreId = Annotated[
 SessionId = Annotated[str, Path(alias="sessionId", pattern=SESSION_ID_PATTERN)]
 EventId = Annotated[str, Path(alias="eventId", pattern=SESSION_ID_PATTERN)]
 MemoryId = Annotated[str, Path(alias="memoryId", pattern=MEMORY_ID_PATTERN)]
+NamespaceId = Annotated[str, Path(alias="namespaceId", pattern=MEMORY_ID_PATTERN)]
 
 stores = APIRouter(tags=["Redis Agent Memory: stores"], responses=STORE_ERROR_RESPONSES)
 _STORE = "/v1/stores/{storeId}"
@@ -173,16 +179,19 @@ async def delete_memories(
 
 
 @stores.post(f"{_STORE}/long-term-memory/search", response_model=SearchResponse)
-def search_memories(
+async def search_memories(
     service: Stores, principal: Caller, store_id: StoreId, body: SearchRequest
 ) -> SearchResponse:
-    # A plain function: the search blocks on Redis, so FastAPI runs it in its thread pool.
-    return service.search(principal, store_id, body)
+    return await service.search(principal, store_id, body)
 
 
-@stores.post(f"{_STORE}/long-term-memory/move")
-async def move_memories(service: Stores, principal: Caller, store_id: StoreId) -> JSONResponse:
-    return _namespaces_not_served(service, principal, store_id)
+@stores.post(f"{_STORE}/long-term-memory/move", response_model=MoveResponse)
+async def move_memories(
+    service: Stores, principal: Caller, store_id: StoreId, body: MoveRequest
+) -> MoveResponse:
+    """Place memories in an active namespace (each saved again): 404 for a namespace the
+    store does not have, 409 for an archived one."""
+    return await service.move(principal, store_id, body)
 
 
 @stores.get(f"{_STORE}/long-term-memory/{{memoryId}}", response_model=StoreMemory)
@@ -214,26 +223,68 @@ async def update_memory_fields(
     return await service.update_fields(principal, store_id, memory_id, body)
 
 
-# -- namespaces: not served yet ---------------------------------------------------------------
+# -- namespaces --------------------------------------------------------------------------------
 
 
-def _namespaces_not_served(
-    service: StoreService, principal: Principal, store_id: str
-) -> JSONResponse:
-    service.tenant(principal, store_id)  # the caller's store, or 403 as on every route
-    return problem_response(
-        501,
-        "not_served",
-        "namespace resources (namespaces, move) are not served by memstream yet; use the "
-        "`namespace` label on memories and sessions (docs/server.md)",
+@stores.get(f"{_STORE}/namespaces", response_model=NamespaceList)
+async def list_namespaces(
+    service: Stores,
+    principal: Caller,
+    store_id: StoreId,
+    parent_id: Annotated[str | None, Query(alias="parentId")] = None,
+    scope: NamespaceScope | None = None,
+    owner_id: Annotated[str | None, Query(alias="ownerId")] = None,
+    limit: Annotated[int, Query()] = 100,
+    page_token: Annotated[str | None, Query(alias="pageToken")] = None,
+) -> NamespaceList:
+    tenant = service.tenant(principal, store_id)
+    return await service.namespaces.listed(
+        tenant,
+        parent_id=parent_id,
+        scope=scope,
+        owner_id=owner_id,
+        limit=limit,
+        page_token=page_token,
     )
 
 
-@stores.api_route(f"{_STORE}/namespaces", methods=["GET", "POST"])
-async def namespaces(service: Stores, principal: Caller, store_id: StoreId) -> JSONResponse:
-    return _namespaces_not_served(service, principal, store_id)
+@stores.post(f"{_STORE}/namespaces", status_code=201, response_model=NamespaceResponse)
+async def create_namespace(
+    service: Stores, principal: Caller, store_id: StoreId, body: CreateNamespaceRequest
+) -> NamespaceResponse:
+    """A root (name and scope), a child (name and parentId) or a whole path (missing segments
+    created): one NamespaceCreated event each, answered once applied."""
+    tenant = service.tenant(principal, store_id)
+    return NamespaceResponse(namespace=await service.namespaces.create(tenant, body))
 
 
-@stores.api_route(f"{_STORE}/namespaces/{{namespaceId}}", methods=["GET", "PATCH", "DELETE"])
-async def namespace(service: Stores, principal: Caller, store_id: StoreId) -> JSONResponse:
-    return _namespaces_not_served(service, principal, store_id)
+@stores.get(f"{_STORE}/namespaces/{{namespaceId}}", response_model=NamespaceResponse)
+async def get_namespace(
+    service: Stores, principal: Caller, store_id: StoreId, namespace_id: NamespaceId
+) -> NamespaceResponse:
+    tenant = service.tenant(principal, store_id)
+    return NamespaceResponse(namespace=await service.namespaces.get(tenant, namespace_id))
+
+
+@stores.patch(f"{_STORE}/namespaces/{{namespaceId}}", response_model=NamespaceResponse)
+async def update_namespace(
+    service: Stores,
+    principal: Caller,
+    store_id: StoreId,
+    namespace_id: NamespaceId,
+    body: UpdateNamespaceRequest,
+) -> NamespaceResponse:
+    """Rename and/or archive (a NamespaceUpdated event of the revision read)."""
+    tenant = service.tenant(principal, store_id)
+    updated = await service.namespaces.update(tenant, namespace_id, body)
+    return NamespaceResponse(namespace=updated)
+
+
+@stores.delete(f"{_STORE}/namespaces/{{namespaceId}}", status_code=204)
+async def delete_namespace(
+    service: Stores, principal: Caller, store_id: StoreId, namespace_id: NamespaceId
+) -> Response:
+    """Remove an empty leaf (a NamespaceRemoved event); 409 while it has children or
+    memories."""
+    await service.namespaces.remove(service.tenant(principal, store_id), namespace_id)
+    return Response(status_code=204)

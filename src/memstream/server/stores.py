@@ -17,34 +17,39 @@ ranking and the one tenant boundary hold here too:
   `similarityThreshold` is given); the store's filters run in the index where they can
   (sessions, types, time with `filterOp` all) and on the candidates otherwise.
 
-Namespace resources (`namespaces`, `move`, `namespaceRef`) are not served yet: those routes
-answer 501 saying so, and a reference to one is a 404 (docs/server.md).
+- namespace resources are server.namespaces' events; a memory placed in one keeps its id in
+  its reserved metadata (`ams.namespace_ref`), a session event in its message's extras, and
+  both answer the namespace's current name and path.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
+
+import anyio
 
 from memstream.errors import (
     InfrastructureError,
     InvalidInputError,
     MemoryNotFoundError,
+    NamespaceConflictError,
+    NamespaceNotFoundError,
     SessionNotFoundError,
 )
-from memstream.memory.events import MemoryForgotten, MemorySaved, check_memory_id
+from memstream.memory.events import ARCHIVED, MemoryForgotten, MemorySaved, check_memory_id
 from memstream.memory.model import RESERVED_PREFIX, TOPICS, Memory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.search import SearchFilter, SearchMode
 from memstream.memory.tenancy import TenantId
 from memstream.server.api_keys import Principal
 from memstream.server.models import MemoryRecord, MemoryTypeEnum
+from memstream.server.namespaces import PLACED, Hierarchy, Namespaces
 from memstream.server.service import MemoryService
 from memstream.server.session_models import MemoryMessage
 from memstream.server.sessions import MessageExtras, SessionView, Window
@@ -60,6 +65,8 @@ from memstream.server.store_models import (
     FilterConjunction,
     LongTermMemoryFilter,
     MessageRole,
+    MoveRequest,
+    MoveResponse,
     NamespaceRef,
     SearchRequest,
     SearchResponse,
@@ -74,6 +81,8 @@ from memstream.server.store_models import (
     UpdateMemory,
     UpdateMemoryFields,
     ValueFilter,
+    page_offset,
+    page_token_at,
 )
 
 __all__ = ["StoreService"]
@@ -82,15 +91,9 @@ __all__ = ["StoreService"]
 _OWNER = f"{RESERVED_PREFIX}user_id"
 _LABEL = f"{RESERVED_PREFIX}namespace"
 _ATTRIBUTES = f"{RESERVED_PREFIX}attributes"
+_KEPT = (_OWNER, _LABEL, _ATTRIBUTES, PLACED)  # what an edit keeps unless it changes it
 _ROLES = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant"}
 _MAX_SESSIONS_PAGE = 1000
-
-
-def _no_namespaces(ref: NamespaceRef) -> MemoryNotFoundError:
-    return MemoryNotFoundError(
-        f"no namespace {ref.namespace_id[:80]!r} in this store: namespace resources are not "
-        "served by memstream yet; use the `namespace` label, or leave the reference out"
-    )
 
 
 def _memory_type(raw: str | None) -> MemoryTypeEnum:
@@ -107,25 +110,6 @@ def _memory_type(raw: str | None) -> MemoryTypeEnum:
         ) from None
 
 
-def _page_token(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
-
-
-def _offset(token: str | None) -> int:
-    if token is None:
-        return 0
-    try:
-        offset = json.loads(base64.urlsafe_b64decode(token.encode()))["offset"]
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        offset = None
-    if not isinstance(offset, int) or offset < 0:
-        raise InvalidInputError(
-            "pageToken is not one this server gave; send the nextPageToken of the previous "
-            "answer, or none for the first page"
-        )
-    return offset
-
-
 class StoreService:
     """The store API's operations, for one request's caller and store each."""
 
@@ -134,6 +118,7 @@ class StoreService:
         self._sessions = memories.sessions
         self._scoping = memories.scoping
         self._embedding_model = memories.embedding_model
+        self.namespaces = Namespaces(memories)
 
     def tenant(self, principal: Principal, store_id: str) -> TenantId:
         """The tenant a store names, if the caller may use it (403 otherwise)."""
@@ -158,8 +143,9 @@ class StoreService:
         self, principal: Principal, store_id: str, request: AddSessionEventRequest
     ) -> SessionEvent:
         tenant = self.tenant(principal, store_id)
+        placed = None
         if request.namespace_ref is not None:
-            raise _no_namespaces(request.namespace_ref)
+            placed = await self.namespaces.placement(tenant, request.namespace_ref.namespace_id)
         session_id = request.session_id or uuid.uuid4().hex
         event_id = uuid.uuid4().hex
         parts = [part.text for part in request.content]
@@ -174,6 +160,7 @@ class StoreService:
             parts=parts,
             metadata=request.metadata,
             ingested_at=datetime.now(UTC),
+            namespace_id=placed.namespace_id if placed is not None else None,
         )
         await self._sessions.append(
             principal,
@@ -200,7 +187,18 @@ class StoreService:
                 updated_at=memory.updated_at,
                 summarized_events=0,
             )
-        return SessionMemory(session_id=session_id, owner_id=owner, events=events, summary=summary)
+        places = [e.namespace_id for e in view.extras.values() if e.namespace_id is not None]
+        placed = None
+        if places:  # the latest placement
+            tenant = self.tenant(principal, store_id)
+            placed = (await self.namespaces.hierarchy(tenant)).placed(places[-1])
+        return SessionMemory(
+            session_id=session_id,
+            owner_id=owner,
+            events=events,
+            namespace_ref=placed,
+            summary=summary,
+        )
 
     async def session_event(
         self, principal: Principal, store_id: str, session_id: str, event_id: str
@@ -240,12 +238,12 @@ class StoreService:
             )
         if not 1 <= limit <= _MAX_SESSIONS_PAGE:
             raise InvalidInputError(f"limit must be between 1 and {_MAX_SESSIONS_PAGE}")
-        offset = _offset(page_token)
+        offset = page_offset(page_token)
         listed = await self._sessions.sessions(
             principal, named=tenant, other=owner, offset=offset, limit=limit
         )
         end = offset + len(listed.sessions)
-        more = _page_token(end) if end < listed.total and listed.sessions else None
+        more = page_token_at(end) if end < listed.total and listed.sessions else None
         return SessionList(items=listed.sessions, total=listed.total, next_page_token=more)
 
     async def _view(self, principal: Principal, store_id: str, session_id: str) -> SessionView:
@@ -266,10 +264,12 @@ class StoreService:
         self._memories.limits.records(len(request.memories))
         events: list[MemorySaved] = []
         errors: list[BulkError] = []
+        hierarchy = None
+        if any(m.namespace_ref is not None for m in request.memories):
+            hierarchy = await self.namespaces.hierarchy(tenant)
         for memory in request.memories:
             try:
-                if memory.namespace_ref is not None:
-                    raise _no_namespaces(memory.namespace_ref)
+                place = _placement(hierarchy, memory.namespace_ref)
                 record = MemoryRecord(
                     id=memory.id,
                     text=memory.text,
@@ -278,10 +278,12 @@ class StoreService:
                     memory_type=_memory_type(memory.memory_type),
                 )
                 reserved = _reserved(memory.owner_id, memory.namespace, memory.attributes)
+                if place is not None:
+                    reserved[PLACED] = place
                 events.append(
                     self._scoping.saved(record, tenant, self._embedding_model, reserved=reserved)
                 )
-            except (MemoryNotFoundError, ValueError) as exc:  # InvalidInputError included
+            except (MemoryNotFoundError, NamespaceConflictError, ValueError) as exc:
                 errors.append(BulkError(id=memory.id, error=_reason(exc)))
         retired = await self._memories.retired(tenant, [e.memory_id for e in events])
         errors += [
@@ -326,14 +328,14 @@ class StoreService:
 
     async def get(self, principal: Principal, store_id: str, memory_id: str) -> StoreMemory:
         tenant = self.tenant(principal, store_id)
-        return self._answer(await self._held(tenant, memory_id))
+        (answer,) = await self._answers(tenant, [await self._held(tenant, memory_id)])
+        return answer
 
     async def update(
         self, principal: Principal, store_id: str, memory_id: str, changes: UpdateMemory
     ) -> StoreMemory:
         """Change some fields: the whole new memory saved under its id (its time stays)."""
-        if changes.namespace_ref is not None:
-            raise _no_namespaces(changes.namespace_ref)
+        tenant = self.tenant(principal, store_id)
         given = changes.model_fields_set
         fields: dict[str, Any] = {}
         if "text" in given and changes.text is not None:
@@ -349,15 +351,17 @@ class StoreService:
             reserved[_OWNER] = changes.owner_id
         if "namespace" in given:
             reserved[_LABEL] = changes.namespace
-        tenant = self.tenant(principal, store_id)
-        return await self._save(tenant, await self._held(tenant, memory_id), fields, reserved)
+        if changes.namespace_ref is not None:
+            ref = changes.namespace_ref.namespace_id
+            reserved[PLACED] = (await self.namespaces.placement(tenant, ref)).namespace_id
+        saved = await self._save(tenant, await self._held(tenant, memory_id), fields, reserved)
+        (answer,) = await self._answers(tenant, [saved])
+        return answer
 
     async def update_fields(
         self, principal: Principal, store_id: str, memory_id: str, changes: UpdateMemoryFields
     ) -> StoreMemory:
         """Change a memory's text and attributes (merged), for a memory of `memoryType`."""
-        if changes.namespace_ref is not None:
-            raise _no_namespaces(changes.namespace_ref)
         tenant = self.tenant(principal, store_id)
         memory = await self._held(tenant, memory_id)
         kind = self._scoping.record(memory)["memory_type"]
@@ -373,31 +377,60 @@ class StoreService:
             reserved[_ATTRIBUTES] = json.dumps(merged)
         if "namespace" in changes.model_fields_set:
             reserved[_LABEL] = changes.namespace
-        return await self._save(tenant, memory, fields, reserved)
+        if changes.namespace_ref is not None:
+            ref = changes.namespace_ref.namespace_id
+            reserved[PLACED] = (await self.namespaces.placement(tenant, ref)).namespace_id
+        (answer,) = await self._answers(
+            tenant, [await self._save(tenant, memory, fields, reserved)]
+        )
+        return answer
 
-    def search(self, principal: Principal, store_id: str, request: SearchRequest) -> SearchResponse:
+    async def move(self, principal: Principal, store_id: str, request: MoveRequest) -> MoveResponse:
+        """Place each memory in an active namespace (each saved again with it); ids the store
+        does not hold are named in `errors`."""
         tenant = self.tenant(principal, store_id)
-        offset = _offset(request.page_token)
+        place = await self.namespaces.placement(tenant, request.namespace_ref.namespace_id)
+        ids = list(dict.fromkeys(request.memory_ids))
+        for memory_id in ids:
+            check_memory_id(memory_id)
+        held = await self._memories.lookup(tenant, ids)
+        moved: list[str] = []
+        errors: list[BulkError] = []
+        for memory_id, memory in zip(ids, held, strict=True):
+            if memory is None:
+                errors.append(BulkError(id=memory_id, error="not found in this store"))
+                continue
+            await self._save(tenant, memory, {}, {PLACED: place.namespace_id})
+            moved.append(memory_id)
+        return MoveResponse(moved=moved, errors=errors or None)
+
+    async def search(
+        self, principal: Principal, store_id: str, request: SearchRequest
+    ) -> SearchResponse:
+        tenant = self.tenant(principal, store_id)
+        offset = page_offset(request.page_token)
         where, keep = _plan(tenant, request.filter, request.filter_op, self._scoping.record)
         threshold = request.similarity_threshold
         mode = SearchMode.HYBRID if threshold is None else SearchMode.SEMANTIC
         limit = min(request.limit, max(MAX_RECALL_K - offset, 0))
         if limit == 0:
             return SearchResponse(items=[])
-        page = self._memories.find(
-            where,
-            request.text or "",
-            mode=mode,
-            limit=limit,
-            offset=offset,
-            max_distance=None if threshold is None else 1.0 - threshold,
-            keep=keep,
+        page = await anyio.to_thread.run_sync(
+            partial(
+                self._memories.find,
+                where,
+                request.text or "",
+                mode=mode,
+                limit=limit,
+                offset=offset,
+                max_distance=None if threshold is None else 1.0 - threshold,
+                keep=keep,
+            )
         )
         end = offset + len(page.hits)
-        more = _page_token(end) if page.hits and end < page.total else None
-        return SearchResponse(
-            items=[self._answer(hit.memory) for hit in page.hits], next_page_token=more
-        )
+        more = page_token_at(end) if page.hits and end < page.total else None
+        answers = await self._answers(tenant, [hit.memory for hit in page.hits])
+        return SearchResponse(items=answers, next_page_token=more)
 
     async def _held(self, tenant: TenantId, memory_id: str) -> Memory:
         check_memory_id(memory_id)
@@ -412,10 +445,11 @@ class StoreService:
         memory: Memory,
         fields: Mapping[str, Any],
         reserved: Mapping[str, str | None],
-    ) -> StoreMemory:
-        """Save `memory` again with `fields` and its store metadata changed (None: removed)."""
+    ) -> Memory:
+        """Save `memory` again with `fields` and its store metadata changed (None: removed);
+        the memory as saved."""
         record = MemoryRecord.model_validate({**self._scoping.record(memory), **fields})
-        kept = {k: v for k, v in memory.metadata.items() if k in (_OWNER, _LABEL, _ATTRIBUTES)}
+        kept = {k: v for k, v in memory.metadata.items() if k in _KEPT}
         merged = {k: v for k, v in {**kept, **reserved}.items() if v is not None}
         event = self._scoping.saved(
             record, tenant, self._embedding_model, edited=memory, reserved=merged
@@ -429,12 +463,21 @@ class StoreService:
             importance=event.importance,
             metadata=event.metadata,
         )
-        return self._answer(saved)
+        return saved
 
-    def _answer(self, memory: Memory) -> StoreMemory:
+    async def _answers(self, tenant: TenantId, memories: Sequence[Memory]) -> list[StoreMemory]:
+        """The memories as the store answers them (the namespace each is placed in read once,
+        and only when one is)."""
+        hierarchy = None
+        if any(PLACED in m.metadata for m in memories):
+            hierarchy = await self.namespaces.hierarchy(tenant)
+        return [self._answer(m, hierarchy) for m in memories]
+
+    def _answer(self, memory: Memory, hierarchy: Hierarchy | None) -> StoreMemory:
         record = self._scoping.record(memory)
         meta = memory.metadata
         topics = meta.get(TOPICS)
+        placed = hierarchy.placed(meta.get(PLACED)) if hierarchy is not None else None
         return StoreMemory(
             id=memory.id,
             text=memory.content,
@@ -444,6 +487,7 @@ class StoreService:
             session_id=memory.thread or None,
             owner_id=meta.get(_OWNER),
             namespace=meta.get(_LABEL),
+            namespace_ref=placed,
             topics=None if topics is None else list(json.loads(topics)),
             attributes=_attributes(memory),
         )
@@ -463,6 +507,18 @@ def _reserved(
 def _attributes(memory: Memory) -> dict[str, Any] | None:
     raw = memory.metadata.get(_ATTRIBUTES)
     return None if raw is None else dict(json.loads(raw))
+
+
+def _placement(hierarchy: Hierarchy | None, ref: NamespaceRef | None) -> str | None:
+    """The namespace a new memory is placed in: one of the store's, and active."""
+    if ref is None or hierarchy is None:
+        return None
+    held = hierarchy.get(ref.namespace_id)
+    if held is None:
+        raise NamespaceNotFoundError(f"no namespace {ref.namespace_id[:80]!r} in this store")
+    if held["state"] == ARCHIVED:
+        raise NamespaceConflictError(f"namespace {hierarchy.path(ref.namespace_id)!r} is archived")
+    return ref.namespace_id
 
 
 def _reason(exc: Exception) -> str:
@@ -560,7 +616,7 @@ def _plan(
         checks.append(lambda m: _admits(labels, one(m.metadata.get(_LABEL)), fold=True))
     if given.namespace_ref is not None:
         refs = given.namespace_ref
-        checks.append(lambda m: _admits(refs, [], fold=False))  # no memory is placed in one
+        checks.append(lambda m: _admits(refs, one(m.metadata.get(PLACED)), fold=False))
     if given.topics is not None:
         topics = given.topics
         checks.append(
@@ -585,7 +641,9 @@ def _plan(
         passes = (lambda m: any(check(m) for check in checks)) if checks else None
     if unplaced:
         inner = passes
-        passes = lambda m: _LABEL not in m.metadata and (inner is None or inner(m))  # noqa: E731
+        passes = lambda m: (  # noqa: E731
+            _LABEL not in m.metadata and PLACED not in m.metadata and (inner is None or inner(m))
+        )
     where = SearchFilter(tenant=tenant)
     if conjunction is FilterConjunction.ALL:
         where = _pushed(tenant, given)

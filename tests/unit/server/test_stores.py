@@ -15,8 +15,13 @@ from memstream.memory.tenancy import validate_tenant
 from memstream.server.errors import status_of
 from memstream.server.mapping import Scoping
 from memstream.server.models import MemoryTypeEnum
-from memstream.server.store_models import FilterConjunction, LongTermMemoryFilter
-from memstream.server.stores import _memory_type, _offset, _page_token, _plan
+from memstream.server.store_models import (
+    FilterConjunction,
+    LongTermMemoryFilter,
+    page_offset,
+    page_token_at,
+)
+from memstream.server.stores import _memory_type, _plan
 
 AT = datetime(2026, 5, 8, 12, 0, tzinfo=UTC)
 TENANT = validate_tenant("acme")
@@ -88,11 +93,11 @@ def test_unnamespaced_with_a_namespace_filter_is_refused() -> None:
 
 
 def test_page_tokens_round_trip_and_a_forged_one_is_refused() -> None:
-    assert _offset(None) == 0
-    assert _offset(_page_token(40)) == 40
-    for forged in ("garbage", "e30=", _page_token(-1)):
+    assert page_offset(None) == 0
+    assert page_offset(page_token_at(40)) == 40
+    for forged in ("garbage", "e30=", page_token_at(-1)):
         with pytest.raises(InvalidInputError, match="pageToken"):
-            _offset(forged)
+            page_offset(forged)
 
 
 def test_memory_types_in_any_case_and_an_unknown_one_named() -> None:

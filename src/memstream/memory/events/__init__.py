@@ -36,6 +36,7 @@ from memstream.memory.events import (
     consolidation,
     extraction,
     forgetting,
+    namespaces,
     recorded,
     store,
     views,
@@ -62,6 +63,18 @@ from memstream.memory.events.extraction import (
     extraction_id,
 )
 from memstream.memory.events.forgetting import MemoryForgotten, TenantErased
+from memstream.memory.events.namespaces import (
+    ACTIVE,
+    ARCHIVED,
+    NAMESPACE_NAMES,
+    NAMESPACES,
+    SCOPES,
+    NamespaceCreated,
+    NamespaceRemoved,
+    NamespaceUpdated,
+    check_name,
+    name_slot,
+)
 from memstream.memory.events.recorded import (
     MemorySaved,
     MessageRecorded,
@@ -90,13 +103,18 @@ from memstream.memory.events.views import (
 from memstream.memory.model import Memory
 
 __all__ = [
+    "ACTIVE",
+    "ARCHIVED",
     "DOCUMENT_SEPARATOR",
     "ID_NAMESPACE",
     "ITEM_KEY",
     "ITEM_NAMESPACE",
     "ITEM_TTL",
     "ITEM_VALUE",
+    "NAMESPACES",
+    "NAMESPACE_NAMES",
     "REGISTRY",
+    "SCOPES",
     "TASKS",
     "VIEWS",
     "Applies",
@@ -115,6 +133,9 @@ __all__ = [
     "MemoryForgotten",
     "MemorySaved",
     "MessageRecorded",
+    "NamespaceCreated",
+    "NamespaceRemoved",
+    "NamespaceUpdated",
     "Origin",
     "PartitionSummarised",
     "Registry",
@@ -126,12 +147,14 @@ __all__ = [
     "TenantErased",
     "TurnCompleted",
     "check_memory_id",
+    "check_name",
     "consolidate_effect_key",
     "derive_id",
     "extraction_id",
     "item_memory_id",
     "memories_of",
     "memory_ids_of",
+    "name_slot",
     "record_effect_key",
     "results_of",
 ]
@@ -144,6 +167,7 @@ MemoryEvent = (
     | consolidation.Consolidation
     | store.StoreEvent
     | views.View
+    | namespaces.NamespaceEvent
 )
 
 
@@ -182,6 +206,7 @@ REGISTRY = Registry(
     *consolidation.ROWS,
     *store.ROWS,
     *views.ROWS,
+    *namespaces.ROWS,
 )
 
 

@@ -177,12 +177,18 @@ class Lapse:
 class DocumentChange:
     """One tenant document a DOCUMENT event puts (`body`: its JSON) or removes (`body` None),
     by `collection` and `key`; with `key` empty and `body` None, the whole collection goes.
-    Documents are what the log derives besides memories (summary views, their results, tasks):
-    read by key or by collection, rebuilt by a replay, erased with the tenant."""
+    Documents are what the log derives besides memories (summary views, their results, tasks,
+    namespaces): read by key or by collection, rebuilt by a replay, erased with the tenant.
+
+    `expect` makes the change conditional: the document must be `expect` now ("": absent).
+    An event's changes apply all together or, where one expectation fails, none at all
+    (outcome `conflict`): a compare-and-set at the event's place in the log, so two writers
+    racing for one name or one revision cannot both win, in the projection or in a replay."""
 
     collection: str
     key: str
     body: str | None = None
+    expect: str | None = None
 
     def __post_init__(self) -> None:
         if not self.collection or DOCUMENT_SEPARATOR in self.collection + self.key:
