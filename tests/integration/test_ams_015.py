@@ -1,17 +1,21 @@
 """What agent-memory-server 0.15 has beyond 0.14's routes, served by memstream against the
 real stack: `hybrid_alpha` weighing meaning against words in the hybrid search, `text_scorer`
-choosing RediSearch's scorer in the keyword mode, the
+choosing RediSearch's scorer in the keyword mode, AMS's recency rerank when a client sends it, the
 session-only prompt (`long_term_search: false`, MCP's `include_long_term_search=False`), and
 compaction of exact duplicates as events (HTTP and MCP)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+from agent_memory_client import MemoryAPIClient
+from agent_memory_client.models import ClientMemoryRecord, RecencyConfig
 
 from .helpers import scripted_chat, wait_until
 from .serving import call_tool, mcp_over_http, serving, tenant_key
@@ -83,6 +87,37 @@ def test_text_scorer_picks_redisearchs_scorer_in_keyword_mode(http: httpx.Client
         json={"text": "deploy", "search_mode": "keyword", "text_scorer": "NOPE"},
     )
     assert refused.status_code == 422 and "BM25STD" in refused.json()["detail"]
+
+
+async def test_recency_sent_by_the_python_client_reorders_the_page(
+    client: MemoryAPIClient,
+) -> None:
+    long_ago = datetime.now(UTC) - timedelta(days=400)
+    await client.create_long_term_memory(
+        [
+            ClientMemoryRecord(id="old", text="We deploy on Tuesdays", created_at=long_ago),
+            ClientMemoryRecord(id="new", text="Tuesday is our release day for deploys"),
+        ]
+    )
+
+    async def order(recency: RecencyConfig | None) -> list[str]:
+        found = await client.search_long_term_memory(
+            text="deploy Tuesdays", recency=recency, limit=2
+        )
+        return [m.id for m in found.memories]
+
+    for _ in range(600):
+        meaning = await order(None)
+        if len(meaning) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert sorted(meaning) == ["new", "old"]
+    # AMS's rerank by its weights: all on recency (the year-old memory has none left), all
+    # on the similarity (the order as ranked).
+    newest = RecencyConfig(recency_boost=True, semantic_weight=0.0, recency_weight=1.0)
+    assert await order(newest) == ["new", "old"]
+    assert await order(RecencyConfig(semantic_weight=1.0, recency_weight=0.0)) == meaning
+    assert await order(RecencyConfig(recency_boost=False, recency_weight=1.0)) == meaning
 
 
 _CHAT = [

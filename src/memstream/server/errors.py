@@ -90,7 +90,7 @@ class Problem(BaseModel):
 
 # The error answers every store route may give, for the OpenAPI schema.
 STORE_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": Problem} for status in (400, 401, 403, 404, 409, 413, 424, 501, 504)
+    status: {"model": Problem} for status in (400, 401, 403, 404, 409, 413, 424, 504)
 }
 
 # The problem types of the store API's SDK, by status.

@@ -16,6 +16,7 @@ memories, in both directions. Pure: no I/O.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,7 @@ from memstream.memory.model import (
     TOPICS,
     Memory,
     MemoryType,
+    RecalledMemory,
 )
 from memstream.memory.search import SearchFilter
 from memstream.server.models import (
@@ -42,7 +44,7 @@ from memstream.server.models import (
     TagFilter,
 )
 
-__all__ = ["Scoping", "SearchPlan", "vector_weight"]
+__all__ = ["Scoping", "SearchPlan", "recency_order", "vector_weight"]
 
 _PINNED = "ams.pinned"
 
@@ -323,6 +325,41 @@ def vector_weight(request: SearchRequest) -> float | None:
 
 
 _ALPHA_FLOOR = 1e-6  # alpha 1 (meaning alone): a weight so large that words no longer count
+
+# AMS's recency rerank: its fields, and the defaults of those a request leaves out.
+_RECENCY = {
+    "recency_semantic_weight": 0.8,
+    "recency_recency_weight": 0.2,
+    "recency_freshness_weight": 0.6,
+    "recency_novelty_weight": 0.4,
+    "recency_half_life_last_access_days": 7.0,
+    "recency_half_life_created_days": 30.0,
+}
+_LN2 = math.log(2)
+
+
+def recency_order(
+    request: SearchRequest, hits: Sequence[RecalledMemory], now: datetime
+) -> list[RecalledMemory]:
+    """The page reordered as AMS's recency rerank orders it, when the request asks for that
+    by sending one of its fields (or `server_side_recency`); else as ranked (memstream's
+    ranking weighs recency already: MEMSTREAM_RECALL_RECENCY_WEIGHT). Scores stay as they
+    were, as in AMS. A memory's last access is its time: memstream does not track reads."""
+    asked = request.model_fields_set & {*_RECENCY, "recency_boost", "server_side_recency"}
+    if not asked or request.recency_boost is False:
+        return list(hits)
+    weight = {name: getattr(request, name) for name in _RECENCY}
+    w = {name: _RECENCY[name] if value is None else value for name, value in weight.items()}
+
+    def combined(hit: RecalledMemory) -> float:
+        days = max((now - hit.memory.timestamp).total_seconds() / 86_400, 0.0)
+        fresh = math.exp(-_LN2 * days / max(w["recency_half_life_last_access_days"], 0.001))
+        novel = math.exp(-_LN2 * days / max(w["recency_half_life_created_days"], 0.001))
+        mix = w["recency_freshness_weight"] * fresh + w["recency_novelty_weight"] * novel
+        recency = min(max(mix, 0.0), 1.0)
+        return w["recency_semantic_weight"] * hit.score + w["recency_recency_weight"] * recency
+
+    return sorted(hits, key=combined, reverse=True)
 
 
 def _strategy(memory: Memory) -> str:

@@ -237,6 +237,9 @@ class DateFilter(BaseModel):
     between: list[FilterInstant] | None = Field(default=None, min_length=2, max_length=2)
 
 
+_RERANK = "sent: the page is reordered by AMS's recency rerank; unsent: memstream's ranking"
+
+
 class SearchRequest(BaseModel):
     model_config = _STRICT
 
@@ -267,14 +270,15 @@ class SearchRequest(BaseModel):
     event_date: DateFilter | None = None
     limit: int = Field(default=10, ge=1, le=100)
     offset: int = Field(default=0, ge=0, le=900, description="offset + limit stay within 1000")
-    recency_boost: bool | None = Field(default=None, description="Ignored")
-    recency_semantic_weight: float | None = Field(default=None, description="Ignored")
-    recency_recency_weight: float | None = Field(default=None, description="Ignored")
-    recency_freshness_weight: float | None = Field(default=None, description="Ignored")
-    recency_novelty_weight: float | None = Field(default=None, description="Ignored")
-    recency_half_life_last_access_days: float | None = Field(default=None, description="Ignored")
-    recency_half_life_created_days: float | None = Field(default=None, description="Ignored")
-    server_side_recency: bool | None = Field(default=None, description="Ignored")
+    # AMS's recency rerank of the page, applied when one of these is sent (server.mapping).
+    recency_boost: bool | None = Field(default=None, description=_RERANK)
+    recency_semantic_weight: float | None = Field(default=None, description=_RERANK)
+    recency_recency_weight: float | None = Field(default=None, description=_RERANK)
+    recency_freshness_weight: float | None = Field(default=None, description=_RERANK)
+    recency_novelty_weight: float | None = Field(default=None, description=_RERANK)
+    recency_half_life_last_access_days: float | None = Field(default=None, description=_RERANK)
+    recency_half_life_created_days: float | None = Field(default=None, description=_RERANK)
+    server_side_recency: bool | None = Field(default=None, description=_RERANK)
     as_of: datetime | None = Field(
         default=None,
         description="memstream: search the tenant's memory as it stood at this time (hybrid, "

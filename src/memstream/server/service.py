@@ -49,7 +49,7 @@ from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
 from memstream.memory.tenancy import TenantId
 from memstream.server.api_keys import Principal
-from memstream.server.mapping import Scoping
+from memstream.server.mapping import Scoping, recency_order
 from memstream.server.models import (
     AckResponse,
     EditMemoryRecordRequest,
@@ -528,6 +528,7 @@ class MemoryService:
         )
 
     def _results(self, page: SearchPage, request: SearchRequest) -> MemoryRecordResults:
+        hits = recency_order(request, page.hits, datetime.now(UTC))
         results = [
             MemoryRecordResult.model_validate(
                 {
@@ -539,7 +540,7 @@ class MemoryService:
                     "valid_to": hit.valid_to,
                 }
             )
-            for hit in page.hits
+            for hit in hits
         ]
         end = request.offset + request.limit
         return MemoryRecordResults(

@@ -11,9 +11,9 @@ from memstream import MemoryType
 from memstream.errors import ForbiddenError, InvalidInputError, LimitExceededError
 from memstream.memory.codec import decode_event, encode_event
 from memstream.memory.events import memories_of
-from memstream.memory.model import EXTRACTION_STRATEGY
+from memstream.memory.model import EXTRACTION_STRATEGY, RecalledMemory
 from memstream.server.api_keys import Principal
-from memstream.server.mapping import Scoping
+from memstream.server.mapping import Scoping, recency_order
 from memstream.server.models import (
     ForgetPolicy,
     ForgetRequest,
@@ -227,3 +227,26 @@ def test_forget_policies_choose_by_age_and_budget_never_pinned() -> None:
     assert chosen(budget=0, memory_type_allowlist=["message"]) == []
     request = ForgetRequest(policy=ForgetPolicy(budget=0), pinned_ids=["m3"])
     assert _chosen(memories, request, now, SCOPING) == ["m0", "m1"]
+
+
+def test_ams_recency_reorders_the_page_only_when_the_request_asks_for_it() -> None:
+    def hit(name: str, score: float, days: float) -> RecalledMemory:
+        memory = memories_of(SCOPING.saved(_record(id=name), "acme", "m"))[0]
+        return RecalledMemory(replace(memory, timestamp=AT - timedelta(days=days)), score)
+
+    old_best, new_worse = hit("old", 0.9, 300), hit("new", 0.7, 0)
+    page = [old_best, new_worse]
+
+    def order(**fields: object) -> list[str]:
+        request = SearchRequest.model_validate({"text": "tea", **fields})
+        return [h.memory.id for h in recency_order(request, page, AT)]
+
+    assert order() == ["old", "new"]  # memstream's ranking, recency weighed in already
+    # AMS's defaults: 0.8 x similarity + 0.2 x recency; a year-old memory has little left.
+    assert order(recency_boost=True) == ["new", "old"]
+    assert order(server_side_recency=True) == ["new", "old"]
+    assert order(recency_boost=False, recency_recency_weight=0.9) == ["old", "new"]
+    assert order(recency_semantic_weight=1.0, recency_recency_weight=0.0) == ["old", "new"]
+    # Scores stay as ranked, as AMS leaves them.
+    request = SearchRequest.model_validate({"text": "tea", "recency_boost": True})
+    assert [h.score for h in recency_order(request, page, AT)] == [0.7, 0.9]
