@@ -1,10 +1,11 @@
 """The raw baselines of `bench serve`'s writes: bare FastAPI endpoints doing the same I/O.
 
-The issue's yardstick (issue 22, item 8): one FastAPI route under the same uvicorn (the same
-event loop and HTTP parser) that takes each POST's JSON body, sends it to the memory topic
-with an idempotent, acks=all producer and answers `{"status": "ok"}` once Kafka has it. No
-keys, no validation of the record, no events: what is left between this and `memstream serve`
-is memstream's own work.
+The issue's yardstick (issue 22, item 8; issue 39: "doing the same I/O"): one FastAPI route
+under the same uvicorn (the same event loop and HTTP parser) that takes each POST's JSON
+body, asks Redis whether any of its ids was retired (one SMISMEMBER, as memstream's check of
+tombstones), sends it to the memory topic with an idempotent, acks=all producer and answers
+`{"status": "ok"}` once Kafka has it. No keys, no validation of the record, no events, no
+sealing: what is left between this and `memstream serve` is memstream's own work.
 
 The working-memory routes' baseline does a session write's I/O the least way: read the
 session (one GET), send the messages it did not hold to Kafka and wait, write the session
@@ -47,7 +48,9 @@ def bare_app(kafka: KafkaConnection, topic: str, redis: RedisConnection, prefix:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka", {"linger_ms": 2}))
+        # The server's own producer settings (streams.event_publisher: no linger), so that
+        # both send the same produce requests.
+        producer = AIOKafkaProducer(**producer_config(kafka, "aiokafka", {"linger_ms": 0}))
         await producer.start()
         producers.append(producer)
         stores.append(RawSessions(redis, prefix))
@@ -81,6 +84,10 @@ def bare_app(kafka: KafkaConnection, topic: str, redis: RedisConnection, prefix:
 
     @app.post("/v1/long-term-memory/")
     async def write(body: dict[str, Any]) -> dict[str, str]:
+        # memstream's write I/O: is any id retired (one set lookup), then the send.
+        ids = [record["id"] for record in body["memories"]]
+        if any(await stores[0].retired(ids)):
+            return {"status": "retired"}
         await producers[0].send_and_wait(topic, json.dumps(body).encode(), key=b"raw")
         return {"status": "ok"}
 

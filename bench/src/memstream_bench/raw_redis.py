@@ -75,6 +75,11 @@ class RawSessions:
     async def put(self, session_id: str, document: bytes, ttl_s: int) -> None:
         await self._client.set(f"{self._prefix}:{session_id}", document, ex=ttl_s)
 
+    async def retired(self, ids: list[str]) -> list[bool]:
+        """Which of `ids` are in the retired set (none are: the lookup is the cost)."""
+        found = await self._client.smismember(f"{self._prefix}:retired", ids)
+        return [bool(flag) for flag in found]
+
     async def close(self) -> None:
         await self._client.aclose()
 
