@@ -379,6 +379,12 @@ class Settings:
         "How long the consolidation job gathers a tenant's requests before summarising once.",
         _positive_float,
     )
+    summary_refresh_minutes: float = _setting(
+        "MEMSTREAM_SUMMARY_REFRESH_MINUTES",
+        60.0,
+        "How often the worker runs each continuous summary view again (0: never).",
+        _non_negative_float,
+    )
     server_port: int = _setting(
         "MEMSTREAM_SERVER_PORT",
         8000,

@@ -427,7 +427,14 @@ class Deployment:
 
         client = self.chat_model()
         model = self.settings.chat_model if client is not None else ""
-        return SummaryParts(client, model, self.reader(), self.status())
+        return SummaryParts(
+            client,
+            model,
+            self.reader(),
+            self.status(),
+            refresh_s=self.settings.summary_refresh_minutes * 60,
+            partition_of=self.partition_of,
+        )
 
     def extraction(self) -> ExtractionParts | None:
         """The extraction job's parts (MEMSTREAM_EXTRACTION); None when it is off."""

@@ -142,6 +142,8 @@ def with_chat(
             "MEMSTREAM_NAMESPACE": f"test-{uuid.uuid4().hex[:10]}",
             "MEMSTREAM_CHAT_BASE_URL": chat_url,
             "MEMSTREAM_CHAT_MODEL": "scripted",
+            # Continuous views run again every 3 s here (every hour by default).
+            "MEMSTREAM_SUMMARY_REFRESH_MINUTES": "0.05",
         }
         with (
             running_worker(chat, tmp_path / "worker.log"),
@@ -189,3 +191,31 @@ def test_the_model_summarises_once_and_a_replay_rebuilds_without_asking_it(
         replayed = memstream(chat, "replay")
         assert replayed.returncode == 0, replayed.stderr
         assert len(asked) == 1 and partitions() == [result]
+
+
+def test_a_continuous_view_is_summarised_again_each_period_without_a_run(
+    with_chat: tuple[dict[str, str], str, list[dict[str, object]]],
+) -> None:
+    chat, url, asked = with_chat
+    key = tenant_key(chat, new_tenant("acme"))
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as h:
+        _save(h, FACTS[:2])
+        body = {"source": "long_term", "group_by": ["user_id"], "continuous": True}
+        view = h.post("/v1/summary-views", json=body).json()
+        assert view["continuous"] is True
+
+        def partitions() -> list[dict[str, object]]:
+            listed = h.get(f"/v1/summary-views/{view['id']}/partitions")
+            assert listed.status_code == 200, listed.text
+            result: list[dict[str, object]] = listed.json()
+            return result
+
+        # Nobody runs it: the worker's refresh does, within a period or two.
+        wait_until(lambda: len(partitions()) == 1, "the continuous view summarised", 60)
+        assert partitions()[0]["summary"] == "Alice drinks green tea and lives in Lyon."
+        assert len(asked) == 1
+        # A memory more: a later period summarises the partition again.
+        first = partitions()[0]["computed_at"]
+        _save(h, [("alice", "Alice adopted a cat")])
+        wait_until(lambda: partitions()[0]["computed_at"] != first, "the view refreshed", 60)
+        assert len(asked) == 2 and partitions()[0]["memory_count"] == 3

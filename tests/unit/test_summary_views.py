@@ -119,7 +119,7 @@ class Monitor:
 class World:
     """An in-memory projection the job reads and writes back to, as the worker would."""
 
-    def __init__(self, model: ScriptedModel | None) -> None:
+    def __init__(self, model: ScriptedModel | None, refresh_s: float = 0.0) -> None:
         settings = Settings.from_env({"MEMSTREAM_NAMESPACE": "summary-job"})
         self.projection = InMemoryProjection(settings, lambda tenant: 0)
         self.projection.drop()
@@ -128,7 +128,12 @@ class World:
         self.monitor = Monitor()
         self.offset = 0
         parts = SummaryParts(
-            model, "tiny" if model else "", self.projection.reader(), self.projection.status()
+            model,
+            "tiny" if model else "",
+            self.projection.reader(),
+            self.projection.status(),
+            refresh_s=refresh_s,
+            partition_of=lambda tenant: 0,
         )
         outlets = SummaryOutlets(self.apply_one, self.monitor, None, "", 0.5)
         self.job = SummaryJob(KafkaConnection("127.0.0.1:1"), "ns.memory", "g", parts, outlets)
@@ -238,3 +243,29 @@ def test_a_run_of_a_view_that_is_gone_fails_its_task_saying_so() -> None:
     world.run(run("task-1"))
     task = world.documents(TASKS)["task-1"]
     assert task["status"] == "failed" and task["error_message"] == "SummaryView v1 not found"
+
+
+def test_continuous_views_run_again_once_a_period_by_the_holder_of_the_tenant() -> None:
+    world = World(None, refresh_s=3600)
+    kept = SummaryViewDefined(
+        "acme", "v2", "long_term", NOW, group_by=("user_id",), continuous=True,
+        facets={"user_id": "meta:ams.user_id"},
+    )  # fmt: skip
+    world.apply(VIEW, kept, saved(1, "Alice likes tea.", "alice"))
+
+    def refresh(held: set[int], at: datetime) -> list[SummaryRunRequested]:
+        asked = asyncio.run(world.job.refresh(held, at))
+        world.apply(*asked)
+        return asked
+
+    assert refresh({1}, NOW) == []  # another worker holds the tenant's partition
+    (asked,) = refresh({0}, NOW)
+    assert asked.view_id == "v2" and asked.whole and not asked.tracked  # not the other view
+    assert refresh({0}, NOW + timedelta(minutes=30)) == []  # asked already this period
+    (later,) = refresh({0}, NOW + timedelta(hours=1))
+    assert later.id != asked.id
+    # A second worker asking for the same period asks for the same run: one event.
+    message = RawMessage("ns.memory", 0, 50, b"acme", encode_event(asked), NOW)
+    (result,) = asyncio.run(world.job.handle(message))
+    assert isinstance(result, PartitionSummarised) and result.memory_count == 1
+    assert world.documents(TASKS) == {}  # a refresh keeps no task

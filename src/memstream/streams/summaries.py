@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -79,6 +79,10 @@ class SummaryParts:
     model: str
     reader: MemoryLookup
     progress: ProjectionProgress
+    # Continuous views are run again every `refresh_s` (0: never), each by the worker that
+    # holds its tenant's partition (`partition_of`).
+    refresh_s: float = 0.0
+    partition_of: Callable[[str], int] = lambda tenant: 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +109,38 @@ class SummaryJob:
         self._follower = LogFollower(kafka, topic, group, self.handle, name="summary views")
         self._parts = parts
         self._out = outlets
+        self._refreshed: set[tuple[str, str, int]] = set()  # (tenant, view, period) asked
 
     async def run(self) -> None:
         await self._follower.run()
+
+    async def refresh(self, held: Collection[int], now: datetime) -> list[SummaryRunRequested]:
+        """Ask, once a period, for a run of every continuous view of the tenants whose
+        partitions are `held`; the requests written. A request's id is the view's and the
+        period's, so two workers asking for one period (around a rebalance) ask once."""
+        parts = self._parts
+        if not parts.refresh_s or not held:
+            return []
+        period = int(now.timestamp() // parts.refresh_s)
+        began = datetime.fromtimestamp(period * parts.refresh_s, UTC)
+        self._refreshed = {asked for asked in self._refreshed if asked[2] == period}
+        asked: list[SummaryRunRequested] = []
+        for stats in await asyncio.to_thread(parts.progress.tenant_stats):
+            tenant = stats.tenant
+            if parts.partition_of(tenant) not in held:
+                continue
+            views = await asyncio.to_thread(parts.reader.documents, tenant, VIEWS)
+            for view_id, raw in sorted(views.items()):
+                due = (tenant, view_id, period) not in self._refreshed
+                if not due or not json.loads(raw).get("continuous"):
+                    continue
+                request = SummaryRunRequested(
+                    tenant, f"refresh-{period}-{view_id}", view_id, began, tracked=False
+                )
+                await self._out.send(request)
+                self._refreshed.add((tenant, view_id, period))
+                asked.append(request)
+        return asked
 
     async def handle(self, message: RawMessage) -> list[MemoryEvent]:
         """Run the view `message` asks for, if it is a run request; the events written."""

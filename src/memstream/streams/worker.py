@@ -253,14 +253,20 @@ def build_app(
     # The group id Faust commits under is the app's id.
     healer = ShardHealers(shards, projector, KafkaLog(kafka, app.conf.id))
 
+    held: set[int] = set()  # the memory topic's partitions this worker holds now
+
     # Faust's signals call receivers with (sender, the partitions, signal=...).
     @app.on_partitions_assigned.connect
     def assigned(sender: Any, /, *partitions: Any, signal: Any, **_: Any) -> None:
-        healer.assigned(_positions(partitions[0]))
+        given = _positions(partitions[0])
+        held.update(p.partition for p in given if p.topic == topics.memory)
+        healer.assigned(given)
 
     @app.on_partitions_revoked.connect
     def revoked(sender: Any, /, *partitions: Any, signal: Any, **_: Any) -> None:
-        healer.revoked(_positions(partitions[0]))
+        taken = _positions(partitions[0])
+        held.difference_update(p.partition for p in taken if p.topic == topics.memory)
+        healer.revoked(taken)
 
     consolidation = ConsolidationJob(
         reader=reader,
@@ -348,6 +354,13 @@ def build_app(
         @app.task  # type: ignore[untyped-decorator]
         async def summarise() -> None:
             await viewer.run()
+
+        if summaries.refresh_s:
+            every = min(max(summaries.refresh_s / 4, 1.0), 60.0)
+
+            @app.timer(interval=every)  # type: ignore[untyped-decorator]
+            async def refresh_views() -> None:
+                await viewer.refresh(frozenset(held), datetime.now(UTC))
 
     if keys_clock is not None:
         tick = keys_clock

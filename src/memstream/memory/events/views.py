@@ -147,8 +147,9 @@ SUMMARY_VIEW_REMOVED = EventType(
 @dataclass(frozen=True, slots=True)
 class SummaryRunRequested:
     """A tenant asked for a view's partitions to be summarised: all of them, as a task whose
-    id is `run_id` (`whole`), or the one partition of `group`, answered at once. `force`:
-    summarise again even where the stored summary's inputs did not change."""
+    id is `run_id` (`whole`; a continuous view's refresh keeps no task: `tracked` false), or
+    the one partition of `group`, answered at once. `force`: summarise again even where the
+    stored summary's inputs did not change."""
 
     type: ClassVar[str] = "SummaryRunRequested"
     version: ClassVar[int] = 1
@@ -160,6 +161,7 @@ class SummaryRunRequested:
     whole: bool = True
     group: Mapping[str, str] = field(default_factory=dict)
     force: bool = False
+    tracked: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenant", validate_tenant(self.tenant))  # carried as checked
@@ -180,8 +182,8 @@ class SummaryRunRequested:
         return derive_id("summary-view.partition", self.tenant, self.id, partition_key(group))
 
     def task(self) -> SummaryTaskChanged | None:
-        """The task a whole run starts as (pending); None for one partition."""
-        if not self.whole:
+        """The task a whole run starts as (pending); None for one partition or a refresh."""
+        if not self.whole or not self.tracked:
             return None
         return SummaryTaskChanged(
             tenant=self.tenant,
