@@ -162,6 +162,10 @@ class Scoping:
     def _other_key(self) -> str:
         return f"{RESERVED_PREFIX}{self.other_field}"
 
+    def named(self, namespace: str | None, user_id: str | None) -> str | None:
+        """The tenant a request's `namespace` and `user_id` name, by the tenant field."""
+        return namespace if self.tenant_field == "namespace" else user_id
+
     def tenant_named(self, record: MemoryRecord) -> str | None:
         value: str | None = getattr(record, self.tenant_field)
         return value

@@ -22,7 +22,6 @@ from typing import Any
 from memstream.errors import InvalidInputError, NamespaceConflictError, NamespaceNotFoundError
 from memstream.memory.events import (
     ARCHIVED,
-    NAMESPACE_NAMES,
     NAMESPACES,
     MemoryEvent,
     NamespaceCreated,
@@ -30,6 +29,7 @@ from memstream.memory.events import (
     NamespaceUpdated,
     check_name,
     name_slot,
+    slot_of,
 )
 from memstream.memory.model import RESERVED_PREFIX
 from memstream.memory.tenancy import TenantId
@@ -54,11 +54,16 @@ _MAX_PAGE = 1000
 
 @dataclass(frozen=True, slots=True)
 class Hierarchy:
-    """A tenant's namespaces as stored (id -> the document's text, compared in changes) and
-    its claimed names (slot -> id)."""
+    """A tenant's namespaces as stored (id -> the document's text, which a change names as
+    the one it replaces) and the name each claims among its siblings (slot -> id)."""
 
     raw: Mapping[str, str]
     names: Mapping[str, str]
+
+    @classmethod
+    def of(cls, raw: Mapping[str, str]) -> Hierarchy:
+        # The claimed names follow from the documents: the events claim and free them together.
+        return cls(raw, {slot_of(json.loads(body)): nid for nid, body in raw.items()})
 
     def get(self, namespace_id: str) -> dict[str, Any] | None:
         raw = self.raw.get(namespace_id)
@@ -84,11 +89,21 @@ class Hierarchy:
     def placed(self, namespace_id: str | None) -> PlacedIn | None:
         """Where something placed in `namespace_id` is (None: nowhere, or it is gone)."""
         held = None if namespace_id is None else self.get(namespace_id)
-        if held is None:
+        if namespace_id is None or held is None:
             return None
-        return PlacedIn(
-            namespace_id=held["namespaceId"], name=held["name"], path=self.path(held["namespaceId"])
-        )
+        return PlacedIn(namespace_id=namespace_id, name=held["name"], path=self.path(namespace_id))
+
+    def placement(self, namespace_id: str) -> PlacedIn:
+        """Where a write may place something: an active namespace of the store (404, 409)."""
+        held = self.get(namespace_id)
+        if held is None:
+            raise NamespaceNotFoundError(f"no namespace {namespace_id[:80]!r} in this store")
+        path = self.path(namespace_id)
+        if held["state"] == ARCHIVED:
+            raise NamespaceConflictError(
+                f"namespace {path!r} is archived: it takes no new children or placements"
+            )
+        return PlacedIn(namespace_id=namespace_id, name=held["name"], path=path)
 
 
 class Namespaces:
@@ -96,9 +111,7 @@ class Namespaces:
         self._memories = memories
 
     async def hierarchy(self, tenant: TenantId) -> Hierarchy:
-        raw = await self._memories.documents(tenant, NAMESPACES)
-        names = await self._memories.documents(tenant, NAMESPACE_NAMES)
-        return Hierarchy(raw, names)
+        return Hierarchy.of(await self._memories.documents(tenant, NAMESPACES))
 
     async def _held(self, tenant: TenantId, namespace_id: str) -> tuple[Hierarchy, dict[str, Any]]:
         hierarchy = await self.hierarchy(tenant)
@@ -158,15 +171,7 @@ class Namespaces:
 
     async def placement(self, tenant: TenantId, namespace_id: str) -> PlacedIn:
         """Where a write may place something: an active namespace of the store (404, 409)."""
-        hierarchy, held = await self._held(tenant, namespace_id)
-        if held["state"] == ARCHIVED:
-            raise NamespaceConflictError(
-                f"namespace {hierarchy.path(namespace_id)!r} is archived: it takes no new "
-                "children or placements"
-            )
-        return PlacedIn(
-            namespace_id=namespace_id, name=held["name"], path=hierarchy.path(namespace_id)
-        )
+        return (await self.hierarchy(tenant)).placement(namespace_id)
 
     # -- changing -----------------------------------------------------------------------------
 

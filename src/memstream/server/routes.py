@@ -92,11 +92,6 @@ def health() -> HealthCheckResponse:
     return HealthCheckResponse(now=int(time.time() * 1000))
 
 
-def _named(service: MemoryService, namespace: str | None, user_id: str | None) -> str | None:
-    """The tenant a request names, in the field the server scopes tenants by."""
-    return namespace if service.scoping.tenant_field == "namespace" else user_id
-
-
 @memories.post("/v1/long-term-memory/", response_model=AckResponse)
 async def create_long_term_memory(
     body: CreateMemoryRecordRequest,
@@ -126,7 +121,7 @@ async def get_long_term_memory(
 ) -> StoredMemoryRecord:
     # One pipelined Redis read, on the event loop: a thread hop (FastAPI's for a plain
     # function) cost more than the read, and the response is validated there too.
-    return service.get(caller, memory_id, named=_named(service, namespace, user_id))
+    return service.get(caller, memory_id, named=service.scoping.named(namespace, user_id))
 
 
 @memories.get("/v1/long-term-memory/{memory_id}/history", response_model=MemoryHistory)
@@ -139,7 +134,7 @@ def long_term_memory_history(
 ) -> MemoryHistory:
     """memstream: every event of the tenant's log that touched the memory, oldest first
     (docs/lineage.md); 404 for an id the tenant never had."""
-    return service.history(caller, memory_id, named=_named(service, namespace, user_id))
+    return service.history(caller, memory_id, named=service.scoping.named(namespace, user_id))
 
 
 @memories.patch("/v1/long-term-memory/{memory_id}", response_model=MemoryRecord)
@@ -154,7 +149,7 @@ async def update_long_term_memory(
     wait_timeout: WaitTimeout = 10.0,
 ) -> MemoryRecord:
     """Change some fields of a memory: the whole new memory is saved under its id."""
-    named = _named(service, namespace, user_id)
+    named = service.scoping.named(namespace, user_id)
     return await service.edit(
         caller, memory_id, body, named=named, wait=wait_timeout if wait else None
     )
@@ -171,7 +166,7 @@ async def delete_long_term_memory(
     wait_timeout: WaitTimeout = 10.0,
 ) -> AckResponse:
     """One MemoryForgotten event: the memories go, and their ids are never used again."""
-    named = _named(service, namespace, user_id)
+    named = service.scoping.named(namespace, user_id)
     return await service.delete(
         caller, memory_ids, named=named, wait=wait_timeout if wait else None
     )

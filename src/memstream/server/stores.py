@@ -39,10 +39,9 @@ from memstream.errors import (
     InvalidInputError,
     MemoryNotFoundError,
     NamespaceConflictError,
-    NamespaceNotFoundError,
     SessionNotFoundError,
 )
-from memstream.memory.events import ARCHIVED, MemoryForgotten, MemorySaved, check_memory_id
+from memstream.memory.events import MemoryForgotten, MemorySaved, check_memory_id
 from memstream.memory.model import RESERVED_PREFIX, TOPICS, Memory
 from memstream.memory.ports import MAX_RECALL_K
 from memstream.memory.search import SearchFilter, SearchMode
@@ -269,7 +268,9 @@ class StoreService:
             hierarchy = await self.namespaces.hierarchy(tenant)
         for memory in request.memories:
             try:
-                place = _placement(hierarchy, memory.namespace_ref)
+                place = None
+                if hierarchy is not None and memory.namespace_ref is not None:
+                    place = hierarchy.placement(memory.namespace_ref.namespace_id).namespace_id
                 record = MemoryRecord(
                     id=memory.id,
                     text=memory.text,
@@ -351,9 +352,7 @@ class StoreService:
             reserved[_OWNER] = changes.owner_id
         if "namespace" in given:
             reserved[_LABEL] = changes.namespace
-        if changes.namespace_ref is not None:
-            ref = changes.namespace_ref.namespace_id
-            reserved[PLACED] = (await self.namespaces.placement(tenant, ref)).namespace_id
+        reserved.update(await self._placed(tenant, changes.namespace_ref))
         saved = await self._save(tenant, await self._held(tenant, memory_id), fields, reserved)
         (answer,) = await self._answers(tenant, [saved])
         return answer
@@ -377,9 +376,7 @@ class StoreService:
             reserved[_ATTRIBUTES] = json.dumps(merged)
         if "namespace" in changes.model_fields_set:
             reserved[_LABEL] = changes.namespace
-        if changes.namespace_ref is not None:
-            ref = changes.namespace_ref.namespace_id
-            reserved[PLACED] = (await self.namespaces.placement(tenant, ref)).namespace_id
+        reserved.update(await self._placed(tenant, changes.namespace_ref))
         (answer,) = await self._answers(
             tenant, [await self._save(tenant, memory, fields, reserved)]
         )
@@ -394,15 +391,16 @@ class StoreService:
         for memory_id in ids:
             check_memory_id(memory_id)
         held = await self._memories.lookup(tenant, ids)
-        moved: list[str] = []
-        errors: list[BulkError] = []
-        for memory_id, memory in zip(ids, held, strict=True):
-            if memory is None:
-                errors.append(BulkError(id=memory_id, error="not found in this store"))
-                continue
-            await self._save(tenant, memory, {}, {PLACED: place.namespace_id})
-            moved.append(memory_id)
-        return MoveResponse(moved=moved, errors=errors or None)
+        placed = {PLACED: place.namespace_id}
+        events = [self._edit(tenant, m, {}, placed) for m in held if m is not None]
+        if events:  # one publish for them all
+            await self._memories.write(events, None)
+        errors = [
+            BulkError(id=memory_id, error="not found in this store")
+            for memory_id, memory in zip(ids, held, strict=True)
+            if memory is None
+        ]
+        return MoveResponse(moved=[e.memory_id for e in events], errors=errors or None)
 
     async def search(
         self, principal: Principal, store_id: str, request: SearchRequest
@@ -448,14 +446,9 @@ class StoreService:
     ) -> Memory:
         """Save `memory` again with `fields` and its store metadata changed (None: removed);
         the memory as saved."""
-        record = MemoryRecord.model_validate({**self._scoping.record(memory), **fields})
-        kept = {k: v for k, v in memory.metadata.items() if k in _KEPT}
-        merged = {k: v for k, v in {**kept, **reserved}.items() if v is not None}
-        event = self._scoping.saved(
-            record, tenant, self._embedding_model, edited=memory, reserved=merged
-        )
+        event = self._edit(tenant, memory, fields, reserved)
         await self._memories.write([event], None)
-        saved = replace(
+        return replace(
             memory,
             content=event.content,
             thread=event.thread,
@@ -463,7 +456,27 @@ class StoreService:
             importance=event.importance,
             metadata=event.metadata,
         )
-        return saved
+
+    def _edit(
+        self,
+        tenant: TenantId,
+        memory: Memory,
+        fields: Mapping[str, Any],
+        reserved: Mapping[str, str | None],
+    ) -> MemorySaved:
+        """The event that saves `memory` again with `fields` and its store metadata changed."""
+        record = MemoryRecord.model_validate({**self._scoping.record(memory), **fields})
+        kept = {k: v for k, v in memory.metadata.items() if k in _KEPT}
+        merged = {k: v for k, v in {**kept, **reserved}.items() if v is not None}
+        return self._scoping.saved(
+            record, tenant, self._embedding_model, edited=memory, reserved=merged
+        )
+
+    async def _placed(self, tenant: TenantId, ref: NamespaceRef | None) -> dict[str, str | None]:
+        """The reserved metadata that places a memory in `ref` (none when no ref is sent)."""
+        if ref is None:
+            return {}
+        return {PLACED: (await self.namespaces.placement(tenant, ref.namespace_id)).namespace_id}
 
     async def _answers(self, tenant: TenantId, memories: Sequence[Memory]) -> list[StoreMemory]:
         """The memories as the store answers them (the namespace each is placed in read once,
@@ -507,18 +520,6 @@ def _reserved(
 def _attributes(memory: Memory) -> dict[str, Any] | None:
     raw = memory.metadata.get(_ATTRIBUTES)
     return None if raw is None else dict(json.loads(raw))
-
-
-def _placement(hierarchy: Hierarchy | None, ref: NamespaceRef | None) -> str | None:
-    """The namespace a new memory is placed in: one of the store's, and active."""
-    if ref is None or hierarchy is None:
-        return None
-    held = hierarchy.get(ref.namespace_id)
-    if held is None:
-        raise NamespaceNotFoundError(f"no namespace {ref.namespace_id[:80]!r} in this store")
-    if held["state"] == ARCHIVED:
-        raise NamespaceConflictError(f"namespace {hierarchy.path(ref.namespace_id)!r} is archived")
-    return ref.namespace_id
 
 
 def _reason(exc: Exception) -> str:

@@ -33,10 +33,6 @@ Views = Annotated[SummaryViews, Depends(_views)]
 summary_views = APIRouter(tags=["summary views"])
 
 
-def _named(views: SummaryViews, namespace: str | None, user_id: str | None) -> str | None:
-    return views.named(namespace=namespace, user_id=user_id)
-
-
 @summary_views.post("/v1/summary-views", response_model=SummaryView)
 async def create_summary_view(
     body: CreateSummaryViewRequest,
@@ -46,14 +42,14 @@ async def create_summary_view(
     user_id: Tenant = None,
 ) -> SummaryView:
     """Define a view (a SummaryViewDefined event), answered once applied."""
-    return await views.create(caller, body, _named(views, namespace, user_id))
+    return await views.create(caller, body, views.scoping.named(namespace, user_id))
 
 
 @summary_views.get("/v1/summary-views", response_model=list[SummaryView])
 async def list_summary_views(
     views: Views, caller: Caller, namespace: Tenant = None, user_id: Tenant = None
 ) -> list[SummaryView]:
-    return await views.views(caller, _named(views, namespace, user_id))
+    return await views.views(caller, views.scoping.named(namespace, user_id))
 
 
 @summary_views.get("/v1/summary-views/{view_id}", response_model=SummaryView)
@@ -64,7 +60,7 @@ async def get_summary_view(
     namespace: Tenant = None,
     user_id: Tenant = None,
 ) -> SummaryView:
-    return await views.view(caller, view_id, _named(views, namespace, user_id))
+    return await views.view(caller, view_id, views.scoping.named(namespace, user_id))
 
 
 @summary_views.delete("/v1/summary-views/{view_id}", response_model=AckResponse)
@@ -77,7 +73,7 @@ async def delete_summary_view(
 ) -> AckResponse:
     """Remove the view and its results (a SummaryViewRemoved event); ok even if it was not
     there."""
-    return await views.remove(caller, view_id, _named(views, namespace, user_id))
+    return await views.remove(caller, view_id, views.scoping.named(namespace, user_id))
 
 
 @summary_views.post(
@@ -92,7 +88,9 @@ async def run_summary_view_partition(
     user_id: Tenant = None,
 ) -> SummaryViewPartitionResult:
     """Summarise one partition (its values in `group`), answered with the result."""
-    return await views.run_partition(caller, view_id, body.group, _named(views, namespace, user_id))
+    return await views.run_partition(
+        caller, view_id, body.group, views.scoping.named(namespace, user_id)
+    )
 
 
 @summary_views.get(
@@ -127,7 +125,7 @@ async def run_summary_view(
     user_id: Tenant = None,
 ) -> Task:
     """Summarise every partition in the worker: answered at once with the task (pending)."""
-    return await views.run(caller, view_id, body, _named(views, namespace, user_id))
+    return await views.run(caller, view_id, body, views.scoping.named(namespace, user_id))
 
 
 @summary_views.get("/v1/tasks/{task_id}", response_model=Task)
@@ -138,4 +136,4 @@ async def get_task(
     namespace: Tenant = None,
     user_id: Tenant = None,
 ) -> Task:
-    return await views.task(caller, task_id, _named(views, namespace, user_id))
+    return await views.task(caller, task_id, views.scoping.named(namespace, user_id))

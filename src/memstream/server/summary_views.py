@@ -56,7 +56,7 @@ _PARTITION_WAIT_S = 120.0
 class SummaryViews:
     def __init__(self, memory: MemoryService) -> None:
         self._memory = memory
-        scoping = memory.scoping
+        self.scoping = scoping = memory.scoping
         self._tenant_field = scoping.tenant_field
         self._facets = {
             scoping.tenant_field: "tenant",
@@ -64,10 +64,6 @@ class SummaryViews:
             "session_id": "thread",
             "memory_type": "kind",
         }
-
-    def named(self, *, namespace: str | None, user_id: str | None) -> str | None:
-        """The tenant a request names, in the field the server scopes tenants by."""
-        return namespace if self._tenant_field == "namespace" else user_id
 
     def _tenant(self, principal: Principal, *named: str | None) -> TenantId:
         return principal.tenant_for(named, self._tenant_field)

@@ -74,6 +74,7 @@ from memstream.memory.events.namespaces import (
     NamespaceUpdated,
     check_name,
     name_slot,
+    slot_of,
 )
 from memstream.memory.events.recorded import (
     MemorySaved,
@@ -157,6 +158,7 @@ __all__ = [
     "name_slot",
     "record_effect_key",
     "results_of",
+    "slot_of",
 ]
 
 

@@ -12,6 +12,7 @@ so a namespace is removed only while it has none.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -52,7 +53,8 @@ def name_slot(name: str, *, parent_id: str | None, scope: str, owner_id: str | N
     return json.dumps([among, name], ensure_ascii=False)
 
 
-def _slot_of(document: dict[str, Any], name: str | None = None) -> str:
+def slot_of(document: Mapping[str, Any], name: str | None = None) -> str:
+    """Where the namespace `document` claims its name (or `name`, a rename's)."""
     return name_slot(
         name if name is not None else document["name"],
         parent_id=document.get("parentId"),
@@ -118,7 +120,7 @@ class NamespaceCreated:
 def _created(event: NamespaceCreated) -> tuple[DocumentChange, ...]:
     document = event.document()
     changes = [
-        DocumentChange(NAMESPACE_NAMES, _slot_of(document), event.namespace_id, expect=""),
+        DocumentChange(NAMESPACE_NAMES, slot_of(document), event.namespace_id, expect=""),
         DocumentChange(NAMESPACES, event.namespace_id, json.dumps(document), expect=""),
     ]
     if event.parent_id is not None and event.parent is not None:
@@ -185,9 +187,9 @@ def _updated(event: NamespaceUpdated) -> tuple[DocumentChange, ...]:
     ]
     if event.name != held["name"]:
         changes += [
-            DocumentChange(NAMESPACE_NAMES, _slot_of(held), expect=event.namespace_id),
+            DocumentChange(NAMESPACE_NAMES, slot_of(held), expect=event.namespace_id),
             DocumentChange(
-                NAMESPACE_NAMES, _slot_of(held, event.name), event.namespace_id, expect=""
+                NAMESPACE_NAMES, slot_of(held, event.name), event.namespace_id, expect=""
             ),
         ]
     return tuple(changes)
@@ -231,7 +233,7 @@ def _removed(event: NamespaceRemoved) -> tuple[DocumentChange, ...]:
     held = json.loads(event.previous)
     changes = [
         DocumentChange(NAMESPACES, event.namespace_id, expect=event.previous),
-        DocumentChange(NAMESPACE_NAMES, _slot_of(held), expect=event.namespace_id),
+        DocumentChange(NAMESPACE_NAMES, slot_of(held), expect=event.namespace_id),
     ]
     parent_id = held.get("parentId")
     if parent_id and event.parent is not None:
