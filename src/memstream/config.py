@@ -303,6 +303,21 @@ class Settings:
         "How many memories before and after a top hit in its thread are its neighbours (0: off).",
         _non_negative_int,
     )
+    recall_answer_share: float = _setting(
+        "MEMSTREAM_RECALL_ANSWER_SHARE",
+        1.0,
+        "Share of a top hit's score the turn after it ranks with when the hit asks a question "
+        "(its answer: 1 takes the question's place; 0: only the neighbour share). Chosen on "
+        "LoCoMo (docs/benchmarks.md).",
+        _unit_float,
+    )
+    recall_question_weight: float = _setting(
+        "MEMSTREAM_RECALL_QUESTION_WEIGHT",
+        0.9,
+        "What a conversation memory that asks a question keeps of its recall score (1: as any "
+        "other); what was asked is not what is known. Chosen on LoCoMo (docs/benchmarks.md).",
+        _unit_float,
+    )
     recall_duplicate_similarity: float = _setting(
         "MEMSTREAM_RECALL_DUPLICATE_SIMILARITY",
         0.95,

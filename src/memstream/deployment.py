@@ -349,6 +349,8 @@ class Deployment:
                 duplicate_similarity=s.recall_duplicate_similarity,
                 neighbour_share=s.recall_neighbour_share,
                 neighbour_reach=s.recall_neighbour_reach,
+                answer_share=s.recall_answer_share,
+                question_weight=s.recall_question_weight,
             )
         except InvalidInputError as exc:
             raise ConfigurationError(

@@ -70,10 +70,12 @@ TUNING = RecallTuning(
     recency_weight=0.0,
     recency_half_life_days=30.0,
     duplicate_similarity=0.97,
-    # Thread neighbours off, but in the test that turns them on: the other tests pin what the
-    # searches find.
+    # Thread neighbours and questions' answers off, but in the tests that turn them on: the
+    # other tests pin what the searches find.
     neighbour_share=0.0,
     neighbour_reach=0,
+    answer_share=0.0,
+    question_weight=1.0,
 )
 _EMBEDDERS: list[Embedders] = []
 
@@ -687,6 +689,31 @@ class BackendContract:
         before_answer = SearchFilter(tenant, until=T0 + timedelta(hours=1, minutes=30))
         page = search.search(before_answer, "Zanzibar festival", limit=5)
         assert [h.memory.content for h in page.hits] == [question]
+
+    def test_a_top_hit_that_asks_hands_its_place_to_its_answer(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant = self.tenant()
+        question = "Did you ever make it to the Zanzibar festival?"
+        answer = "Yes, my sister and I went last spring."
+        self.apply(
+            backend,
+            self.note(tenant, 1, "I bought new running shoes on Tuesday."),
+            self.note(tenant, 2, question),
+            self.note(tenant, 3, answer),
+            self.note(tenant, 4, "Our cat knocked the vase over again."),
+        )
+        asked = replace(TUNING, neighbour_reach=1, answer_share=1.0, question_weight=0.9)
+        on = backend.recaller(embedders(), tuning=asked).recall(tenant, "Zanzibar festival", k=5)
+        assert [h.memory.content for h in on[:2]] == [answer, question]
+        assert on[1].score == pytest.approx(0.9 * on[0].score)
+        # The neighbour share is off: the turn before the question borrows nothing.
+        off = backend.recaller(embedders(), tuning=TUNING).recall(tenant, "Zanzibar festival", k=5)
+        assert off[0].memory.content == question and off[0].score == pytest.approx(on[0].score)
+        shoes = "I bought new running shoes on Tuesday."
+        assert {h.memory.content: h.score for h in on}.get(shoes) == {
+            h.memory.content: h.score for h in off
+        }.get(shoes)
 
     def _own(self, backend: ProjectionBackend, tenant: str) -> float:
         """The answer's own score for the question, as recall ranks it without neighbours."""

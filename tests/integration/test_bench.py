@@ -67,6 +67,8 @@ def test_bench_locomo_reports_recall_at_k_beside_baselines(
     # (three memories, all in every top 10: no lever moves recall@10 here).
     assert set(locomo["levers"]) == {
         "without neighbours",
+        "without answers to questions",
+        "without the question weight",
         "without importance and recency",
         "without deduplication",
         "without meaning (vectors)",

@@ -163,8 +163,9 @@ def test_kafka_python_records_minimal_and_full_turns_and_its_junk_is_dead_letter
             old["query"], old["answer"], last["query"], last["answer"],
         ]
     )  # fmt: skip
-    hits = recaller.recall(tenant, "refunds over 500 euros", k=1)
-    assert hits[0].memory.content == full["query"]
+    # The question's words find the turn; its answer takes the question's place.
+    hits = recaller.recall(tenant, "refunds over 500 euros", k=2)
+    assert [h.memory.content for h in hits] == [full["answer"], full["query"]]
     assert hits[0].memory.importance == 0.9 and dict(hits[0].memory.metadata) == {
         "source": "go-service"
     }
@@ -206,8 +207,8 @@ def test_a_replay_that_meets_dead_letters_says_so_and_swaps_nothing_unless_allow
     assert allowed.returncode == 0, allowed.stderr
     assert "dead letters allowed" in allowed.stderr
     assert evo.status.live().generation != live
-    assert [h.memory.content for h in evo.recaller().recall(tenant, "staging banner", k=1)] == [
-        "What colour is the staging banner?"
-    ]
+    # The turn is back: its question's words find it, and its answer takes the question's place.
+    rebuilt = evo.recaller().recall(tenant, "staging banner", k=2)
+    assert [h.memory.content for h in rebuilt] == ["Orange.", "What colour is the staging banner?"]
     verified = memstream(evolution_env, "verify", "--allow-dead-letters")
     assert verified.returncode == 0, verified.stderr

@@ -10,7 +10,7 @@ import numpy as np
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.memory.model import Memory, MemoryType
-from memstream.memory.ranking.bm25 import idf, okapi
+from memstream.memory.ranking.bm25 import RECALL_B, RECALL_K1, idf, okapi
 from memstream.memory.ranking.rank import TermStats, rank, tenant_bm25
 from memstream.memory.ranking.tokens import memory_words
 
@@ -40,8 +40,25 @@ def test_bm25_uses_the_tenants_counts_not_the_candidates() -> None:
     idfs = {"tea": idf(100, 2), "ana": idf(100, 90)}
     words = [memory_words(m) for m in memories]
     average = sum(map(len, words)) / 2
-    expected = [okapi({"tea", "ana"}, Counter(w), len(w), idfs, average) for w in words]
+    expected = [
+        okapi({"tea", "ana"}, Counter(w), len(w), idfs, average, k1=RECALL_K1, b=RECALL_B)
+        for w in words
+    ]
     assert scores == expected and scores[0] > scores[1] > 0
+
+
+def test_recalls_bm25_weighs_a_memorys_length_less_than_okapis_usual() -> None:
+    short, long = Counter(["tea"]), Counter(["tea", *[f"w{n}" for n in range(19)]])
+    idfs, average = {"tea": 2.0}, 10.0
+
+    def ratio(**params: float) -> float:
+        scores = [
+            okapi({"tea"}, c, sum(c.values()), idfs, average, **params) for c in (short, long)
+        ]
+        return scores[1] / scores[0]
+
+    assert ratio() < ratio(k1=RECALL_K1, b=RECALL_B) < 1.0
+    assert ratio(b=0.0) == 1.0  # without length normalisation, length does not count
 
 
 def test_rank_fuses_collapses_duplicates_and_cuts_to_k() -> None:

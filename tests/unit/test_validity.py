@@ -22,7 +22,7 @@ from memstream.memory.validity import (
 )
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
-TUNING = RecallTuning(1.0, 0.0, 0.0, 30.0, 0.99, 0.0, 0)
+TUNING = RecallTuning(1.0, 0.0, 0.0, 30.0, 0.99, 0.0, 0, 0.0, 1.0)
 
 
 def fact(i: int, subject: str | None, *, day: int | None = None, event: str = "") -> Memory:

@@ -509,6 +509,8 @@ def _levers_off(tuning: RecallTuning) -> dict[str, RecallTuning]:
     vector list are the baselines `memstream vector-only` and `memstream lexical-only`)."""
     return {
         "memstream without neighbours": replace(tuning, neighbour_share=0.0),
+        "memstream without answers to questions": replace(tuning, answer_share=0.0),
+        "memstream without the question weight": replace(tuning, question_weight=1.0),
         "memstream without importance and recency": replace(
             tuning, importance_weight=0.0, recency_weight=0.0
         ),

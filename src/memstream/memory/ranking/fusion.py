@@ -58,6 +58,11 @@ class RecallTuning:
     # What a top hit lends its thread neighbours, and how far (ranking.neighbours); 0: off.
     neighbour_share: float
     neighbour_reach: int
+    # What a top hit that asks hands the turn after it, its answer (ranking.neighbours; 0: no
+    # more than any neighbour's share), and what a memory that asks keeps of its own score
+    # (ranking.questions; 1: as much as any other).
+    answer_share: float
+    question_weight: float
 
     def __post_init__(self) -> None:
         if self.vector_weight < 0:
@@ -75,6 +80,11 @@ class RecallTuning:
             raise InvalidInputError(
                 "the neighbour share must be between 0 and 1 and the reach 0 or more, got "
                 f"{self.neighbour_share} and {self.neighbour_reach}"
+            )
+        if not (0 <= self.answer_share <= 1 and 0 <= self.question_weight <= 1):
+            raise InvalidInputError(
+                "the answer share and the question weight must each be between 0 and 1, got "
+                f"{self.answer_share} and {self.question_weight}"
             )
         if self.recency_half_life_days <= 0:
             raise InvalidInputError(

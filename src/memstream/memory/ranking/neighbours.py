@@ -7,6 +7,9 @@ order), and a neighbour ranks with the larger of its own score and
 
     share * the hit's score + (1 - share) * its own score (0 if no search found it).
 
+A hit that asks a question hands the turn after it, its answer, `answer_share` instead where
+that is more (`ranking.questions`: what was asked is not what is known).
+
 Only conversation memories lend and borrow: a store item's namespace is a thread by name, not
 a conversation. On LoCoMo's dev split (tuned on its four tuning conversations, docs/
 benchmarks.md) share 0.8 and reach 2 lifted evidence recall@10 from 0.68 to 0.79 on the three
@@ -31,6 +34,7 @@ import numpy as np
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, MemoryType
 from memstream.memory.ranking.fusion import Candidate
+from memstream.memory.ranking.questions import asks
 
 __all__ = ["LENDERS", "WINDOW", "Around", "lend", "lenders", "neighbours_in", "order_key"]
 
@@ -66,23 +70,47 @@ def lend(
     around: Mapping[str, Sequence[tuple[Memory, Vectors]]],
     query: Vectors,
     share: float,
+    answer_share: float = 0.0,
 ) -> list[tuple[Candidate, float]]:
     """`scored` (best first) with each lender's neighbours ranked by what it lends them where
-    that beats their own score; a neighbour no search found joins (its cosine computed here,
+    that beats their own score (`share`; the answer to a lender that asks: the larger of
+    `share` and `answer_share`); a neighbour no search found joins (its cosine computed here,
     no word score). Best first; ties keep the order they had."""
     own = {c.memory.id: (c, s) for c, s in scored}
     ranked = dict(own)
     for candidate, score in scored:
-        for memory, vector in around.get(candidate.memory.id, ()):
-            if not _conversational(memory):
-                continue
+        near = [(m, v) for m, v in around.get(candidate.memory.id, ()) if _conversational(m)]
+        answer = _answer(candidate.memory, near) if asks(candidate.memory) else None
+        for memory, vector in near:
             held = own.get(memory.id)
             mine = held[1] if held is not None else 0.0
-            lent = share * score + (1 - share) * mine
+            given = max(share, answer_share) if memory.id == answer else share
+            if not given:
+                continue
+            lent = given * score + (1 - given) * mine
             if lent > ranked.get(memory.id, (None, -1.0))[1]:
                 joined = held[0] if held is not None else _joined(memory, vector, query)
                 ranked[memory.id] = (joined, lent)
     return sorted(ranked.values(), key=lambda pair: -pair[1])
+
+
+def _answer(hit: Memory, near: Sequence[tuple[Memory, Vectors]]) -> str | None:
+    """The id of what answered `hit`: its turn's reply if the user asked it, else the first
+    memory of the next event among `near` (the user's, where that event is a turn)."""
+    # A turn's two memories share an event, a time and a log position, and their order in the
+    # thread (by id) says nothing of who spoke first: the user asked, the assistant replied.
+    # Their times are not compared either: the index returns times to 10 ms, a read of the
+    # memory to the microsecond, and a neighbour may be read either way.
+    if hit.role == "user":
+        reply = next((m for m, _ in near if m.event_id == hit.event_id and m.role != "user"), None)
+        if reply is not None:
+            return reply.id
+    later = [m for m, _ in near if m.event_id != hit.event_id and order_key(m) > order_key(hit)]
+    if not later:
+        return None
+    following = min(later, key=order_key).event_id
+    turn = [m for m in later if m.event_id == following]
+    return min(turn, key=lambda m: (m.role != "user", m.id)).id
 
 
 def _joined(memory: Memory, vector: Vectors, query: Vectors) -> Candidate:

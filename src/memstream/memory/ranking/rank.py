@@ -1,6 +1,7 @@
 """One ranking of a recall's candidates: each scored by the tenant's BM25 and its cosine with
 the query, fused with importance and recency (`fusion.fuse`), the best hits' thread neighbours
-lifted by them (`neighbours`), facts that do not hold at the moment asked about ranked down
+lifted by them (`neighbours`; a question's answer most), questions weighed down
+(`questions`), facts that do not hold at the moment asked about ranked down
 (`memory.validity`), near-duplicates collapsed (`dedup`), cut to k. The middleware's
 recall, the HTTP search and the MCP tools all rank here; a backend's filters only decide which
 candidates (and neighbours) arrive."""
@@ -16,10 +17,11 @@ import numpy as np
 
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory, RecalledMemory
-from memstream.memory.ranking.bm25 import idf, okapi
+from memstream.memory.ranking.bm25 import RECALL_B, RECALL_K1, idf, okapi
 from memstream.memory.ranking.dedup import collapse_duplicates
 from memstream.memory.ranking.fusion import Candidate, RecallTuning, fuse
 from memstream.memory.ranking.neighbours import Around, lend, lenders
+from memstream.memory.ranking.questions import weigh_questions
 from memstream.memory.ranking.tokens import memory_words
 from memstream.memory.validity import Succession, judged, subject_key
 
@@ -60,7 +62,10 @@ def tenant_bm25(terms: Sequence[str], memories: Sequence[Memory], stats: TermSta
     lengths = [sum(c.values()) for c in tokens]
     average = sum(lengths) / len(lengths) if lengths else 0.0
     distinct = set(terms)
-    return [okapi(distinct, c, n, idfs, average) for c, n in zip(tokens, lengths, strict=True)]
+    return [
+        okapi(distinct, c, n, idfs, average, k1=RECALL_K1, b=RECALL_B)
+        for c, n in zip(tokens, lengths, strict=True)
+    ]
 
 
 def rank(
@@ -102,9 +107,13 @@ def rank(
         until = succession(facts)
         at = valid_at or datetime.now(UTC)
         fused = judged(fused, lambda c: c.memory, until, at)
-    if around is not None and tuning.neighbour_share > 0 and tuning.neighbour_reach > 0:
+    lending = max(tuning.neighbour_share, tuning.answer_share) > 0
+    if around is not None and lending and tuning.neighbour_reach > 0:
         hits = lenders(fused)
         if hits:
-            fused = lend(fused, around(hits, tuning.neighbour_reach), query, tuning.neighbour_share)
+            near = around(hits, tuning.neighbour_reach)
+            fused = lend(fused, near, query, tuning.neighbour_share, tuning.answer_share)
+    if tuning.question_weight < 1:
+        fused = weigh_questions(fused, tuning.question_weight)
     kept = collapse_duplicates(fused, tuning.duplicate_similarity, k)
     return [RecalledMemory(c.memory, score, until.get(c.memory.id)) for c, score in kept]
