@@ -13,7 +13,7 @@ The bench's reference is Okapi's usual k1 = 1.2, b = 0.75 (`K1`, `B`). Recall us
 b = 0.2 (`RECALL_K1`, `RECALL_B`), chosen on LoCoMo's four tuning conversations: a memory is a
 short turn or fact, whose length says little about what it is about, so length is normalised
 less; a repeated word saturates sooner. Evidence recall@1 rose from 0.417 to 0.436 there, and
-from 0.380 to 0.388 on the three held-out ones (docs/benchmarks.md).
+from 0.380 to 0.388 on the three held-out ones, in process (docs/benchmarks.md).
 """
 
 from __future__ import annotations
