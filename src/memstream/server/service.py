@@ -41,6 +41,7 @@ from memstream.memory.events import (
     MemoryForgotten,
     check_memory_id,
 )
+from memstream.memory.history import Diffed
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import SUBJECT, Memory
 from memstream.memory.monitoring import ModelUsage
@@ -425,6 +426,14 @@ class MemoryService:
             {"id": memory_id, "history": [t.as_json() for t in touches]}
         )
 
+    def view(self, tenant: TenantId, at: datetime) -> list[Memory]:
+        """The tenant's memory as it stood at `at`, from its log (the console's time view)."""
+        return self._past().view(tenant, _utc(at))
+
+    def changes(self, tenant: TenantId, start: datetime, end: datetime) -> list[Diffed]:
+        """What changed in the tenant's memory between `start` and `end`, from its log."""
+        return self._past().diff(tenant, _utc(start), _utc(end))
+
     def _as_of(self, principal: Principal, request: SearchRequest, at: datetime) -> SearchPage:
         self.limits.query(request.text, "text")
         field = self.scoping.tenant_field
@@ -441,7 +450,7 @@ class MemoryService:
             )
         if tenant in excluded:
             return SearchPage((), 0)
-        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        at = _utc(at)
         end = request.offset + request.limit
         hits = self._past().recall(tenant, request.text, at=at, k=end)
         more = end + 1 if len(hits) == end else len(hits)  # a next page may be there
@@ -546,6 +555,11 @@ class MemoryService:
         return MemoryRecordResults(
             memories=results, total=page.total, next_offset=end if end < page.total else None
         )
+
+
+def _utc(at: datetime) -> datetime:
+    """A time given without a zone, read as UTC."""
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def _stored(scoping: Scoping, memory: Memory) -> dict[str, object]:

@@ -1,0 +1,166 @@
+"""The console at /console over the real stack, driven as a browser drives it (forms, a
+cookie, redirects): signing in, the explorer, a memory's page and history, forgetting with a
+confirmation, the tenant boundary, escaping and the security headers."""
+
+from __future__ import annotations
+
+import html
+import re
+import uuid
+
+import httpx
+import pytest
+
+from .serving import tenant_key
+
+pytestmark = pytest.mark.integration
+
+HOSTILE = (
+    "<script>alert('x')</script>",
+    '"><img src=x onerror=alert(1)>',
+    "**bold** <b>html</b> [link](javascript:alert(1))",
+)
+
+
+def signed_in(server: str, key: str) -> httpx.Client:
+    browser = httpx.Client(base_url=server, follow_redirects=False)
+    answer = browser.post("/console/sign-in", data={"key": key})
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/console"
+    return browser
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None, page
+    return found.group(1)
+
+
+def remember(server: str, key: str, texts: dict[str, str]) -> None:
+    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as api:
+        body = {"memories": [{"id": i, "text": t} for i, t in texts.items()]}
+        created = api.post("/v1/long-term-memory/?wait=true", json=body)
+        assert created.status_code == 200, created.text
+
+
+def test_a_tenant_signs_in_searches_reads_and_forgets(server: str, env: dict[str, str]) -> None:
+    tenant = f"con-{uuid.uuid4().hex[:8]}"
+    key = tenant_key(env, tenant)
+    ids = {f"m{n}-{uuid.uuid4().hex[:6]}": text for n, text in enumerate(HOSTILE)}
+    office = f"office-{uuid.uuid4().hex[:6]}"
+    remember(server, key, {**ids, office: "The office moved to Cork in May"})
+
+    assert httpx.get(f"{server}/console").status_code == 303  # no session: to the sign-in
+
+    browser = httpx.Client(base_url=server, follow_redirects=False)
+    entered = browser.post("/console/sign-in", data={"key": key})
+    assert entered.status_code == 303 and entered.headers["location"] == "/console"
+    cookie = entered.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
+    assert "Path=/console" in cookie and key not in cookie
+
+    page = browser.get("/console")
+    assert page.status_code == 200
+    assert "script-src" not in page.headers["content-security-policy"]  # no script at all
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    assert page.headers["cache-control"] == "no-store"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    # Every memory is listed, escaped: no tag of a memory's text reaches the page as a tag.
+    for text in HOSTILE:
+        assert text in html.unescape(page.text)
+    assert "<script>" not in page.text and "<img" not in page.text and "<b>" not in page.text
+    assert key not in page.text
+
+    found = browser.get("/console", params={"q": "where is the office"})
+    assert found.status_code == 200
+    assert found.text.index("The office moved to Cork") < found.text.index("alert")
+
+    shown = browser.get(f"/console/memories/{office}")
+    assert shown.status_code == 200
+    assert "The office moved to Cork in May" in shown.text
+    assert "MemorySaved" in shown.text and "recorded" in shown.text  # its history
+    assert "partition" in shown.text and "offset" in shown.text  # where the log holds it
+
+    asked = browser.get(f"/console/memories/{office}/forget")
+    assert asked.status_code == 200 and "MemoryForgotten" in asked.text
+    token = csrf_of(asked.text)
+    # A form without the session's token changes nothing.
+    refused = browser.post(f"/console/memories/{office}/forget", data={"csrf": "forged"})
+    assert refused.status_code == 401
+    assert browser.get(f"/console/memories/{office}").status_code == 200
+    done = browser.post(f"/console/memories/{office}/forget", data={"csrf": token})
+    assert done.status_code == 303 and done.headers["location"].startswith("/console?forgotten=")
+    after = browser.get(done.headers["location"])
+    assert "Forgotten" in after.text and "The office moved to Cork" not in after.text
+    assert browser.get(f"/console/memories/{office}").status_code == 404
+
+    out = browser.post("/console/sign-out", data={"csrf": csrf_of(after.text)})
+    assert out.status_code == 303
+    assert browser.get("/console").status_code == 303  # signed out: back to the sign-in
+
+
+def test_a_tenant_never_sees_another_tenants_memory(server: str, env: dict[str, str]) -> None:
+    mine, theirs = f"con-{uuid.uuid4().hex[:8]}", f"con-{uuid.uuid4().hex[:8]}"
+    secret = f"s-{uuid.uuid4().hex[:6]}"
+    remember(server, tenant_key(env, theirs), {secret: "Their launch code is 7431"})
+    browser = signed_in(server, tenant_key(env, mine))
+    # Naming the other tenant changes nothing: a tenant key looks at its own tenant.
+    listing = browser.get("/console", params={"tenant": theirs, "q": "launch code"})
+    assert listing.status_code == 200 and "7431" not in listing.text
+    assert browser.get(f"/console/memories/{secret}", params={"tenant": theirs}).status_code == 404
+    forged = browser.get(f"/console/memories/{secret}/forget", params={"tenant": theirs})
+    assert forged.status_code == 404
+
+    admin = signed_in(server, tenant_key(env, None))
+    asks = admin.get("/console")
+    assert asks.status_code == 200 and 'name="tenant"' in asks.text
+    seen = admin.get("/console", params={"tenant": theirs, "q": "launch code"})
+    assert "Their launch code is 7431" in seen.text
+    assert admin.get(f"/console/memories/{secret}", params={"tenant": theirs}).status_code == 200
+
+
+def test_a_wrong_key_signs_nobody_in(server: str) -> None:
+    with httpx.Client(base_url=server) as browser:
+        refused = browser.post("/console/sign-in", data={"key": "msk_not-a-key"})
+        assert refused.status_code == 401
+        assert "unknown or revoked" in refused.text and "msk_not-a-key" not in refused.text
+        assert "set-cookie" not in refused.headers
+        assert browser.get("/console").status_code == 303
+        # A session cookie made up by hand is no session.
+        browser.cookies.set("memstream_console", "made-up", path="/console")
+        assert browser.get("/console").status_code == 303
+
+
+def test_the_time_view_shows_a_memory_as_it_was_and_what_changed(
+    server: str, env: dict[str, str]
+) -> None:
+    tenant = f"con-{uuid.uuid4().hex[:8]}"
+    key = tenant_key(env, tenant)
+    office = f"office-{uuid.uuid4().hex[:6]}"
+    remember(server, key, {office: "The office is in Dublin"})
+    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as api:
+        edited = api.patch(
+            f"/v1/long-term-memory/{office}?wait=true", json={"text": "The office is in Cork"}
+        )
+        assert edited.status_code == 200, edited.text
+        moments = [
+            h["at"] for h in api.get(f"/v1/long-term-memory/{office}/history").json()["history"]
+        ]
+    browser = signed_in(server, key)
+    page = browser.get(f"/console/memories/{office}")
+    assert "The office is in Cork" in page.text
+    # Each history entry links to the memory as of that entry: the first shows the old text.
+    links = re.findall(r'href="(/console/memories/[^"]+\?at=[^"]+)"', page.text)
+    assert len(links) == len(moments) == 2
+    then = browser.get(html.unescape(links[0]))
+    assert then.status_code == 200
+    shown = then.text[then.text.index('id="then"') :]
+    assert shown.index("The office is in Dublin") < shown.index('id="now"')
+    assert "The office is in Cork" in then.text  # and as it is now, below
+
+    moved = browser.get("/console/time", params={"at": moments[1], "since": moments[0]})
+    assert moved.status_code == 200
+    assert "What changed" in moved.text and "changed" in moved.text
+    assert "The office is in Cork" in moved.text
+    before = browser.get("/console/time", params={"at": moments[0]})
+    assert "1 memory at" in before.text and "The office is in Dublin" in before.text
