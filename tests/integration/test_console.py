@@ -7,10 +7,14 @@ from __future__ import annotations
 import html
 import re
 import uuid
+from dataclasses import replace
 
 import httpx
 import pytest
 
+from memstream.memory.events import memories_of
+
+from .helpers import TestStack, wait_until
 from .serving import tenant_key
 
 pytestmark = pytest.mark.integration
@@ -164,3 +168,88 @@ def test_the_time_view_shows_a_memory_as_it_was_and_what_changed(
     assert "The office is in Cork" in moved.text
     before = browser.get("/console/time", params={"at": moments[0]})
     assert "1 memory at" in before.text and "The office is in Dublin" in before.text
+
+
+def test_a_turns_page_shows_what_it_was_shown_each_memory_linked(
+    server: str, env: dict[str, str], stack: TestStack
+) -> None:
+    tenant = f"con-{uuid.uuid4().hex[:8]}"
+    key = tenant_key(env, tenant)
+    first = stack.turn(tenant, "Which database do we use?", "PostgreSQL 16.")
+    (question, answer) = memories_of(first)
+    second = replace(
+        stack.turn(tenant, "And the version?", "16, as said."),
+        run=first.run,
+        turn=1,
+        shown=(answer.id, question.id),
+    )
+    stack.publish([first, second])
+    stack.wait_applied([first, second])
+
+    browser = signed_in(server, key)
+    page = browser.get("/console/turns", params={"run": first.run, "turn": 1})
+    assert page.status_code == 200, page.text
+    assert "PostgreSQL 16." in page.text and "Which database do we use?" in page.text
+    assert f'href="/console/memories/{answer.id}"' in page.text
+    assert "recorded by run" in page.text  # each shown memory traced to its turn
+    # A memory's page links to the turn that recorded it.
+    shown = browser.get(f"/console/memories/{answer.id}")
+    assert f"/console/turns?run={first.run}&amp;turn=0" in shown.text
+    unknown = browser.get("/console/turns", params={"run": "never-ran"})
+    assert unknown.status_code == 200 and "No recorded run never-ran" in unknown.text
+    # Another tenant's key finds no such run in its own log.
+    other = signed_in(server, tenant_key(env, f"x{tenant}"))
+    foreign = other.get("/console/turns", params={"run": first.run, "tenant": tenant})
+    assert "PostgreSQL" not in foreign.text and "No recorded" in foreign.text
+
+
+def test_the_operations_page_is_the_admins_keys_dead_letters_and_erasure(
+    server: str, env: dict[str, str], stack: TestStack
+) -> None:
+    tenant = f"con-{uuid.uuid4().hex[:8]}"
+    assert signed_in(server, tenant_key(env, tenant)).get("/console/ops").status_code == 403
+    admin = signed_in(server, tenant_key(env, None))
+    page = admin.get("/console/ops")
+    assert page.status_code == 200, page.text
+    assert "Workers and servers" in page.text and "Projection shards" in page.text
+    assert re.search(r"<td>(worker|server)</td>", page.text)  # their heartbeats
+    token = csrf_of(page.text)
+
+    # A key made here is shown once, signs in, and once revoked ends its session.
+    made = admin.post("/console/ops/keys", data={"csrf": token, "tenant": tenant})
+    assert made.status_code == 200
+    key = html.unescape(re.search(r'id="key">([^<]+)<', made.text).group(1))  # type: ignore[union-attr]
+    assert key.startswith("msk_") and f"for tenant {tenant}" in made.text
+    holder = signed_in(server, key)
+    assert holder.get("/console").status_code == 200
+    key_id = key.split("_")[1]
+    assert admin.post(f"/console/ops/keys/{key_id}/revoke", data={"csrf": "x"}).status_code == 401
+    revoked = admin.post(f"/console/ops/keys/{key_id}/revoke", data={"csrf": token})
+    assert revoked.status_code == 303
+    assert holder.get("/console").status_code == 303  # its session ended with the key
+    assert "revoked key" in admin.get(revoked.headers["location"]).text
+
+    # A foreign producer's junk is a dead letter with its code; a retry says what became of it.
+    stack.publish_raw(tenant.encode(), b"{not json")
+    wait_until(
+        lambda: "event_decode" in admin.get("/console/ops").text, "the junk to be dead-lettered"
+    )
+    retried = admin.post(
+        "/console/ops/dead-letters/retry", data={"csrf": token, "code": "event_decode"}
+    )
+    assert retried.status_code == 303 and "retried" in admin.get(retried.headers["location"]).text
+
+    # Erasure needs the tenant typed twice, exactly.
+    doomed = f"con-{uuid.uuid4().hex[:8]}"
+    remember(server, tenant_key(env, doomed), {"doomed-1": "Erase me entirely"})
+    wrong = admin.post(
+        "/console/ops/erase", data={"csrf": token, "tenant": doomed, "confirm": doomed + "x"}
+    )
+    assert wrong.status_code == 422 and "type its id again" in wrong.text
+    assert "Erase me" in admin.get("/console", params={"tenant": doomed}).text
+    erased = admin.post(
+        "/console/ops/erase", data={"csrf": token, "tenant": doomed, "confirm": doomed}
+    )
+    assert erased.status_code == 303, erased.text
+    assert f"erased tenant {doomed}" in admin.get(erased.headers["location"]).text
+    assert "Erase me" not in admin.get("/console", params={"tenant": doomed}).text

@@ -128,4 +128,17 @@ def test_sign_in_search_open_forget_in_a_browser(
     expect(other.locator("main")).not_to_contain_text("We deploy on Tuesdays")
     other.goto(f"{server}/console/memories/{attack}?tenant={tenant}")
     expect(other.locator("main")).to_contain_text("no memory with id")
+    expect(other.get_by_role("link", name="Operations")).to_have_count(0)
     stranger.close()
+
+    # An admin's session has the operations page: processes, shards, dead letters, keys.
+    operator = browser.new_context(viewport={"width": 1100, "height": 800})
+    ops = operator.new_page()
+    ops.goto(f"{server}/console/sign-in")
+    ops.get_by_label("API key").fill(tenant_key(env, None))
+    ops.get_by_role("button", name="Sign in").click()
+    ops.get_by_role("link", name="Operations").click()
+    expect(ops.locator("table.shards")).to_contain_text("yes")
+    expect(ops.locator("table.keys")).to_contain_text(f"tenant {tenant}")
+    _shot(ops, "operations")
+    operator.close()

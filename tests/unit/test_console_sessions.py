@@ -19,8 +19,8 @@ class Clock:
 
 def test_a_session_is_its_principal_until_it_is_ended() -> None:
     sessions = ConsoleSessions()
-    token = sessions.start(Principal("acme"))
-    other = sessions.start(Principal(None))
+    token = sessions.start(Principal("acme"), "f1")
+    other = sessions.start(Principal(None), None)
     assert token != other and len(token) >= 40  # 32 random bytes, URL-safe
     assert sessions.get(token).principal == Principal("acme")
     assert sessions.get(other).principal.admin
@@ -33,7 +33,7 @@ def test_a_session_is_its_principal_until_it_is_ended() -> None:
 def test_a_session_ends_when_idle_or_too_old() -> None:
     clock = Clock()
     sessions = ConsoleSessions(clock)
-    token = sessions.start(Principal("acme"))
+    token = sessions.start(Principal("acme"), "f1")
     clock.now += IDLE - 1
     sessions.get(token)  # used: idle counts from here
     clock.now += IDLE - 1
@@ -41,7 +41,7 @@ def test_a_session_ends_when_idle_or_too_old() -> None:
     clock.now += IDLE + 1
     with pytest.raises(NotAuthenticatedError):
         sessions.get(token)
-    busy, began = sessions.start(Principal("acme")), clock.now
+    busy, began = sessions.start(Principal("acme"), "f1"), clock.now
     while clock.now + IDLE / 2 <= began + LIFETIME:  # used often, it lives its lifetime
         clock.now += IDLE / 2
         sessions.get(busy)
@@ -52,8 +52,8 @@ def test_a_session_ends_when_idle_or_too_old() -> None:
 
 def test_a_form_must_carry_its_sessions_token() -> None:
     sessions = ConsoleSessions()
-    mine = sessions.get(sessions.start(Principal("acme")))
-    theirs = sessions.get(sessions.start(Principal("acme")))
+    mine = sessions.get(sessions.start(Principal("acme"), "f1"))
+    theirs = sessions.get(sessions.start(Principal("acme"), "f1"))
     check_form(mine, mine.csrf)
     for wrong in (None, "", theirs.csrf, mine.csrf[:-1]):
         with pytest.raises(NotAuthenticatedError, match="not from this console session"):

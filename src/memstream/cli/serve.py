@@ -54,6 +54,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         import uvicorn
 
         from memstream.server.app import create_app
+        from memstream.server.console_ops import ConsoleOperations
         from memstream.server.parts import api_keys, memory_service
     except ModuleNotFoundError as exc:
         raise missing_extra("serve", exc) from None
@@ -80,6 +81,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         keyless=loopback or args.insecure,
         host=args.host,
         metrics=deployment.metrics,
+        operations=ConsoleOperations(deployment),
     )
     port = args.port or settings.server_port
     print(

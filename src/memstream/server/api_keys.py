@@ -176,6 +176,16 @@ class ApiKeys:
             self._verified[digest] = (principal, now + self._cache_s)
         return principal
 
+    def fingerprint(self, key: str) -> str:
+        """What identifies a key without holding it (its digest, as the store keys it): a
+        console session keeps this, not the key."""
+        return _digest(key)
+
+    def holds(self, fingerprint: str) -> bool:
+        """Whether the key of `fingerprint` still exists (not revoked); read from the store
+        every time, so a revocation ends a console session at its next request."""
+        return self._store.get(fingerprint) is not None
+
     def _stored(self) -> list[tuple[str, ApiKey]]:
         return [(digest, _parse(body)) for digest, body in self._store.records().items()]
 

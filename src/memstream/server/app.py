@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -44,6 +45,9 @@ from memstream.server.stores import StoreService
 from memstream.server.summary_routes import summary_views
 from memstream.server.summary_views import SummaryViews
 from memstream.server.working_memory import working_memory
+
+if TYPE_CHECKING:  # the deployment's operations: imported by who builds them (serve)
+    from memstream.server.console_ops import ConsoleOperations
 
 __all__ = ["create_app"]
 
@@ -222,11 +226,13 @@ def create_app(
     keyless: bool,
     host: str = "127.0.0.1",
     metrics: Metrics | None = None,
+    operations: ConsoleOperations | None = None,
 ) -> FastAPI:
     """The ASGI app. `service` opens the memory service for the app's lifetime. `keyless`:
     whether requests without a key act as admin while no key exists (only on loopback, or
     when told --insecure). `host` is where it listens (the MCP transport checks Host).
-    `metrics` is the registry `/metrics` serves (a new one if not given)."""
+    `metrics` is the registry `/metrics` serves (a new one if not given). `operations`: what
+    the console's operations page reads and does (None: that page says it is not here)."""
     app = FastAPI(
         title="memstream",
         version=__version__,
@@ -246,6 +252,7 @@ def create_app(
     app.state.keyless = keyless
     app.state.metrics = metrics
     app.state.console_sessions = ConsoleSessions()
+    app.state.operations = operations
     app.exception_handler(MemstreamError)(_memstream_error)
     app.exception_handler(StarletteHTTPException)(_http_error)
     app.exception_handler(RequestValidationError)(_invalid_request)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from datetime import datetime
 from importlib.resources import files
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 import anyio
 import jinja2
@@ -24,6 +25,8 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from memstream.errors import (
+    ConfigurationError,
+    ForbiddenError,
     InvalidInputError,
     MemoryNotFoundError,
     MemstreamError,
@@ -39,6 +42,9 @@ from memstream.server.errors import status_of
 from memstream.server.models import MEMORY_ID_PATTERN
 from memstream.server.service import MemoryService
 from memstream.streams.lineage import KEEP_S
+
+if TYPE_CHECKING:  # built by who serves (server/console_ops.py, over a deployment)
+    from memstream.server.console_ops import ConsoleOperations
 
 __all__ = ["SECURITY_HEADERS", "console"]
 
@@ -90,7 +96,20 @@ def _failed(exc: MemstreamError, session: ConsoleSession | None) -> Response:
 
 
 def _signed_in(request: Request) -> ConsoleSession:
-    return _sessions(request).get(request.cookies.get(COOKIE))
+    """The request's session, while the key it signed in with still exists (keyless: while
+    the server still has no key); a revoked key's session ends here."""
+    token = request.cookies.get(COOKIE)
+    session = _sessions(request).get(token)
+    keys: ApiKeys = request.app.state.keys
+    current = (
+        keys.holds(session.fingerprint)
+        if session.fingerprint is not None
+        else bool(request.app.state.keyless) and not keys.any()
+    )
+    if not current:
+        _sessions(request).end(token)
+        raise NotAuthenticatedError("the key this console session signed in with was revoked")
+    return session
 
 
 def _service(request: Request) -> MemoryService:
@@ -124,11 +143,13 @@ async def sign_in(request: Request, key: Annotated[str, Form(max_length=512)] = 
     keys: ApiKeys = request.app.state.keys
     keyless = bool(request.app.state.keyless) and not keys.any()
     try:
-        header = f"Bearer {key.strip()}" if key.strip() else None
+        presented = key.strip()
+        header = f"Bearer {presented}" if presented else None
         principal = keys.authenticate(header, keyless=request.app.state.keyless)
     except MemstreamError as exc:
         return _page("sign_in.html", 401, keyless=keyless, message=str(exc))
-    token = _sessions(request).start(principal)
+    fingerprint = keys.fingerprint(presented) if presented else None
+    token = _sessions(request).start(principal, fingerprint)
     response = RedirectResponse("/console", 303, headers=SECURITY_HEADERS)
     response.set_cookie(
         COOKIE,
@@ -247,6 +268,30 @@ async def time_page(
     )  # fmt: skip
 
 
+@console.get("/turns")
+async def turns_page(
+    request: Request,
+    run: Annotated[str, Query(min_length=1, max_length=256)],
+    turn: Annotated[int | None, Query(ge=0)] = None,
+    tenant: Annotated[str | None, Query(max_length=256)] = None,
+) -> Response:
+    """What a run's turns (or one turn) were shown (`memstream explain`), each memory linked,
+    its text only while the tenant still holds it."""
+    session = None
+    try:
+        session = _signed_in(request)
+        named = _tenant(session, tenant)
+        service = _service(request)
+        turns = await anyio.to_thread.run_sync(lambda: service.turns(named, run, turn))
+        ids = [shown.memory_id for t in turns for shown in t.shown]
+        held = {m.id: m for m in await service.lookup(named, ids) if m is not None}
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    return _page(
+        "turns.html", session=session, tenant=named, run=run, turn=turn, turns=turns, held=held
+    )
+
+
 @console.get("/memories/{memory_id}/forget")
 async def forget_page(
     request: Request,
@@ -283,6 +328,120 @@ async def forget(
     if session.principal.tenant is None:
         shown += f"&tenant={named}"
     return RedirectResponse(shown, 303, headers=SECURITY_HEADERS)
+
+
+def _admin(request: Request) -> tuple[ConsoleSession, ConsoleOperations]:
+    """An admin's session and the deployment's operations (ForbiddenError for a tenant key)."""
+    session = _signed_in(request)
+    if not session.principal.admin:
+        raise ForbiddenError("the operations page is for an admin key; this is a tenant's")
+    operations: ConsoleOperations | None = request.app.state.operations
+    if operations is None:
+        raise ConfigurationError("this server was started without its operations")
+    return session, operations
+
+
+@console.get("/ops")
+async def operations_page(
+    request: Request, done: Annotated[str, Query(max_length=200)] = ""
+) -> Response:
+    """The admin's page: processes and their lag, shards, dead letters, keys, erasure."""
+    session = None
+    try:
+        session, operations = _admin(request)
+        processes = await anyio.to_thread.run_sync(operations.processes)
+        shards = await anyio.to_thread.run_sync(operations.shards)
+        letters = await operations.dead_letters()
+        keys: ApiKeys = request.app.state.keys
+        held = await anyio.to_thread.run_sync(keys.all)
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    pending = letters.pending()
+    return _page(
+        "ops.html", session=session, processes=processes, shards=shards,
+        by_code=letters.pending_by_code(), letters=pending[-_LETTERS:], total=len(pending),
+        keys=held, done=done, made=None,
+    )  # fmt: skip
+
+
+_LETTERS = 100
+
+
+@console.post("/ops/keys")
+async def create_key(
+    request: Request,
+    csrf: Annotated[str, Form()] = "",
+    tenant: Annotated[str, Form(max_length=256)] = "",
+) -> Response:
+    """A new key (for `tenant`; empty: an admin key), shown once on the page this answers."""
+    session = None
+    try:
+        session, _ = _admin(request)
+        check_form(session, csrf)
+        keys: ApiKeys = request.app.state.keys
+        key, made = await anyio.to_thread.run_sync(keys.create, tenant.strip() or None)
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    return _page("key_made.html", session=session, made=made, key=key)
+
+
+@console.post("/ops/keys/{key_id}/revoke")
+async def revoke_key(request: Request, key_id: str, csrf: Annotated[str, Form()] = "") -> Response:
+    session = None
+    try:
+        session, _ = _admin(request)
+        check_form(session, csrf)
+        keys: ApiKeys = request.app.state.keys
+        if not await anyio.to_thread.run_sync(keys.revoke, key_id):
+            raise InvalidInputError(f"no key with id {key_id!r}")
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    return _done(f"revoked key {key_id}")
+
+
+@console.post("/ops/dead-letters/retry")
+async def retry_dead_letters(
+    request: Request,
+    csrf: Annotated[str, Form()] = "",
+    code: Annotated[str, Form(max_length=64)] = "",
+) -> Response:
+    session = None
+    try:
+        session, operations = _admin(request)
+        check_form(session, csrf)
+        outcomes = await operations.retry(code or None)
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    told = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())) or "none pending"
+    return _done(f"retried: {told}")
+
+
+@console.post("/ops/erase")
+async def erase(
+    request: Request,
+    csrf: Annotated[str, Form()] = "",
+    tenant: Annotated[str, Form(max_length=256)] = "",
+    confirm: Annotated[str, Form(max_length=256)] = "",
+) -> Response:
+    """Crypto-shred a tenant, once its id is typed a second time, exactly."""
+    session = None
+    try:
+        session, operations = _admin(request)
+        check_form(session, csrf)
+        named = validate_tenant(tenant)
+        if confirm != tenant:
+            raise InvalidInputError(
+                "to erase a tenant, type its id again in the confirmation field, exactly"
+            )
+        erased = await anyio.to_thread.run_sync(operations.erase, named)
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    return _done(f"erased tenant {named}: {len(erased.destroyed)} data keys destroyed")
+
+
+def _done(said: str) -> RedirectResponse:
+    """Back to the operations page, saying what was done."""
+    return RedirectResponse(f"/console/ops?done={quote(said)}", 303, headers=SECURITY_HEADERS)
 
 
 async def _memory(request: Request, tenant: TenantId, memory_id: str) -> Memory:

@@ -8,7 +8,9 @@ token, which every form that changes something carries and `check_form` compares
 time: a cross-site form cannot read it, and SameSite already keeps the cookie from such a post.
 
 Sessions live in the server's process (a restart signs everyone out; behind a load balancer,
-keep a browser on one server) and end after `IDLE` without a request or `LIFETIME` at most.
+keep a browser on one server) and end after `IDLE` without a request or `LIFETIME` at most,
+and at the first request after their key is revoked (the console checks the key's
+fingerprint, never the key, against the key store each time).
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ _MOST = 10_000
 
 @dataclass(frozen=True, slots=True)
 class ConsoleSession:
-    """One signed-in browser: who it acts as, its form token, and when it began and was last
-    used (monotonic seconds)."""
+    """One signed-in browser: who it acts as, the fingerprint of the key it signed in with
+    (None: signed in without one, on a keyless server), its form token, and when it began and
+    was last used (monotonic seconds)."""
 
     principal: Principal
+    fingerprint: str | None
     csrf: str
     started: float
     used: float
@@ -52,15 +56,18 @@ class ConsoleSessions:
         self._sessions: dict[str, ConsoleSession] = {}
         self._lock = threading.Lock()
 
-    def start(self, principal: Principal) -> str:
-        """A new session for `principal`; its token, for the cookie."""
+    def start(self, principal: Principal, fingerprint: str | None) -> str:
+        """A new session for `principal`, signed in with the key of `fingerprint`; its token,
+        for the cookie."""
         token = secrets.token_urlsafe(32)
         now = self._clock()
         with self._lock:
             if len(self._sessions) >= _MOST:
                 oldest = min(self._sessions, key=lambda t: self._sessions[t].used)
                 del self._sessions[oldest]
-            self._sessions[token] = ConsoleSession(principal, secrets.token_urlsafe(32), now, now)
+            self._sessions[token] = ConsoleSession(
+                principal, fingerprint, secrets.token_urlsafe(32), now, now
+            )
         return token
 
     def get(self, token: str | None) -> ConsoleSession:

@@ -48,6 +48,7 @@ from memstream.memory.monitoring import ModelUsage
 from memstream.memory.ports import Identified, MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
 from memstream.memory.search import MemorySearch, SearchFilter, SearchMode, SearchPage
+from memstream.memory.shown import ShownTurn, turns_shown
 from memstream.memory.tenancy import TenantId
 from memstream.server.api_keys import Principal
 from memstream.server.mapping import Scoping, recency_order
@@ -433,6 +434,10 @@ class MemoryService:
     def changes(self, tenant: TenantId, start: datetime, end: datetime) -> list[Diffed]:
         """What changed in the tenant's memory between `start` and `end`, from its log."""
         return self._past().diff(tenant, _utc(start), _utc(end))
+
+    def turns(self, tenant: TenantId, run: str, turn: int | None) -> list[ShownTurn]:
+        """What each turn of `run` (only `turn`, if given) was shown, from the tenant's log."""
+        return turns_shown(self._past().log(tenant).events, run, turn)
 
     def _as_of(self, principal: Principal, request: SearchRequest, at: datetime) -> SearchPage:
         self.limits.query(request.text, "text")
