@@ -112,6 +112,25 @@ def test_bench_recall_reports_latency_against_raw(
         assert index > 1536 and index + 1536 < whole < 20_000, sized
 
 
+def test_bench_console_times_each_page_against_the_api_underneath(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(
+        env, "bench", "console", "--console-memories", "300", "--console-tenants", "10",
+        "--console-requests", "5",
+        "--out", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    console = json.loads(done.stdout)["results"]["console"]
+    assert console["memories"] == 300 and console["tenants"] == 10 and console["requests"] == 5
+    assert set(console["pages"]) == {"search", "listing", "memory"}
+    for figures in console["pages"].values():
+        assert 0 < figures["page_p50_ms"] <= figures["page_p95_ms"]
+        assert 0 < figures["api_p50_ms"] <= figures["api_p95_ms"]
+    measures = {c["measure"] for c in console["comparisons"]}
+    assert measures == {f"{page} page p95 @300" for page in ("search", "listing", "memory")}
+
+
 def test_bench_store_reports_each_operation_against_raw(
     settings: object, env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ confirmation, the tenant boundary, escaping and the security headers."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import uuid
 from dataclasses import replace
@@ -253,3 +254,58 @@ def test_the_operations_page_is_the_admins_keys_dead_letters_and_erasure(
     assert erased.status_code == 303, erased.text
     assert f"erased tenant {doomed}" in admin.get(erased.headers["location"]).text
     assert "Erase me" not in admin.get("/console", params={"tenant": doomed}).text
+
+
+def test_live_events_bring_each_new_memory_of_the_tenant_only(
+    server: str, env: dict[str, str]
+) -> None:
+    tenant, other = f"con-{uuid.uuid4().hex[:8]}", f"con-{uuid.uuid4().hex[:8]}"
+    key = tenant_key(env, tenant)
+    remember(server, key, {"before-1": "Said before the page opened"})
+    browser = signed_in(server, key)
+    page = browser.get("/console/live")
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "default-src 'none'" in policy
+    assert browser.get("/console").headers["content-security-policy"].count("script-src") == 0
+    names: list[str] = []
+    found: list[dict[str, object]] = []
+    with browser.stream("GET", "/console/live/events", timeout=30) as events:
+        assert events.headers["content-type"].startswith("text/event-stream")
+        remember(server, tenant_key(env, other), {"theirs-1": "Another tenant's news"})
+        remember(server, key, {"after-1": "<b>Said</b> after the page opened"})
+        name = ""
+        for line in events.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+                names.append(name)
+            elif line.startswith("data: ") and name == "memory":
+                found.append(json.loads(line.removeprefix("data: ")))
+                break
+    assert [m["content"] for m in found] == ["<b>Said</b> after the page opened"]
+    assert found[0]["id"] == "after-1" and isinstance(found[0]["lag_ms"], int)
+    assert "lag" in names  # the workers' lag, beside the memories
+
+
+def test_editing_writes_the_apis_edit_and_keeps_the_old_text_in_the_past(
+    server: str, env: dict[str, str]
+) -> None:
+    tenant = f"con-{uuid.uuid4().hex[:8]}"
+    key = tenant_key(env, tenant)
+    remember(server, key, {"plan-1": "We ship on Friday"})
+    browser = signed_in(server, key)
+    form = browser.get("/console/memories/plan-1/edit")
+    assert (
+        form.status_code == 200 and "MemorySaved" in form.text and "We ship on Friday" in form.text
+    )
+    token = csrf_of(form.text)
+    assert browser.post("/console/memories/plan-1/edit", data={"text": "x"}).status_code == 401
+    empty = browser.post("/console/memories/plan-1/edit", data={"csrf": token, "text": "  "})
+    assert empty.status_code == 422 and "cannot be empty" in empty.text
+    saved = browser.post(
+        "/console/memories/plan-1/edit", data={"csrf": token, "text": "We ship on <Monday>"}
+    )
+    assert saved.status_code == 303 and saved.headers["location"] == "/console/memories/plan-1"
+    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as api:
+        assert api.get("/v1/long-term-memory/plan-1").json()["text"] == "We ship on <Monday>"
+    page = browser.get("/console/memories/plan-1")
+    assert "We ship on &lt;Monday&gt;" in page.text

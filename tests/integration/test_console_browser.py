@@ -10,6 +10,7 @@ docs/console.md's were made)."""
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from .helpers import TestStack, wait_until
 from .serving import tenant_key
 
 pytestmark = pytest.mark.integration
@@ -53,7 +55,7 @@ def _shot(page: object, name: str) -> None:
 
 
 def test_sign_in_search_open_forget_in_a_browser(
-    browser: object, server: str, env: dict[str, str]
+    browser: object, server: str, env: dict[str, str], stack: TestStack
 ) -> None:
     from playwright.sync_api import Browser, expect
 
@@ -95,6 +97,17 @@ def test_sign_in_search_open_forget_in_a_browser(
     expect(page.locator("table").last).to_contain_text("recorded")  # its history
     expect(page.locator("table").first).to_contain_text("MemorySaved")
     _shot(page, "memory")
+
+    # Live: a memory written now appears at the top, as text, with how long it took.
+    page.get_by_role("link", name="Live").click()
+    expect(page.locator("#state")).to_have_text("following")
+    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as api:
+        news = {"memories": [{"id": f"news-{uuid.uuid4().hex[:6]}", "text": "<i>Fresh</i> news"}]}
+        assert api.post("/v1/long-term-memory/", json=news).status_code == 200
+    expect(page.locator("#live li").first).to_contain_text("<i>Fresh</i> news")
+    expect(page.locator("#live li").first).to_contain_text("ms after its event")
+    _shot(page, "live")
+    page.go_back()
 
     # The time picker: the memory as its first history entry left it, before an edit.
     with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as api:
@@ -140,5 +153,19 @@ def test_sign_in_search_open_forget_in_a_browser(
     ops.get_by_role("link", name="Operations").click()
     expect(ops.locator("table.shards")).to_contain_text("yes")
     expect(ops.locator("table.keys")).to_contain_text(f"tenant {tenant}")
+    # A foreign producer's junk, dead-lettered, and retried with the button.
+    # (From a thread of its own: Playwright's sync API holds this thread's event loop.)
+    junk = threading.Thread(target=stack.publish_raw, args=(tenant.encode(), b"\x00 junk"))
+    junk.start()
+    junk.join()
+    retry = ops.get_by_role("button", name="Retry event_decode")
+
+    def listed() -> bool:
+        ops.reload()
+        return retry.count() > 0
+
+    wait_until(listed, "the junk to be dead-lettered")
     _shot(ops, "operations")
+    retry.click()
+    expect(ops.get_by_role("status")).to_contain_text("retried")
     operator.close()

@@ -14,10 +14,11 @@ import pytest
 from memstream import TurnCompleted, memories_of
 from memstream.memory.events import MemoriesConsolidated, MemoryForgotten
 from memstream.memory.model import MemoryType
+from memstream.streams.event_publisher import EventPublisher
 
 from .commands import memstream
 from .conftest import MAX_MEMORIES
-from .helpers import TestStack, said_in_threads, thread_orders
+from .helpers import TestStack, said_in_threads, thread_orders, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -189,22 +190,28 @@ def test_forget_by_thread_and_time_from_the_command_line(
 def test_verify_under_live_traffic_names_what_it_could_not_compare(
     stack: TestStack, env: dict[str, str]
 ) -> None:
+    import asyncio
     import threading
 
     busy = f"busy-{uuid.uuid4().hex[:6]}"
     stop = threading.Event()
-    sent = [stack.turn(busy, f"live {turn}", "ok", turn=turn) for turn in range(400)]
+    published: list[TurnCompleted] = []
 
-    def traffic() -> None:
-        for event in sent:
-            if stop.is_set():
-                return
-            stack.publish([event])
+    async def traffic() -> None:
+        # One producer, one turn after another, acknowledged, until verify has answered: the
+        # log takes new events through every step of verify, the rebuild's read of its end
+        # and the check after it included.
+        async with EventPublisher(stack.kafka, stack.topics) as publisher:
+            while not stop.is_set():
+                event = stack.turn(busy, f"live {len(published)}", "ok", turn=len(published))
+                await publisher.publish([event])
+                published.append(event)
 
-    sender = threading.Thread(target=traffic)
+    sender = threading.Thread(target=lambda: asyncio.run(traffic()))
     sender.start()
     try:
-        stack.wait_applied(sent[:1])  # traffic is flowing
+        wait_until(lambda: bool(published), "the first live turn to be sent")
+        stack.wait_applied(published[:1])  # traffic is flowing
         verified = memstream(env, "verify", "--tenant", busy)
     finally:
         stop.set()

@@ -1,10 +1,11 @@
 """`memstream bench SUB`: measure memstream beside raw baselines; write JSON, Markdown and PNG.
 
 Subcommands: hook, recall, freshness, throughput, replay, load, locomo, extract, store, serve,
-lineage, echo, asof, scale and all (every one of them with its defaults). Each bench runs in a fresh
-namespace on the configured stack (scale on a cluster of its own), with a worker process of its
-own where it needs one, and drops everything it created when it ends. Progress goes to stderr;
-`--json` prints the report's JSON on stdout. What each figure means: docs/benchmarks.md.
+console, lineage, echo, asof, scale and all (every one of them with its defaults). Each bench
+runs in a fresh namespace on the configured stack (scale on a cluster of its own), with a worker
+process of its own where it needs one, and drops everything it created when it ends. Progress
+goes to stderr; `--json` prints the report's JSON on stdout. What each figure means:
+docs/benchmarks.md.
 
 memstream's own command line finds `register` through the `memstream.commands` entry point
 this distribution declares (bench/pyproject.toml).
@@ -130,6 +131,18 @@ def _locomo(args: argparse.Namespace, settings: Settings, embedder: Embedder) ->
         sweep=_sweep(args.sweep),
         extracting=args.extract,
         extract_turns=args.extract_per_conversation,
+    )
+
+
+def _console(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream_bench.console import run_console
+
+    return run_console(
+        settings,
+        embedder,
+        size=args.console_memories,
+        tenants=args.console_tenants,
+        requests=args.console_requests,
     )
 
 
@@ -326,6 +339,12 @@ def _locomo_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _console_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--console-memories", type=int, default=100_000)
+    parser.add_argument("--console-tenants", type=int, default=1000, help="memories spread over")
+    parser.add_argument("--console-requests", type=int, default=200, help="a page, timed")
+
+
 def _serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--serve-queries", type=int, default=300)
     parser.add_argument("--serve-writes", type=int, default=800, help="from 16 clients")
@@ -378,6 +397,11 @@ _BENCHES.update(
             _serve,
             "HTTP search vs in-process recall; writes/s of 16 clients vs raw Kafka",
             _serve_options,
+        ),
+        "console": (
+            _console,
+            "the console's pages at 100k memories vs the API calls underneath",
+            _console_options,
         ),
         "asof": (
             _asof,

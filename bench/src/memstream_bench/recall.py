@@ -25,6 +25,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -42,7 +43,7 @@ from memstream_bench.raw_redis import raw_knn, raw_pipelined
 from memstream_bench.report import BenchResult, Comparison
 from memstream_bench.stats import Latency, Progress, ratio
 
-__all__ = ["RANDOM_VECTORS_MODEL", "run_recall", "seeded_message"]
+__all__ = ["RANDOM_VECTORS_MODEL", "run_recall", "seed_memories", "seeded_message"]
 
 TARGET = "p99 ≤ 1.3x raw"
 RANDOM_VECTORS_MODEL = _MODEL = "bench-random-unit-vectors"
@@ -63,9 +64,19 @@ def seeded_message(i: int, tenants: int, content: str, at: datetime) -> MessageR
     )
 
 
-def _seed(
-    ns: BenchNamespace, start: int, stop: int, tenants: int, dims: int, progress: Progress
+def seed_memories(
+    ns: BenchNamespace,
+    start: int,
+    stop: int,
+    tenants: int,
+    dims: int,
+    progress: Progress,
+    *,
+    model: str = _MODEL,
 ) -> None:
+    """Memories `start` to `stop` (random words, random unit vectors, tenants round-robin)
+    written straight to the namespace's projection under `model`'s id: what a bench that
+    measures reads needs, in seconds rather than the embedder's hours."""
     rng = np.random.default_rng(start)
     words = random.Random(start)
     at = datetime.now(UTC)
@@ -74,14 +85,15 @@ def _seed(
         writer = RedisProjectionWriter(
             ns.projection.async_client(), ns.keys, max_memories=0, url=ns.settings.redis
         )
-        await writer.ensure_live_index(_MODEL, dims)
+        await writer.ensure_live_index(model, dims)
         for low in range(start, stop, 500):
             high = min(low + 500, stop)
             vectors = rng.standard_normal((high - low, dims)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             batch = []
             for row, i in enumerate(range(low, high)):
-                event = seeded_message(i, tenants, " ".join(words.choices(_VOCABULARY, k=12)), at)
+                text = " ".join(words.choices(_VOCABULARY, k=12))
+                event = replace(seeded_message(i, tenants, text, at), embedding_model=model)
                 batch.append(Embedded(event, memories_of(event), vectors[row : row + 1]))
             await writer.apply(batch)
             progress.tick("memories seeded", high, stop)
@@ -211,7 +223,7 @@ def run_recall(
         seeded = 0
         for size in sorted(sizes):
             progress.say(f"seeding {size - seeded} memories over {tenants} tenants")
-            _seed(ns, seeded, size, tenants, dims, progress)
+            seed_memories(ns, seeded, size, tenants, dims, progress)
             seeded = size
             progress.say(f"{queries} queries at {size} memories")
             lat = _measure(ns, tenants, dims, queries, size, embedder)

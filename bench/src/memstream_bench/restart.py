@@ -26,7 +26,7 @@ from memstream.config import Settings
 from memstream.processes import free_port
 from memstream_bench.harness import BenchNamespace
 from memstream_bench.raw_redis import RedisProbe, wait_until
-from memstream_bench.recall import _seed as seed_random  # the recall bench's seeding
+from memstream_bench.recall import seed_memories as seed_random  # the recall bench's seeding
 from memstream_bench.stats import Progress
 
 __all__ = ["main"]

@@ -64,7 +64,7 @@ from memstream_bench.report import BenchResult, Comparison
 from memstream_bench.sessions import SessionRates, measure_sessions, session_rates
 from memstream_bench.stats import Latency, Progress, ratio
 
-__all__ = ["run_serve"]
+__all__ = ["run_serve", "serving"]
 
 TARGET_P50 = "p50 overhead ≤ 1 ms"
 TARGET_P99 = "p99 ≤ 1.5x in-process"
@@ -101,7 +101,7 @@ def run_serve(
         texts = conversation_texts()
         serve = ("memstream", "serve", "--port", "{port}")
         with (
-            _serving(ns.settings, *serve) as url,
+            serving(ns.settings, *serve) as url,
             httpx.Client(
                 base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30
             ) as http,
@@ -160,7 +160,7 @@ def run_serve(
                 ns.topics.dead_letters,
                 f"{ns.keys.namespace}:bare-sessions",
             )
-            with _serving(ns.settings, *bare) as bare_url:
+            with serving(ns.settings, *bare) as bare_url:
                 progress.say(
                     f"{rounds} x {writes} writes from {CLIENTS} clients to memstream and as many "
                     "to a bare HTTP-to-Kafka endpoint, in halves taking turns"
@@ -346,7 +346,7 @@ def run_serve(
 
 
 @contextmanager
-def _serving(settings: Settings, module: str, *args: str) -> Iterator[str]:
+def serving(settings: Settings, module: str, *args: str) -> Iterator[str]:
     """`python -m module PORT? args` on a free loopback port; yields its URL once it answers."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -14,15 +14,17 @@ names a key.
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from importlib.resources import files
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import quote
 
 import anyio
 import jinja2
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from memstream.errors import (
     ConfigurationError,
@@ -39,7 +41,7 @@ from memstream.memory.tenancy import TenantId, validate_tenant
 from memstream.server.api_keys import ApiKeys
 from memstream.server.console_sessions import COOKIE, ConsoleSession, ConsoleSessions, check_form
 from memstream.server.errors import status_of
-from memstream.server.models import MEMORY_ID_PATTERN
+from memstream.server.models import MEMORY_ID_PATTERN, EditMemoryRecordRequest
 from memstream.server.service import MemoryService
 from memstream.streams.lineage import KEEP_S
 
@@ -74,7 +76,9 @@ _templates = jinja2.Environment(
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
-_CSS = files("memstream.server").joinpath("console_static", "console.css").read_bytes()
+_STATIC = files("memstream.server").joinpath("console_static")
+_CSS = _STATIC.joinpath("console.css").read_bytes()
+_LIVE_JS = _STATIC.joinpath("live.js").read_bytes()
 
 
 def _sessions(request: Request) -> ConsoleSessions:
@@ -129,6 +133,13 @@ def _tenant(session: ConsoleSession, named: str | None) -> TenantId:
 @console.get("/static/console.css")
 async def stylesheet() -> Response:
     return Response(_CSS, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+
+@console.get("/static/live.js")
+async def live_script() -> Response:
+    return Response(
+        _LIVE_JS, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"}
+    )
 
 
 @console.get("/sign-in")
@@ -208,6 +219,91 @@ async def explorer(
 
 
 _KINDS = [t.value for t in MemoryType]
+
+
+@console.get("/live")
+async def live_page(
+    request: Request, tenant: Annotated[str | None, Query(max_length=256)] = None
+) -> Response:
+    """New memories as the worker projects them (the page's script follows `/live/events`)."""
+    session = None
+    try:
+        session = _signed_in(request)
+        named = _tenant(session, tenant) if session.principal.tenant or tenant else None
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    response = _page("live.html", session=session, tenant=named)
+    # This page alone runs a script: the console's own, from this origin.
+    response.headers["Content-Security-Policy"] = LIVE_POLICY
+    return response
+
+
+@console.get("/live/events")
+async def live_events(
+    request: Request, tenant: Annotated[str | None, Query(max_length=256)] = None
+) -> Response:
+    """Server-sent events: each memory the tenant gains (`memory`: its id, text, type,
+    thread, time, and the lag from its event's time to now), and the workers' lag in events
+    (`lag`), polled from the projection every `LIVE_POLL_S`; it ends with the session."""
+    session = None
+    try:
+        session = _signed_in(request)
+        named = _tenant(session, tenant)
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    return StreamingResponse(
+        _live(request, named), media_type="text/event-stream", headers=SECURITY_HEADERS
+    )
+
+
+LIVE_POLL_S = 0.5
+LIVE_POLICY = (
+    SECURITY_HEADERS["Content-Security-Policy"] + "; script-src 'self'; connect-src 'self'"
+)
+_LIVE_NEWEST = 20
+
+
+async def _live(request: Request, tenant: TenantId) -> AsyncIterator[bytes]:
+    service = _service(request)
+    where = SearchFilter(tenant)
+    seen: set[str] | None = None
+    while not await request.is_disconnected():
+        try:
+            _signed_in(request)
+        except MemstreamError:
+            yield b"event: ended\ndata: {}\n\n"
+            return
+        page = await anyio.to_thread.run_sync(
+            lambda: service.find(where, "", mode=SearchMode.HYBRID, limit=_LIVE_NEWEST, offset=0)
+        )
+        now = datetime.now(UTC)
+        fresh = [hit.memory for hit in page.hits if seen is None or hit.memory.id not in seen]
+        if seen is not None:  # what was there when the page opened is on it already
+            for memory in reversed(fresh):
+                yield _event("memory", _live_json(memory, now))
+        seen = (seen or set()) | {hit.memory.id for hit in page.hits}
+        operations: ConsoleOperations | None = request.app.state.operations
+        if operations is not None:
+            lags = [p.lag for p in await anyio.to_thread.run_sync(operations.processes)]
+            known = [lag for lag in lags if lag is not None]
+            yield _event("lag", {"events": max(known) if known else None})
+        await anyio.sleep(LIVE_POLL_S)
+
+
+def _live_json(memory: Memory, now: datetime) -> dict[str, Any]:
+    made = memory.provenance.recorded_at if memory.provenance is not None else memory.timestamp
+    return {
+        "id": memory.id,
+        "content": memory.content,
+        "type": memory.memory_type.value,
+        "thread": memory.thread,
+        "time": _when(memory.timestamp),
+        "lag_ms": max(round((now - made).total_seconds() * 1000), 0),
+    }
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 @console.get("/memories/{memory_id}")
@@ -292,12 +388,38 @@ async def turns_page(
     )
 
 
-@console.get("/memories/{memory_id}/forget")
-async def forget_page(
+@console.post("/memories/{memory_id}/edit")
+async def edit(
     request: Request,
     memory_id: str,
+    csrf: Annotated[str, Form()] = "",
+    text: Annotated[str, Form()] = "",
+    tenant: Annotated[str | None, Form(max_length=256)] = None,
+) -> Response:
+    """The API's edit of the text: one MemorySaved of the whole memory under its id."""
+    session = None
+    try:
+        session = _signed_in(request)
+        check_form(session, csrf)
+        named = _tenant(session, tenant)
+        if not text.strip():
+            raise InvalidInputError("a memory's text cannot be empty: forget it instead")
+        changes = EditMemoryRecordRequest(text=text)
+        await _service(request).edit(session.principal, memory_id, changes, named=named, wait=10.0)
+    except MemstreamError as exc:
+        return _failed(exc, session)
+    return _back(session, f"/console/memories/{memory_id}", named)
+
+
+@console.get("/memories/{memory_id}/{action}")
+async def change_page(
+    request: Request,
+    memory_id: str,
+    action: Literal["edit", "forget"],
     tenant: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
+    """The page before a change: the form that edits a memory's text, or the confirmation
+    that forgets it, each saying which event it writes."""
     session = None
     try:
         session = _signed_in(request)
@@ -305,7 +427,7 @@ async def forget_page(
         memory = await _memory(request, named, memory_id)
     except MemstreamError as exc:
         return _failed(exc, session)
-    return _page("forget.html", session=session, tenant=named, memory=memory)
+    return _page(f"{action}.html", session=session, tenant=named, memory=memory)
 
 
 @console.post("/memories/{memory_id}/forget")
@@ -324,10 +446,14 @@ async def forget(
         await _service(request).delete(session.principal, [memory_id], named=named, wait=10.0)
     except MemstreamError as exc:
         return _failed(exc, session)
-    shown = f"/console?forgotten={memory_id}"
+    return _back(session, f"/console?forgotten={memory_id}", named)
+
+
+def _back(session: ConsoleSession, path: str, tenant: str) -> RedirectResponse:
+    """A redirect after a change to `path`, naming the tenant for an admin's session."""
     if session.principal.tenant is None:
-        shown += f"&tenant={named}"
-    return RedirectResponse(shown, 303, headers=SECURITY_HEADERS)
+        path += ("&" if "?" in path else "?") + f"tenant={quote(tenant)}"
+    return RedirectResponse(path, 303, headers=SECURITY_HEADERS)
 
 
 def _admin(request: Request) -> tuple[ConsoleSession, ConsoleOperations]:
@@ -467,7 +593,9 @@ async def _history(
         found = await anyio.to_thread.run_sync(
             lambda: service.history(session.principal, memory_id, named=tenant)
         )
-    except InvalidInputError as exc:
+    except (InvalidInputError, MemoryNotFoundError) as exc:
+        # No log here, or none of the memory's events left in it (retention, an erasure):
+        # the page still shows the memory.
         return [], str(exc)
     return [entry.model_dump() for entry in found.history], None
 
