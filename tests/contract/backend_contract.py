@@ -869,6 +869,31 @@ class BackendContract:
         registry.remove("h1", 11)
         assert registry.reports() == []
 
+    def test_a_processs_lags_are_kept_for_an_hour_after_its_last_report(
+        self, backend: ProjectionBackend
+    ) -> None:
+        registry = backend.processes()
+        host = f"h-{uuid.uuid4().hex[:6]}"
+        start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
+
+        def beat(minutes: int, lag: int | None, kind: str = "worker") -> None:
+            at = start + timedelta(minutes=minutes)
+            registry.write(ProcessReport(kind, 7, host, at, None, lag, "", None), ttl_s=60)
+
+        beat(0, 40)
+        beat(40, 12)
+        beat(45, None)  # no lag known: a heartbeat, no point
+        beat(95, 3)
+        beat(100, 0, kind="server")  # another process's series
+        mine = [s for s in registry.lags() if s.host == host]
+        assert [(s.kind, s.pid) for s in mine] == [("server", 7), ("worker", 7)]
+        # The point of minute 0 is more than an hour before the last: gone.
+        assert mine[1].points == (
+            (start + timedelta(minutes=40), 12),
+            (start + timedelta(minutes=95), 3),
+        )
+        registry.remove(host, 7)
+
     def test_the_journal_records_runs_and_effects(self, backend: ProjectionBackend) -> None:
         journal = backend.journal()
         snapshot = ThreadSnapshot("thread-1", (), {}, Usage(), 0)

@@ -393,6 +393,10 @@ def test_a_worker_killed_while_it_writes_to_two_shards_loses_and_doubles_nothing
     def publish() -> None:
         for i in range(0, len(events), 48):  # each chunk has notes of every shard's tenants
             stack.publish(events[i : i + 48])
+            # No more than two chunks ahead of the projection, through the kills too: every
+            # shard then moves on together, and no backlog lets a restarted worker finish one
+            # shard before it starts another.
+            wait_until(lambda done=i: applied() >= done - 48, "the projection to follow", _SLOW_S)
 
     publishing = threading.Thread(target=publish)
     worker = start_worker(scene.env, scene.log)
@@ -400,12 +404,15 @@ def test_a_worker_killed_while_it_writes_to_two_shards_loses_and_doubles_nothing
     try:
         projecting(scene.deployment, worker, scene.log)
         publishing.start()
-        for share in (4, 2):  # at a quarter, then at a half of the events
+        for share in (4, 2):  # from a quarter, then from a half of the events
 
             def reached(due: int = len(events) // share) -> bool:
-                return applied() >= due
+                # The kill must land with two shards or more part-way through: waited for,
+                # not hoped for (a worker can finish one shard's events in a batch or two).
+                midway = sum(0 < applied_on(shard) < sent[shard] for shard in on)
+                return applied() >= due and midway >= 2
 
-            wait_until(reached, f"1/{share} of the events applied", _SLOW_S)
+            wait_until(reached, f"1/{share} of the events applied, 2 shards midway", _SLOW_S)
             os.kill(worker.pid, signal.SIGKILL)
             worker.wait()
             half_written.append({shard: applied_on(shard) for shard in on})

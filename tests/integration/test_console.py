@@ -78,6 +78,7 @@ def test_a_tenant_signs_in_searches_reads_and_forgets(server: str, env: dict[str
 
     found = browser.get("/console", params={"q": "where is the office"})
     assert found.status_code == 200
+    assert re.search(r"score [0-9.]+ \(words [0-9.]+, meaning [0-9.]+\)", found.text)
     assert found.text.index("The office moved to Cork") < found.text.index("alert")
 
     shown = browser.get(f"/console/memories/{office}")
@@ -214,6 +215,11 @@ def test_the_operations_page_is_the_admins_keys_dead_letters_and_erasure(
     assert page.status_code == 200, page.text
     assert "Workers and servers" in page.text and "Projection shards" in page.text
     assert re.search(r"<td>(worker|server)</td>", page.text)  # their heartbeats
+    # The worker's lag over the last hour, as an SVG plot (its heartbeats report it).
+    wait_until(
+        lambda: '<svg class="lag"' in admin.get("/console/ops").text, "the worker's lag to plot"
+    )
+    assert re.search(r'<polyline fill="none" stroke="#[0-9a-f]{6}"', admin.get("/console/ops").text)
     token = csrf_of(page.text)
 
     # A key made here is shown once, signs in, and once revoked ends its session.
@@ -248,6 +254,9 @@ def test_the_operations_page_is_the_admins_keys_dead_letters_and_erasure(
     )
     assert wrong.status_code == 422 and "type its id again" in wrong.text
     assert "Erase me" in admin.get("/console", params={"tenant": doomed}).text
+    # Each tenant's memories, on the operations page, linked to its explorer.
+    listed = admin.get("/console/ops").text
+    assert f'href="/console?tenant={doomed}">{doomed}</a>' in listed
     erased = admin.post(
         "/console/ops/erase", data={"csrf": token, "tenant": doomed, "confirm": doomed}
     )

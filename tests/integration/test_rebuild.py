@@ -187,7 +187,7 @@ def test_forget_by_thread_and_time_from_the_command_line(
     assert left == {"new in a", "y", "old in b", "z"}
 
 
-def test_verify_under_live_traffic_names_what_it_could_not_compare(
+def test_verify_under_live_traffic_reports_no_drift_and_names_what_it_skips(
     stack: TestStack, env: dict[str, str]
 ) -> None:
     import asyncio
@@ -217,11 +217,14 @@ def test_verify_under_live_traffic_names_what_it_could_not_compare(
         stop.set()
         sender.join()
 
+    # Live traffic never reads as drift. Whether the partition took new events between the
+    # rebuild's read of the log's end and verify's check depends on where the worker's batch
+    # ended (one ending exactly at that end leaves nothing newer yet): then the tenant is
+    # compared, and equal; otherwise it is named as not compared.
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert (
-        f"1 tenants not compared, their partition took new events while verify ran: {busy!r}"
-        in (verified.stderr)
-    )
+    skipped = f"1 tenants not compared, their partition took new events while verify ran: {busy!r}"
+    assert skipped in verified.stderr or "equals the rebuild" in verified.stderr, verified.stderr
+    assert "differ" not in verified.stdout + verified.stderr
 
 
 def test_turns_recorded_for_another_model_are_projected_and_rebuilt_with_the_projections(

@@ -28,7 +28,7 @@ from memstream.memory.monitoring import (
     MonitoringEvent,
     Skipped,
 )
-from memstream.memory.ports import ProcessReport
+from memstream.memory.ports import LagSeries, ProcessReport
 from memstream.metrics import Metrics
 from memstream.streams.worker import _consumer_lag
 
@@ -314,6 +314,9 @@ class _Registry:
 
     def reports(self) -> list[ProcessReport]:
         return [report for report, _ in self.written.values()]
+
+    def lags(self) -> list[LagSeries]:
+        return []
 
 
 def _wait(condition: Callable[[], bool], what: str) -> None:

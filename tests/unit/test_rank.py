@@ -6,6 +6,7 @@ from collections import Counter
 from datetime import UTC, datetime
 
 import numpy as np
+import pytest
 
 from memstream.config import Settings
 from memstream.deployment import Deployment
@@ -77,6 +78,14 @@ def test_rank_fuses_collapses_duplicates_and_cuts_to_k() -> None:
     ]  # fmt: skip
     assert all(0.0 <= r.score <= 1.0 for r in ranked)
     assert ranked[0].score > ranked[1].score >= ranked[2].score
+    # Each hit says what its score was fused from: its words against the best, its meaning.
+    a = TUNING.vector_weight
+    for hit, vector in zip(ranked, (vectors[1], vectors[0], vectors[3]), strict=True):
+        assert hit.parts is not None
+        assert hit.parts.meaning == pytest.approx(float(vector @ query))
+        fused = (hit.parts.words + a * max(hit.parts.meaning, 0.0)) / (1 + a)
+        assert hit.score == pytest.approx(fused)
+    assert [r.parts.words for r in ranked if r.parts] == [1.0, 0.0, 0.0]  # "tea" alone counts
 
 
 def test_without_a_searchable_word_meaning_alone_ranks() -> None:

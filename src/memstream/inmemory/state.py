@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 
 from memstream.agent.journal import InMemoryJournal
 from memstream.memory.bounds import Bounds
@@ -73,6 +73,8 @@ class Namespace:
             self.api_keys: dict[str, str] = {}
             self.sessions: dict[tuple[str, str], Session] = {}
             self.processes: dict[tuple[str, int], tuple[ProcessReport, float]] = {}
+            # (kind, host, pid) -> (report time, lag), oldest first, within LAG_HISTORY.
+            self.lags: dict[tuple[str, str, int], list[tuple[datetime, int]]] = {}
             self.tokens: dict[date, dict[tuple[str, str], int]] = {}
             self.journal = InMemoryJournal()
             self.changed.notify_all()

@@ -12,7 +12,7 @@ from datetime import date
 
 from memstream.errors import StaleSessionError
 from memstream.inmemory.state import Namespace, Session
-from memstream.memory.ports import ProcessReport, StoredSession
+from memstream.memory.ports import LAG_HISTORY, LagSeries, ProcessReport, StoredSession
 from memstream.memory.tenancy import TenantId
 
 __all__ = ["InMemoryApiKeys", "InMemoryProcesses", "InMemoryTokenLedger", "InMemoryWorkingMemory"]
@@ -116,6 +116,12 @@ class InMemoryProcesses:
     def write(self, report: ProcessReport, ttl_s: int) -> None:
         with self._state.lock:
             self._state.processes[(report.host, report.pid)] = (report, time.time() + ttl_s)
+            if report.lag is not None:
+                at = report.seen_at
+                series = self._state.lags.setdefault((report.kind, report.host, report.pid), [])
+                series[:] = sorted(
+                    [(t, lag) for t, lag in series if t >= at - LAG_HISTORY] + [(at, report.lag)]
+                )
 
     def remove(self, host: str, pid: int) -> None:
         with self._state.lock:
@@ -126,6 +132,15 @@ class InMemoryProcesses:
         with self._state.lock:
             live = [report for report, until in self._state.processes.values() if until > now]
         return sorted(live, key=lambda r: (r.kind, r.host, r.pid))
+
+    def lags(self) -> list[LagSeries]:
+        with self._state.lock:
+            found = [
+                LagSeries(kind, host, pid, tuple(points))
+                for (kind, host, pid), points in self._state.lags.items()
+                if points
+            ]
+        return sorted(found, key=lambda s: (s.kind, s.host, s.pid))
 
 
 class InMemoryTokenLedger:

@@ -29,6 +29,7 @@ __all__ = [
     "Memory",
     "MemoryType",
     "RecalledMemory",
+    "ScoreParts",
     "derived_from",
 ]
 
@@ -112,11 +113,22 @@ class Memory:
 class RecalledMemory:
     """A memory returned by recall, with its relevance `score` (higher is more relevant) and,
     for a fact a later one superseded, when it stopped holding (`valid_to`, memory.validity;
-    None: it still holds, or it is no such fact)."""
+    None: it still holds, or it is no such fact). A hybrid recall also says what the score was
+    made of (`parts`: its words and its meaning, ranking.fusion; None for other searches)."""
 
     memory: Memory
     score: float
     valid_to: datetime | None = None
+    parts: ScoreParts | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreParts:
+    """What a hybrid score was fused from: `words`, the memory's BM25 over the best among the
+    candidates (0..1; 0: no word of the query), and `meaning`, its cosine with the query."""
+
+    words: float
+    meaning: float
 
 
 def derived_from(memory: Memory) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Protocol, TypeVar
 
 from memstream.memory.embeddings import Vectors
@@ -33,6 +33,7 @@ from memstream.memory.store import MemoryFilter
 from memstream.memory.tenancy import TenantId
 
 __all__ = [
+    "LAG_HISTORY",
     "MAX_RECALL_K",
     "ApiKeyStore",
     "AppliedOutcome",
@@ -43,6 +44,7 @@ __all__ = [
     "Generations",
     "Identified",
     "ItemIndex",
+    "LagSeries",
     "Marked",
     "MemoryLookup",
     "MemoryReader",
@@ -496,9 +498,25 @@ class ProcessReport:
     last_error_at: datetime | None
 
 
+# How far back each process's reported lags are kept (the console plots the last hour).
+LAG_HISTORY = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class LagSeries:
+    """The lags (events behind) one process reported, oldest first, within `LAG_HISTORY` of
+    its latest report, whether or not it still runs."""
+
+    kind: str
+    host: str
+    pid: int
+    points: tuple[tuple[datetime, int], ...]
+
+
 class ProcessRegistry(Protocol):
     """Where the processes of a namespace (workers, servers) say they are alive: a report
-    lasts `ttl_s` unless written again."""
+    lasts `ttl_s` unless written again. A report with a lag is also kept as a point of the
+    process's lag series, for `LAG_HISTORY`."""
 
     def write(self, report: ProcessReport, ttl_s: int) -> None: ...
 
@@ -506,6 +524,10 @@ class ProcessRegistry(Protocol):
 
     def reports(self) -> list[ProcessReport]:
         """Every process that reported within its TTL, by kind, host, then pid."""
+        ...
+
+    def lags(self) -> list[LagSeries]:
+        """Every process's lag series, by kind, host, then pid."""
         ...
 
 

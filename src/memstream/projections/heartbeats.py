@@ -1,5 +1,6 @@
 """The processes' heartbeats in Redis: one small hash per process under the namespace
-(`Keyspace.process`), expiring unless the process writes it again (`health.Heartbeat`)."""
+(`Keyspace.process`), expiring unless the process writes it again (`health.Heartbeat`), and
+each process's reported lags over the last hour (`Keyspace.process_lags`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import redis
 from redis.typing import EncodableT, FieldT
 
 from memstream.errors import ConfigurationError, RedisUnavailableError
-from memstream.memory.ports import ProcessReport
+from memstream.memory.ports import LAG_HISTORY, LagSeries, ProcessReport
 from memstream.projections.connection import redis_errors, text
 from memstream.projections.schema import Keyspace
 
@@ -40,6 +41,12 @@ class RedisProcessRegistry:
             pipe = self._client.pipeline(transaction=True)
             pipe.hset(key, mapping=fields)
             pipe.expire(key, ttl_s)
+            if report.lag is not None:
+                lags = self._keys.process_lags(report.kind, report.host, report.pid)
+                at = report.seen_at.timestamp()
+                pipe.zadd(lags, {f"{at:.3f}:{report.lag}": at})
+                pipe.zremrangebyscore(lags, "-inf", f"({at - LAG_HISTORY.total_seconds()}")
+                pipe.expire(lags, int(LAG_HISTORY.total_seconds()))
             pipe.execute()
 
     def remove(self, host: str, pid: int) -> None:
@@ -54,6 +61,22 @@ class RedisProcessRegistry:
                 if raw:
                     reports.append(_report({text(k): text(v) for k, v in raw.items()}))
         return sorted(reports, key=lambda r: (r.kind, r.host, r.pid))
+
+    def lags(self) -> list[LagSeries]:
+        found = []
+        prefix = self._keys.process_lags_pattern[:-1]
+        with redis_errors(self._url, "reading the processes' lags"):
+            for key in self._client.scan_iter(match=self._keys.process_lags_pattern, count=1000):
+                kind, rest = text(key).removeprefix(prefix).split(":", 1)
+                host, pid = rest.rsplit(":", 1)
+                members: list[bytes] = self._client.zrange(key, 0, -1)  # type: ignore[assignment]
+                points = []
+                for member in members:
+                    at, lag = text(member).split(":")
+                    points.append((datetime.fromtimestamp(float(at), UTC), int(lag)))
+                if points:
+                    found.append(LagSeries(kind, host, int(pid), tuple(points)))
+        return sorted(found, key=lambda s: (s.kind, s.host, s.pid))
 
     @contextmanager
     def _errors(self, doing: str) -> Iterator[None]:

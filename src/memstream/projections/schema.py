@@ -172,6 +172,15 @@ class Keyspace:
     def process_pattern(self) -> str:
         return f"{self.namespace}:process:*"
 
+    def process_lags(self, kind: str, host: str, pid: int) -> str:
+        """A process's reported lags, a ZSET scored by report time (member "time:lag"), kept
+        for `LAG_HISTORY` after its last report (the console's plot)."""
+        return f"{self.namespace}:lags:{kind}:{host}:{pid}"
+
+    @property
+    def process_lags_pattern(self) -> str:
+        return f"{self.namespace}:lags:*"
+
     @property
     def generation_prefix(self) -> str:
         return f"{self.namespace}:g{self.generation}:"

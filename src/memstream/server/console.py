@@ -15,7 +15,7 @@ names a key.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -36,6 +36,7 @@ from memstream.errors import (
 )
 from memstream.memory.events.recorded import check_memory_id
 from memstream.memory.model import Memory, MemoryType
+from memstream.memory.ports import LAG_HISTORY, LagSeries
 from memstream.memory.search import SearchFilter, SearchMode
 from memstream.memory.tenancy import TenantId, validate_tenant
 from memstream.server.api_keys import ApiKeys
@@ -476,7 +477,9 @@ async def operations_page(
     try:
         session, operations = _admin(request)
         processes = await anyio.to_thread.run_sync(operations.processes)
+        lags = await anyio.to_thread.run_sync(operations.lags)
         shards = await anyio.to_thread.run_sync(operations.shards)
+        tenants = await anyio.to_thread.run_sync(operations.tenants)
         letters = await operations.dead_letters()
         keys: ApiKeys = request.app.state.keys
         held = await anyio.to_thread.run_sync(keys.all)
@@ -486,11 +489,44 @@ async def operations_page(
     return _page(
         "ops.html", session=session, processes=processes, shards=shards,
         by_code=letters.pending_by_code(), letters=pending[-_LETTERS:], total=len(pending),
-        keys=held, done=done, made=None,
+        keys=held, done=done, made=None, plot=_plot(lags, datetime.now(UTC)),
+        tenants=tenants[:_TENANTS], tenant_count=len(tenants),
     )  # fmt: skip
 
 
 _LETTERS = 100
+_TENANTS = 100
+_PLOT_W, _PLOT_H = 600.0, 120.0
+_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf")
+
+
+def _plot(series: Sequence[LagSeries], now: datetime) -> dict[str, Any]:
+    """The last hour of each process's lag as SVG coordinates: x from an hour ago (0) to now
+    (`_PLOT_W`), y from the largest lag seen (0) to none (`_PLOT_H`)."""
+    start = now - LAG_HISTORY
+    shown = [(s, [(at, lag) for at, lag in s.points if at >= start]) for s in series]
+    shown = [(s, points) for s, points in shown if points]
+    top = max((lag for _, points in shown for _, lag in points), default=0) or 1
+    span = LAG_HISTORY.total_seconds()
+    lines = []
+    for n, (s, points) in enumerate(shown):
+        xy = [
+            (
+                round((at - start).total_seconds() / span * _PLOT_W, 1),
+                round(_PLOT_H - lag / top * _PLOT_H, 1),
+            )
+            for at, lag in points
+        ]
+        lines.append(
+            {
+                "label": f"{s.kind} {s.host}:{s.pid}",
+                "colour": _COLOURS[n % len(_COLOURS)],
+                "points": " ".join(f"{x},{y}" for x, y in xy),
+                "dots": xy,
+                "last": points[-1][1],
+            }
+        )
+    return {"lines": lines, "top": top, "width": _PLOT_W, "height": _PLOT_H}
 
 
 @console.post("/ops/keys")

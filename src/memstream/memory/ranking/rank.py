@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from memstream.memory.embeddings import Vectors
-from memstream.memory.model import Memory, RecalledMemory
+from memstream.memory.model import Memory, RecalledMemory, ScoreParts
 from memstream.memory.ranking.bm25 import RECALL_B, RECALL_K1, idf, okapi
 from memstream.memory.ranking.dedup import collapse_duplicates
 from memstream.memory.ranking.fusion import Candidate, RecallTuning, fuse
@@ -116,4 +116,10 @@ def rank(
     if tuning.question_weight < 1:
         fused = weigh_questions(fused, tuning.question_weight)
     kept = collapse_duplicates(fused, tuning.duplicate_similarity, k)
-    return [RecalledMemory(c.memory, score, until.get(c.memory.id)) for c, score in kept]
+    best = max(c.lexical for c in candidates) or 1.0
+    return [
+        RecalledMemory(
+            c.memory, score, until.get(c.memory.id), ScoreParts(c.lexical / best, c.cosine)
+        )
+        for c, score in kept
+    ]
