@@ -44,7 +44,7 @@ from memstream.hooks import RecordConfig, SemanticMemoryMiddleware
 from memstream.memory.events import MemoryEvent
 from memstream.memory.tenancy import tenant_key, tenant_token
 from memstream.projections.schema import Keyspace
-from memstream.streams.topics import partition_leaders
+from memstream.streams.topics import cluster_report, partition_leaders
 from memstream.streams.wire import partition_of
 from memstream.testing.stack import wait_until_recallable
 
@@ -221,6 +221,12 @@ def test_the_leader_of_busy_partitions_killed_mid_stream_blocks_no_turn_and_lose
 
             wait_until(moved, "the killed broker's partitions to get new leaders")
             moved_at = time.monotonic()
+            # What the console's operations page shows: the broker down, no partition
+            # offline, every one short of a replica.
+            seen = asyncio.run(cluster_report(stack.kafka, stack.topics.memory))
+            assert [b.node for b in seen.brokers if not b.up] == [victim], seen
+            assert seen.offline == () and seen.partitions == PARTITIONS
+            assert set(seen.under_replicated) == set(range(PARTITIONS)), seen
             stop.wait(2.0)  # turns go on against the two brokers left
         finally:
             stop.set()

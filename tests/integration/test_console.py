@@ -9,6 +9,7 @@ import json
 import re
 import uuid
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -125,6 +126,37 @@ def test_a_tenant_never_sees_another_tenants_memory(server: str, env: dict[str, 
     assert admin.get(f"/console/memories/{secret}", params={"tenant": theirs}).status_code == 200
 
 
+def test_the_explorer_filters_by_time_and_says_what_was_malformed(
+    server: str, env: dict[str, str]
+) -> None:
+    tenant = f"con-{uuid.uuid4().hex[:8]}"
+    key = tenant_key(env, tenant)
+    before = datetime.now(UTC) - timedelta(minutes=1)
+    remember(server, key, {f"t-{uuid.uuid4().hex[:6]}": "The standup moved to ten o'clock"})
+    browser = signed_in(server, key)
+
+    def listing(**params: str) -> str:
+        page = browser.get("/console", params=params)
+        assert page.status_code == 200, page.text
+        return page.text
+
+    hour = timedelta(hours=1)
+    assert "standup moved" in listing(since=before.isoformat())
+    # A time without a zone is UTC, as the pages show times (what a datetime field sends).
+    assert "standup moved" in listing(since=before.strftime("%Y-%m-%dT%H:%M"))
+    assert "standup moved" not in listing(since=(before + hour).isoformat())
+    assert "standup moved" not in listing(until=(before - hour).isoformat(), q="standup")
+
+    # A malformed time or query is said on a page (not the API's JSON), and nothing changes.
+    wrong = browser.get("/console", params={"since": "last tuesday"})
+    assert wrong.status_code == 422 and "since: not a time" in wrong.text
+    assert wrong.headers["content-type"].startswith("text/html")
+    bad_turn = browser.get("/console/turns", params={"run": "r", "turn": "-1"})
+    assert bad_turn.status_code == 422 and "malformed" in bad_turn.text
+    assert bad_turn.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in bad_turn.headers["content-security-policy"]
+
+
 def test_a_wrong_key_signs_nobody_in(server: str) -> None:
     with httpx.Client(base_url=server) as browser:
         refused = browser.post("/console/sign-in", data={"key": "msk_not-a-key"})
@@ -215,6 +247,9 @@ def test_the_operations_page_is_the_admins_keys_dead_letters_and_erasure(
     assert page.status_code == 200, page.text
     assert "Workers and servers" in page.text and "Projection shards" in page.text
     assert re.search(r"<td>(worker|server)</td>", page.text)  # their heartbeats
+    # The one broker: answering, the controller, leading every partition, all in sync.
+    assert re.search(r"<tr><td>\d+</td><td>[^<]+:\d+</td><td>yes</td><td>yes</td>", page.text)
+    assert "every partition fully in sync" in page.text
     # The worker's lag over the last hour, as an SVG plot (its heartbeats report it).
     wait_until(
         lambda: '<svg class="lag"' in admin.get("/console/ops").text, "the worker's lag to plot"
@@ -257,6 +292,8 @@ def test_the_operations_page_is_the_admins_keys_dead_letters_and_erasure(
     # Each tenant's memories, on the operations page, linked to its explorer.
     listed = admin.get("/console/ops").text
     assert f'href="/console?tenant={doomed}">{doomed}</a>' in listed
+    row = re.search(rf"{doomed}</a></td><td>\d+</td><td>1</td><td>([0-9.]+) (K|M)?i?B</td>", listed)
+    assert row is not None and float(row.group(1)) > 0  # its share of its shard's bytes
     erased = admin.post(
         "/console/ops/erase", data={"csrf": token, "tenant": doomed, "confirm": doomed}
     )

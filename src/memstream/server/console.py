@@ -15,7 +15,7 @@ names a key.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -24,12 +24,15 @@ from urllib.parse import quote
 import anyio
 import jinja2
 from fastapi import APIRouter, Form, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 
 from memstream.errors import (
     ConfigurationError,
     ForbiddenError,
     InvalidInputError,
+    KafkaUnavailableError,
     MemoryNotFoundError,
     MemstreamError,
     NotAuthenticatedError,
@@ -51,7 +54,6 @@ if TYPE_CHECKING:  # built by who serves (server/console_ops.py, over a deployme
 
 __all__ = ["SECURITY_HEADERS", "console"]
 
-console = APIRouter(prefix="/console", include_in_schema=False)
 
 # No script, no frame, no other origin: a memory's text that slipped past escaping could not
 # run, load or send anything.
@@ -94,10 +96,43 @@ def _page(
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
 
-def _failed(exc: MemstreamError, session: ConsoleSession | None) -> Response:
+def _failed(request: Request, exc: MemstreamError) -> Response:
+    """The page for what a console handler refused: sign-in for a browser without a session,
+    else the error, said as the API says it, with the status it answers."""
+    session: ConsoleSession | None = getattr(request.state, "console_session", None)
     if isinstance(exc, NotAuthenticatedError) and session is None:
         return RedirectResponse("/console/sign-in", 303, headers=SECURITY_HEADERS)
     return _page("error.html", status_of(exc), session, message=str(exc), code=exc.code)
+
+
+class _ConsoleRoute(APIRoute):
+    """A console page's route: its handler raises what it refuses (a MemstreamError, or a
+    malformed query or form) and this answers it with `_failed`'s page, never the API's
+    JSON."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except MemstreamError as exc:
+                return _failed(request, exc)
+            except RequestValidationError as exc:
+                return _failed(request, InvalidInputError(_malformed(exc)))
+
+        return handler
+
+
+def _malformed(exc: RequestValidationError) -> str:
+    said = [
+        f"{'.'.join(str(part) for part in error.get('loc', ())[1:])}: {error.get('msg', '')}"
+        for error in exc.errors()
+    ]
+    return "this request is malformed: " + "; ".join(said)
+
+
+console = APIRouter(prefix="/console", include_in_schema=False, route_class=_ConsoleRoute)
 
 
 def _signed_in(request: Request) -> ConsoleSession:
@@ -114,6 +149,7 @@ def _signed_in(request: Request) -> ConsoleSession:
     if not current:
         _sessions(request).end(token)
         raise NotAuthenticatedError("the key this console session signed in with was revoked")
+    request.state.console_session = session  # for the page that says what went wrong
     return session
 
 
@@ -176,11 +212,7 @@ async def sign_in(request: Request, key: Annotated[str, Form(max_length=512)] = 
 
 @console.post("/sign-out")
 async def sign_out(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
-    try:
-        session = _signed_in(request)
-        check_form(session, csrf)
-    except MemstreamError as exc:
-        return _failed(exc, None)
+    check_form(_signed_in(request), csrf)
     _sessions(request).end(request.cookies.get(COOKIE))
     response = RedirectResponse("/console/sign-in", 303, headers=SECURITY_HEADERS)
     response.delete_cookie(COOKIE, path="/console")
@@ -194,28 +226,35 @@ async def explorer(
     tenant: Annotated[str | None, Query(max_length=256)] = None,
     thread: Annotated[str, Query(max_length=256)] = "",
     kind: Annotated[str, Query(max_length=32)] = "",
+    since: Annotated[str, Query(max_length=64)] = "",
+    until: Annotated[str, Query(max_length=64)] = "",
     forgotten: Annotated[str | None, Query(pattern=MEMORY_ID_PATTERN)] = None,
 ) -> Response:
-    session = None
-    try:
-        session = _signed_in(request)
-        if session.principal.tenant is None and not tenant:
-            return _page("explorer.html", session=session, tenant=None, hits=None, q=q,
-                         thread=thread, kind=kind, kinds=_KINDS, forgotten=None)  # fmt: skip
-        named = _tenant(session, tenant)
-        kinds = (MemoryType(kind),) if kind else ()
-        where = SearchFilter(named, threads=(thread,) if thread else (), memory_types=kinds)
-        service = _service(request)
-        page = await anyio.to_thread.run_sync(
-            lambda: service.find(where, q, mode=SearchMode.HYBRID, limit=_PAGE, offset=0)
-        )
-    except ValueError as exc:  # an unknown memory type
-        return _failed(InvalidInputError(f"no such memory type: {exc}"), session)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    shown: dict[str, Any] = {
+        "q": q, "thread": thread, "kind": kind, "kinds": _KINDS, "since": since, "until": until
+    }  # fmt: skip
+    if session.principal.tenant is None and not tenant:
+        return _page("explorer.html", session=session, tenant=None, hits=None, forgotten=None,
+                     **shown)  # fmt: skip
+    named = _tenant(session, tenant)
+    if kind and kind not in _KINDS:
+        raise InvalidInputError(f"no such memory type: {kind!r} (one of {', '.join(_KINDS)})")
+    kinds = (MemoryType(kind),) if kind else ()
+    where = SearchFilter(
+        named,
+        threads=(thread,) if thread else (),
+        memory_types=kinds,
+        since=_moment(since, "since"),
+        until=_moment(until, "until"),
+    )
+    service = _service(request)
+    page = await anyio.to_thread.run_sync(
+        lambda: service.find(where, q, mode=SearchMode.HYBRID, limit=_PAGE, offset=0)
+    )
     return _page(
-        "explorer.html", session=session, tenant=named, hits=page.hits, total=page.total, q=q,
-        thread=thread, kind=kind, kinds=_KINDS, forgotten=forgotten,
+        "explorer.html", session=session, tenant=named, hits=page.hits, total=page.total,
+        forgotten=forgotten, **shown,
     )  # fmt: skip
 
 
@@ -227,12 +266,8 @@ async def live_page(
     request: Request, tenant: Annotated[str | None, Query(max_length=256)] = None
 ) -> Response:
     """New memories as the worker projects them (the page's script follows `/live/events`)."""
-    session = None
-    try:
-        session = _signed_in(request)
-        named = _tenant(session, tenant) if session.principal.tenant or tenant else None
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    named = _tenant(session, tenant) if session.principal.tenant or tenant else None
     response = _page("live.html", session=session, tenant=named)
     # This page alone runs a script: the console's own, from this origin.
     response.headers["Content-Security-Policy"] = LIVE_POLICY
@@ -246,12 +281,8 @@ async def live_events(
     """Server-sent events: each memory the tenant gains (`memory`: its id, text, type,
     thread, time, and the lag from its event's time to now), and the workers' lag in events
     (`lag`), polled from the projection every `LIVE_POLL_S`; it ends with the session."""
-    session = None
-    try:
-        session = _signed_in(request)
-        named = _tenant(session, tenant)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    named = _tenant(session, tenant)
     return StreamingResponse(
         _live(request, named), media_type="text/event-stream", headers=SECURITY_HEADERS
     )
@@ -312,25 +343,22 @@ async def memory_page(
     request: Request,
     memory_id: str,
     tenant: Annotated[str | None, Query(max_length=256)] = None,
-    at: Annotated[datetime | None, Query()] = None,
+    at: Annotated[str, Query(max_length=64)] = "",
 ) -> Response:
     """A memory now, its provenance and history; with `at`, also as it stood then (a history
     entry links there), though it may be gone now."""
-    session = None
-    try:
-        session = _signed_in(request)
-        named = _tenant(session, tenant)
-        check_memory_id(memory_id)
-        (memory,) = await _service(request).lookup(named, [memory_id])
-        then = None if at is None else await _then(request, named, memory_id, at)
-        if memory is None and then is None:
-            raise MemoryNotFoundError(f"no memory with id {memory_id!r} in this tenant")
-        history, unavailable = await _history(request, session, named, memory_id)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    named = _tenant(session, tenant)
+    check_memory_id(memory_id)
+    moment = _moment(at, "at")
+    (memory,) = await _service(request).lookup(named, [memory_id])
+    then = None if moment is None else await _then(request, named, memory_id, moment)
+    if memory is None and then is None:
+        raise MemoryNotFoundError(f"no memory with id {memory_id!r} in this tenant")
+    history, unavailable = await _history(request, session, named, memory_id)
     return _page(
         "memory.html", session=session, tenant=named, memory_id=memory_id, memory=memory,
-        at=at, then=then, history=history, unavailable=unavailable, keep_s=KEEP_S,
+        at=moment, then=then, history=history, unavailable=unavailable, keep_s=KEEP_S,
     )  # fmt: skip
 
 
@@ -338,29 +366,22 @@ async def memory_page(
 async def time_page(
     request: Request,
     tenant: Annotated[str | None, Query(max_length=256)] = None,
-    at: Annotated[datetime | None, Query()] = None,
-    since: Annotated[datetime | None, Query()] = None,
+    at: Annotated[str, Query(max_length=64)] = "",
+    since: Annotated[str, Query(max_length=64)] = "",
 ) -> Response:
     """The tenant's memory as it stood at `at`; with `since`, what changed from then to `at`."""
-    session = None
-    try:
-        session = _signed_in(request)
-        named = _tenant(session, tenant) if session.principal.tenant or tenant else None
-        service = _service(request)
-        view = changes = None
-        if named is not None and at is not None:
-            moment = at
-            view = await anyio.to_thread.run_sync(lambda: service.view(named, moment))
-            view.sort(key=lambda m: m.timestamp, reverse=True)
-            if since is not None:
-                start = since
-                changes = await anyio.to_thread.run_sync(
-                    lambda: service.changes(named, start, moment)
-                )
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    named = _tenant(session, tenant) if session.principal.tenant or tenant else None
+    service = _service(request)
+    moment, start = _moment(at, "at"), _moment(since, "since")
+    view = changes = None
+    if named is not None and moment is not None:
+        view = await anyio.to_thread.run_sync(lambda: service.view(named, moment))
+        view.sort(key=lambda m: m.timestamp, reverse=True)
+        if start is not None:
+            changes = await anyio.to_thread.run_sync(lambda: service.changes(named, start, moment))
     return _page(
-        "time.html", session=session, tenant=named, at=at, since=since, view=view,
+        "time.html", session=session, tenant=named, at=moment, since=start, view=view,
         changes=changes,
     )  # fmt: skip
 
@@ -374,16 +395,12 @@ async def turns_page(
 ) -> Response:
     """What a run's turns (or one turn) were shown (`memstream explain`), each memory linked,
     its text only while the tenant still holds it."""
-    session = None
-    try:
-        session = _signed_in(request)
-        named = _tenant(session, tenant)
-        service = _service(request)
-        turns = await anyio.to_thread.run_sync(lambda: service.turns(named, run, turn))
-        ids = [shown.memory_id for t in turns for shown in t.shown]
-        held = {m.id: m for m in await service.lookup(named, ids) if m is not None}
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    named = _tenant(session, tenant)
+    service = _service(request)
+    turns = await anyio.to_thread.run_sync(lambda: service.turns(named, run, turn))
+    ids = [shown.memory_id for t in turns for shown in t.shown]
+    held = {m.id: m for m in await service.lookup(named, ids) if m is not None}
     return _page(
         "turns.html", session=session, tenant=named, run=run, turn=turn, turns=turns, held=held
     )
@@ -398,17 +415,13 @@ async def edit(
     tenant: Annotated[str | None, Form(max_length=256)] = None,
 ) -> Response:
     """The API's edit of the text: one MemorySaved of the whole memory under its id."""
-    session = None
-    try:
-        session = _signed_in(request)
-        check_form(session, csrf)
-        named = _tenant(session, tenant)
-        if not text.strip():
-            raise InvalidInputError("a memory's text cannot be empty: forget it instead")
-        changes = EditMemoryRecordRequest(text=text)
-        await _service(request).edit(session.principal, memory_id, changes, named=named, wait=10.0)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    check_form(session, csrf)
+    named = _tenant(session, tenant)
+    if not text.strip():
+        raise InvalidInputError("a memory's text cannot be empty: forget it instead")
+    changes = EditMemoryRecordRequest(text=text)
+    await _service(request).edit(session.principal, memory_id, changes, named=named, wait=10.0)
     return _back(session, f"/console/memories/{memory_id}", named)
 
 
@@ -421,13 +434,9 @@ async def change_page(
 ) -> Response:
     """The page before a change: the form that edits a memory's text, or the confirmation
     that forgets it, each saying which event it writes."""
-    session = None
-    try:
-        session = _signed_in(request)
-        named = _tenant(session, tenant)
-        memory = await _memory(request, named, memory_id)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    named = _tenant(session, tenant)
+    memory = await _memory(request, named, memory_id)
     return _page(f"{action}.html", session=session, tenant=named, memory=memory)
 
 
@@ -438,15 +447,11 @@ async def forget(
     csrf: Annotated[str, Form()] = "",
     tenant: Annotated[str | None, Form(max_length=256)] = None,
 ) -> Response:
-    session = None
-    try:
-        session = _signed_in(request)
-        check_form(session, csrf)
-        named = _tenant(session, tenant)
-        await _memory(request, named, memory_id)
-        await _service(request).delete(session.principal, [memory_id], named=named, wait=10.0)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session = _signed_in(request)
+    check_form(session, csrf)
+    named = _tenant(session, tenant)
+    await _memory(request, named, memory_id)
+    await _service(request).delete(session.principal, [memory_id], named=named, wait=10.0)
     return _back(session, f"/console?forgotten={memory_id}", named)
 
 
@@ -472,25 +477,27 @@ def _admin(request: Request) -> tuple[ConsoleSession, ConsoleOperations]:
 async def operations_page(
     request: Request, done: Annotated[str, Query(max_length=200)] = ""
 ) -> Response:
-    """The admin's page: processes and their lag, shards, dead letters, keys, erasure."""
-    session = None
+    """The admin's page: brokers, processes and their lag, shards, tenants, dead letters,
+    keys, erasure."""
+    session, operations = _admin(request)
+    processes = await anyio.to_thread.run_sync(operations.processes)
+    lags = await anyio.to_thread.run_sync(operations.lags)
+    shards = await anyio.to_thread.run_sync(operations.shards)
+    tenants = await anyio.to_thread.run_sync(operations.tenants, shards)
     try:
-        session, operations = _admin(request)
-        processes = await anyio.to_thread.run_sync(operations.processes)
-        lags = await anyio.to_thread.run_sync(operations.lags)
-        shards = await anyio.to_thread.run_sync(operations.shards)
-        tenants = await anyio.to_thread.run_sync(operations.tenants)
-        letters = await operations.dead_letters()
-        keys: ApiKeys = request.app.state.keys
-        held = await anyio.to_thread.run_sync(keys.all)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+        cluster, unreachable = await operations.brokers(), None
+    except KafkaUnavailableError as exc:  # the page is for outages too: say it, show the rest
+        cluster, unreachable = None, str(exc)
+    letters = await operations.dead_letters()
+    keys: ApiKeys = request.app.state.keys
+    held = await anyio.to_thread.run_sync(keys.all)
     pending = letters.pending()
     return _page(
         "ops.html", session=session, processes=processes, shards=shards,
         by_code=letters.pending_by_code(), letters=pending[-_LETTERS:], total=len(pending),
         keys=held, done=done, made=None, plot=_plot(lags, datetime.now(UTC)),
-        tenants=tenants[:_TENANTS], tenant_count=len(tenants),
+        tenants=tenants[:_TENANTS], tenant_count=len(tenants), cluster=cluster,
+        unreachable=unreachable,
     )  # fmt: skip
 
 
@@ -536,28 +543,20 @@ async def create_key(
     tenant: Annotated[str, Form(max_length=256)] = "",
 ) -> Response:
     """A new key (for `tenant`; empty: an admin key), shown once on the page this answers."""
-    session = None
-    try:
-        session, _ = _admin(request)
-        check_form(session, csrf)
-        keys: ApiKeys = request.app.state.keys
-        key, made = await anyio.to_thread.run_sync(keys.create, tenant.strip() or None)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session, _ = _admin(request)
+    check_form(session, csrf)
+    keys: ApiKeys = request.app.state.keys
+    key, made = await anyio.to_thread.run_sync(keys.create, tenant.strip() or None)
     return _page("key_made.html", session=session, made=made, key=key)
 
 
 @console.post("/ops/keys/{key_id}/revoke")
 async def revoke_key(request: Request, key_id: str, csrf: Annotated[str, Form()] = "") -> Response:
-    session = None
-    try:
-        session, _ = _admin(request)
-        check_form(session, csrf)
-        keys: ApiKeys = request.app.state.keys
-        if not await anyio.to_thread.run_sync(keys.revoke, key_id):
-            raise InvalidInputError(f"no key with id {key_id!r}")
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session, _ = _admin(request)
+    check_form(session, csrf)
+    keys: ApiKeys = request.app.state.keys
+    if not await anyio.to_thread.run_sync(keys.revoke, key_id):
+        raise InvalidInputError(f"no key with id {key_id!r}")
     return _done(f"revoked key {key_id}")
 
 
@@ -567,13 +566,9 @@ async def retry_dead_letters(
     csrf: Annotated[str, Form()] = "",
     code: Annotated[str, Form(max_length=64)] = "",
 ) -> Response:
-    session = None
-    try:
-        session, operations = _admin(request)
-        check_form(session, csrf)
-        outcomes = await operations.retry(code or None)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session, operations = _admin(request)
+    check_form(session, csrf)
+    outcomes = await operations.retry(code or None)
     told = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())) or "none pending"
     return _done(f"retried: {told}")
 
@@ -586,18 +581,14 @@ async def erase(
     confirm: Annotated[str, Form(max_length=256)] = "",
 ) -> Response:
     """Crypto-shred a tenant, once its id is typed a second time, exactly."""
-    session = None
-    try:
-        session, operations = _admin(request)
-        check_form(session, csrf)
-        named = validate_tenant(tenant)
-        if confirm != tenant:
-            raise InvalidInputError(
-                "to erase a tenant, type its id again in the confirmation field, exactly"
-            )
-        erased = await anyio.to_thread.run_sync(operations.erase, named)
-    except MemstreamError as exc:
-        return _failed(exc, session)
+    session, operations = _admin(request)
+    check_form(session, csrf)
+    named = validate_tenant(tenant)
+    if confirm != tenant:
+        raise InvalidInputError(
+            "to erase a tenant, type its id again in the confirmation field, exactly"
+        )
+    erased = await anyio.to_thread.run_sync(operations.erase, named)
     return _done(f"erased tenant {named}: {len(erased.destroyed)} data keys destroyed")
 
 
@@ -636,6 +627,20 @@ async def _history(
     return [entry.model_dump() for entry in found.history], None
 
 
+def _moment(raw: str, name: str) -> datetime | None:
+    """A time a form or link gave (ISO 8601; without a zone, UTC, as the pages show times);
+    None for an empty field."""
+    if not raw.strip():
+        return None
+    try:
+        at = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise InvalidInputError(
+            f"{name}: not a time: {raw!r} (ISO 8601, e.g. 2026-12-06T09:30:00+00:00)"
+        ) from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
 def _when(at: datetime | None) -> str:
     return "" if at is None else at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -645,5 +650,16 @@ def _iso(at: datetime | None) -> str:
     return "" if at is None else at.isoformat()
 
 
+def _size(count: int) -> str:
+    """Bytes as a person reads them: 812 B, 3.4 KiB, 118.0 MiB."""
+    amount, unit = float(count), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if amount < 1024:
+            break
+        amount, unit = amount / 1024, bigger
+    return f"{count} B" if unit == "B" else f"{amount:.1f} {unit}"
+
+
+_templates.filters["size"] = _size
 _templates.filters["when"] = _when
 _templates.filters["iso"] = _iso

@@ -31,8 +31,11 @@ from memstream.streams.kafka import RIDE_OUT_S, KafkaConnection
 
 __all__ = [
     "KEYS_CONFIG",
+    "BrokerReport",
+    "ClusterReport",
     "TopicSpec",
     "Topics",
+    "cluster_report",
     "end_offsets",
     "ensure_topics",
     "replication",
@@ -169,6 +172,62 @@ async def partition_leaders(kafka: KafkaConnection, topic: str) -> dict[int, tup
     except KafkaUnavailableError:
         return {}
     return {p["partition"]: (p["leader"], len(p["isr"])) for p in described["partitions"]}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerReport:
+    """One broker as the cluster reports it: its node id, address, whether it is the
+    controller, and how many of the memory topic's partitions it leads and holds a replica of
+    (`up` False: a node the topic's replicas name that no longer answers)."""
+
+    node: int
+    address: str
+    up: bool
+    controller: bool
+    leads: int
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterReport:
+    """The brokers (answering and not) and the memory topic's partitions that have fewer
+    replicas in sync than they should (`under_replicated`) or no leader at all (`offline`):
+    the operations page's view of the log."""
+
+    brokers: tuple[BrokerReport, ...]
+    partitions: int
+    under_replicated: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+async def cluster_report(kafka: KafkaConnection, topic: str) -> ClusterReport:
+    """The cluster now, as one answering broker sees it (KafkaUnavailableError after a few
+    seconds without one)."""
+    async with KafkaAdmin(kafka, "describe the cluster", deadline_s=5.0) as admin:
+        cluster = await admin.call("describe the cluster", lambda c: c.describe_cluster())
+        (described,) = await admin.call("describe the topic", lambda c: c.describe_topics([topic]))
+    partitions = list(described["partitions"])
+    live = {b["node_id"]: f"{b['host']}:{b['port']}" for b in cluster["brokers"]}
+    named = {node for p in partitions for node in p["replicas"]}
+    brokers = tuple(
+        BrokerReport(
+            node=node,
+            address=live.get(node, "—"),
+            up=node in live,
+            controller=node == cluster["controller_id"],
+            leads=sum(1 for p in partitions if p["leader"] == node),
+            replicas=sum(1 for p in partitions if node in p["replicas"]),
+        )
+        for node in sorted(live.keys() | named)
+    )
+    return ClusterReport(
+        brokers=brokers,
+        partitions=len(partitions),
+        under_replicated=tuple(
+            sorted(p["partition"] for p in partitions if len(p["isr"]) < len(p["replicas"]))
+        ),
+        offline=tuple(sorted(p["partition"] for p in partitions if p["leader"] < 0)),
+    )
 
 
 async def _described(kafka: KafkaConnection, topic: str, deadline_s: float) -> dict[str, Any]:
