@@ -89,7 +89,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BATCH_SIZE = 128
+BATCH_SIZE = 512
 # How long the worker waits for a data key its keys topic does not hold yet before it
 # dead-letters the event sealed under it: an agent that made the key while Kafka was away
 # sends the key's record and the event from two producers, which may land in either order.
