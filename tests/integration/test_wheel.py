@@ -194,3 +194,27 @@ def test_the_wheel_holds_no_bench_and_its_bench_command_says_what_to_install(
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("memstream: `memstream bench` ") and "memstream[bench]" in line, line
+
+
+def test_the_installed_wheel_carries_the_console_its_pages_stylesheet_and_script(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The console works from the wheel alone: every page's template, the stylesheet and the
+    live page's script are package data, read from the installed files, not the checkout."""
+    script = (
+        "from importlib.resources import files\n"
+        "import memstream.server.console as console\n"
+        "folder = files('memstream.server').joinpath('console_templates')\n"
+        "names = sorted(p.name for p in folder.iterdir())\n"
+        "for name in names:\n"
+        "    console._templates.get_template(name)\n"
+        "print(console.__file__, len(console._CSS), len(console._LIVE_JS), *names)\n"
+    )
+    env = {"HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    where, css, js, *names = _run(
+        [str(installed / "bin" / "python"), "-c", script], env, tmp_path
+    ).split()
+    assert Path(where).is_relative_to(installed)
+    assert int(css) > 0 and int(js) > 0
+    pages = {"sign_in", "explorer", "memory", "time", "turns", "live", "edit", "forget", "ops"}
+    assert {f"{page}.html" for page in pages} <= set(names), names
