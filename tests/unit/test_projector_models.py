@@ -1,5 +1,7 @@
 """The projector embeds for the generation it writes, never for the model an event names; when
-a swap retires that generation mid-batch, the rest is embedded again for the new one."""
+a swap retires that generation mid-batch (or between batches: the projector holds the live
+generation as last read), the rest is embedded again for the new one. Positions are recorded
+apart only where applying did not already move them."""
 
 from __future__ import annotations
 
@@ -49,8 +51,10 @@ class Catalogue:
 class Generations:
     def __init__(self, models: dict[int, str], live: int) -> None:
         self.models, self.now = models, live
+        self.reads = 0
 
     async def live(self) -> int:
+        self.reads += 1
         return self.now
 
     async def model(self, generation: int) -> str | None:
@@ -58,18 +62,22 @@ class Generations:
 
 
 class Writer:
-    """Applies to `while_live` until `retire_after` events, then a swap retires it."""
+    """Applies to `while_live` until `retire_after` events, then a swap retires it; like the
+    apply script, refuses a `while_live` that is no longer live."""
 
     def __init__(self, generations: Generations, retire_after: int | None = None) -> None:
         self.generations = generations
         self.retire_after = retire_after
         self.applied: list[tuple[int, Embedded]] = []
+        self.advanced: list[dict[str, int]] = []
 
     async def apply(
         self, batch: Sequence[Embedded], *, into: int | None = None, while_live: int | None = None
     ) -> list[AppliedOutcome]:
         generation = into if into is not None else while_live
         assert generation is not None
+        if into is None and generation != self.generations.now:
+            return []
         done = []
         for item in batch:
             if self.retire_after is not None and len(self.applied) == self.retire_after:
@@ -81,15 +89,18 @@ class Writer:
         return done
 
     async def advance(self, positions: Mapping[str, int], **_: object) -> None:
-        return None
+        self.advanced.append(dict(positions))
 
     async def ensure_live_index(self, model: str, dims: int) -> int:
         return await self.generations.live()
 
 
 class DeadLetters:
+    def __init__(self) -> None:
+        self.sent: list[RawMessage] = []
+
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
-        raise AssertionError(f"dead-lettered: {error}")
+        self.sent.append(message)
 
 
 def turns(n: int, model: str) -> list[RawMessage]:
@@ -99,12 +110,14 @@ def turns(n: int, model: str) -> list[RawMessage]:
     return [RawMessage("ns.memory", 0, i, b"acme", encode_event(e)) for i, e in enumerate(events)]
 
 
-def projector(writer: Writer, generations: Generations) -> Projector:
+def projector(
+    writer: Writer, generations: Generations, dead_letters: DeadLetters | None = None
+) -> Projector:
     return Projector(
         Catalogue(),
         cast(ProjectionWriter, writer),
         cast(Any, generations),
-        DeadLetters(),
+        dead_letters or DeadLetters(),
         default_importance=0.5,
     )
 
@@ -142,3 +155,29 @@ def test_a_generation_without_an_index_is_built_with_the_configured_model() -> N
     asyncio.run(projector(writer, generations).project(turns(1, "old@1")))
     ((_, item),) = writer.applied
     assert item.memories[0].embedding_model == "new@2"
+
+
+def test_a_swap_between_batches_is_learnt_from_the_refusal_and_the_batch_embedded_again() -> None:
+    generations = Generations({1: "old@1", 2: "new@2"}, live=1)
+    writer = Writer(generations)
+    made = projector(writer, generations)
+    asyncio.run(made.project(turns(2, "old@1")))
+    asyncio.run(made.project(turns(2, "old@1")))
+    assert generations.reads == 1  # held, not read again before every batch
+    generations.now = 2  # a replay swapped generation 2 in
+    asyncio.run(made.project(turns(3, "old@1")))
+    assert [g for g, _ in writer.applied] == [1, 1, 1, 1, 2, 2, 2]
+    assert [float(item.vectors[0][0]) for _, item in writer.applied][4:] == [2, 2, 2]
+    assert generations.reads == 2
+
+
+def test_positions_are_recorded_apart_only_where_the_last_message_was_not_applied() -> None:
+    generations = Generations({1: "old@1"}, live=1)
+    writer, junk = Writer(generations), DeadLetters()
+    made = projector(writer, generations, junk)
+    asyncio.run(made.project(turns(3, "old@1")))
+    assert writer.advanced == []  # applying the last event moved the position there
+    tail = RawMessage("ns.memory", 0, 3, b"acme", b"{not json")
+    asyncio.run(made.project([*turns(3, "old@1"), tail]))
+    assert [m.offset for m in junk.sent] == [3]
+    assert writer.advanced == [{"ns.memory/0": 3}]  # over the dead letter

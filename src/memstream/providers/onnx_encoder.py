@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from memstream.memory.embeddings import Vectors
 __all__ = ["EncoderEmbedder", "OnnxSentenceEncoder", "Pooling"]
 
 _BATCH = 32
+_SLACK = 1.25
 
 
 class Pooling(enum.Enum):
@@ -82,10 +83,7 @@ class OnnxSentenceEncoder:
 
     def embed_many(self, texts: Sequence[str]) -> Vectors:
         out = np.empty((len(texts), self.dims), dtype=np.float32)
-        # Batches of similar length pad less: ~2x faster on conversational text.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), _BATCH):
-            rows = order[start : start + _BATCH]
+        for rows in _similar_lengths(texts):
             out[rows] = self._embed([texts[i] for i in rows], self._batch_session)
         return out
 
@@ -110,6 +108,27 @@ class OnnxSentenceEncoder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: Vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return unit
+
+
+def _similar_lengths(texts: Sequence[str]) -> Iterator[list[int]]:
+    """`texts`' rows in runs for the encoder, shortest first: each run is padded to its longest
+    text, so a run ends at `_BATCH` texts or where the next text would make the padding more
+    than `_SLACK` of the run's characters (by characters: tokens are not known yet). Sorted
+    runs pad ~2x less on conversational text than runs in arrival order; a small batch of
+    mixed lengths in one run paid up to 40 % more a text (docs/benchmarks.md, issue 37)."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    run: list[int] = []
+    total = 0
+    for row in order:
+        size = max(len(texts[row]), 1)
+        # Sorted, so the newcomer is the run's longest: the run would be padded to it.
+        if run and (len(run) >= _BATCH or (len(run) + 1) * size > _SLACK * (total + size)):
+            yield run
+            run, total = [], 0
+        run.append(row)
+        total += size
+    if run:
+        yield run
 
 
 def _session(onnxruntime: Any, model: Path, threads: int) -> Any:

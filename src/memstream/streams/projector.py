@@ -163,6 +163,7 @@ class Projector:
         self._keyring = keyring
         self._key_wait_s = key_wait_s
         self._failing_fast = failing_fast
+        self._live: int | None = None  # the live generation as last read (`_target`)
         # Events sealed under a destroyed data key: skipped, neither applied nor dead-lettered
         # (their content is gone by design, docs/erasure.md), counted here.
         self.erased = 0
@@ -223,10 +224,14 @@ class Projector:
         # still holds the last event applied (it may have restarted on older data meanwhile).
         last = {m.position.field: m.offset for m in prepared.messages}
         held = {position.field: position.offset for _, _, position in prepared.ready}
-        await self.retrying(
-            "recording positions",
-            lambda: self._writer.advance(last, into=self._into, held=held),
-        )
+        # Where a partition's last message was an event, applying it moved the position
+        # there: recording it again would be a no-op, and two round trips a batch.
+        moving = {field: offset for field, offset in last.items() if held.get(field) != offset}
+        if moving:
+            await self.retrying(
+                "recording positions",
+                lambda: self._writer.advance(moving, into=self._into, held=held),
+            )
         return outcomes
 
     async def _apply(self, prepared: Prepared) -> list[AppliedOutcome]:
@@ -239,6 +244,7 @@ class Projector:
             outcomes += applied
             pending = pending[len(applied) :]
             if pending:
+                self._live = None  # the generation held was retired: read the new one
                 generation = await self._target()
                 batch = await self._embedded(pending, await self._embedder_for(generation))
         if self._monitor is not None:
@@ -261,10 +267,15 @@ class Projector:
         return lambda: self._writer.apply(batch, while_live=generation)
 
     async def _target(self) -> int:
-        """The generation this batch goes to: the rebuild's, or the live one now."""
+        """The generation this batch goes to: the rebuild's, or the live one, as last read.
+        The apply script refuses a generation that is no longer live (`while_live`), and
+        `_apply` then reads the new one and embeds again for its model: reading it before
+        every batch would cost a round trip a batch to learn of a swap one batch sooner."""
         if self._into is not None:
             return self._into
-        return await self.retrying("reading the live generation", self._generations.live)
+        if self._live is None:
+            self._live = await self.retrying("reading the live generation", self._generations.live)
+        return self._live
 
     async def _embedder_for(self, generation: int) -> Embedder:
         """The embedder of `generation`'s model (the configured one, for a generation that
