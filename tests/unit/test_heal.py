@@ -8,7 +8,7 @@ from typing import Any, TypeVar, cast
 
 from memstream.memory.ports import AppliedOutcome, Position, ProjectionWriter
 from memstream.streams.heal import Healer
-from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.projector import Prepared, Projector, RawMessage
 
 T = TypeVar("T")
 TOPIC = "ns.memory"
@@ -48,6 +48,12 @@ class FakeRedis:
             await self.advance({m.position.field: m.offset})
         return []
 
+    async def prepare(self, messages: Sequence[RawMessage]) -> Prepared:
+        return Prepared(tuple(messages), (), {}, (), 1)
+
+    async def commit(self, prepared: Prepared) -> list[AppliedOutcome]:
+        return await self.project(prepared.messages)
+
     async def retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
         return await attempt()
 
@@ -83,6 +89,21 @@ def test_a_batch_after_a_gap_first_gets_the_missing_offsets() -> None:
     run(healer(redis, log).project([message(0, 9), message(0, 10)]))
     assert log.reads == [(0, 5, 8)]
     assert redis.projected == [(0, o) for o in range(5, 11)]
+
+
+def test_a_batch_prepared_while_the_one_before_is_applied_finds_no_gap() -> None:
+    redis, log = FakeRedis({f"{TOPIC}/0": 4}), FakeLog({})
+    heal = healer(redis, log)
+
+    async def overlapped() -> None:
+        first = await heal.prepare([message(0, 5), message(0, 6)])
+        second = await heal.prepare([message(0, 7)])  # before the first is applied
+        await heal.commit(first)
+        await heal.commit(second)
+
+    run(overlapped())
+    assert log.reads == []  # looked for at commit, once the first was applied
+    assert redis.projected == [(0, 5), (0, 6), (0, 7)]
 
 
 def test_a_batch_that_follows_on_reads_nothing_again() -> None:

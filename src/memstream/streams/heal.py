@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -55,9 +56,9 @@ from memstream.memory.ports import (
 )
 from memstream.streams.admin import KafkaAdmin
 from memstream.streams.kafka import KafkaConnection
-from memstream.streams.projector import Projector, RawMessage
+from memstream.streams.projector import Prepared, Projector, RawMessage
 
-__all__ = ["Healer", "KafkaLog", "LogSource", "ShardHealers"]
+__all__ = ["Healer", "KafkaLog", "LogSource", "ShardBatch", "ShardHealers"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -174,13 +175,24 @@ class Healer:
 
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
         """Project a batch of the stream, after whatever Redis lost before it."""
+        return await self.commit(await self.prepare(messages))
+
+    async def prepare(self, messages: Sequence[RawMessage]) -> Prepared:
+        """The batch decoded and embedded, nothing written: the worker prepares a batch while
+        Redis applies the one before (`Overlapping`)."""
+        return await self._projector.prepare(messages)
+
+    async def commit(self, prepared: Prepared) -> list[AppliedOutcome]:
+        """Apply a prepared batch, after whatever Redis lost before it: the gap is looked for
+        here, once the batch before is applied, not when this one was prepared."""
         async with self._lock:
+            messages = prepared.messages
             first: dict[str, RawMessage] = {}
             for message in messages:
                 first.setdefault(message.position.field, message)
             gaps = {f: m.offset - 1 for f, m in first.items()}
             await self._projector.retrying("healing the projection", lambda: self._fill(gaps))
-            outcomes = await self._projector.project(messages)
+            outcomes = await self._projector.commit(prepared)
             for message in messages:
                 field = message.position.field
                 self._consumed[field] = max(self._consumed.get(field, -1), message.offset)
@@ -246,6 +258,16 @@ class Healer:
             # Offsets without a message (transaction markers, a deleted log start) count too,
             # if Redis still holds what was just read again.
             await self._writer.advance({field: last}, held={field: held})
+
+
+@dataclass(frozen=True, slots=True)
+class ShardBatch:
+    """A batch `ShardHealers.prepare` split by shard: each part's shard (URL), its messages,
+    and what its healer prepared of them (None: the shard was down, the part is deferred);
+    `alone` when the layout has one shard (its part is held until Redis answers)."""
+
+    parts: tuple[tuple[str, tuple[RawMessage, ...], Prepared | None], ...]
+    alone: bool
 
 
 class ShardHealers:
@@ -340,22 +362,50 @@ class ShardHealers:
     async def project(self, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
         """Each shard's messages (in the log's order) projected to it, the shards at once;
         a shard that is down gets its part deferred to healing (module docstring)."""
+        return await self.commit(await self.prepare(messages))
+
+    async def prepare(self, messages: Sequence[RawMessage]) -> ShardBatch:
+        """The batch split by shard (the layout now), each part prepared by its shard's healer
+        (none for a shard that is down: its part waits for healing)."""
         layout = await self._follow()
         if layout.count == 1:
             healer = self._healers[layout.urls[0]]
-            return await _holding("projecting", lambda: healer.project(messages))
+            prepared = await _holding("preparing", lambda: healer.prepare(messages))
+            return ShardBatch(((layout.urls[0], tuple(messages), prepared),), alone=True)
         by_shard: dict[str, list[RawMessage]] = {}
         for message in messages:
             by_shard.setdefault(layout.url_of(message.partition), []).append(message)
-        done = await asyncio.gather(*(self._project_on(url, own) for url, own in by_shard.items()))
+        parts = await asyncio.gather(*(self._prepare_on(url, own) for url, own in by_shard.items()))
+        return ShardBatch(tuple(parts), alone=False)
+
+    async def _prepare_on(
+        self, url: str, messages: Sequence[RawMessage]
+    ) -> tuple[str, tuple[RawMessage, ...], Prepared | None]:
+        healer = self._healers[url]
+        prepared = None
+        if url not in self._down:
+            prepared = await self._on_shard(url, lambda: healer.prepare(messages))
+        return url, tuple(messages), prepared
+
+    async def commit(self, batch: ShardBatch) -> list[AppliedOutcome]:
+        """Apply each shard's prepared part to it, the shards at once (a single shard: held
+        until its Redis answers)."""
+        if batch.alone:
+            ((url, _, prepared),) = batch.parts
+            assert prepared is not None  # a single shard's part is held, never deferred
+            healer = self._healers[url]
+            return await _holding("projecting", lambda: healer.commit(prepared))
+        done = await asyncio.gather(*(self._commit_on(*part) for part in batch.parts))
         return [outcome for outcomes in done for outcome in outcomes]
 
-    async def _project_on(self, url: str, messages: Sequence[RawMessage]) -> list[AppliedOutcome]:
+    async def _commit_on(
+        self, url: str, messages: Sequence[RawMessage], prepared: Prepared | None
+    ) -> list[AppliedOutcome]:
         healer = self._healers[url]
-        if url not in self._down:
-            projected = await self._on_shard(url, lambda: healer.project(messages))
-            if projected is not None:
-                return projected
+        if prepared is not None and url not in self._down:
+            applied = await self._on_shard(url, lambda: healer.commit(prepared))
+            if applied is not None:
+                return applied
         healer.defer(messages)
         return []
 

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 from aiokafka import ConsumerRecord
@@ -80,6 +80,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,15 +384,16 @@ class Projector:
                 delay = min(delay * 2, self._max_retry_s)
 
 
-class Preparing(Protocol):
-    """A projector in its two steps (`Projector` is one)."""
+class Preparing(Protocol[P]):
+    """A projector in its two steps, `P` what the first hands the second (`Projector` is one,
+    with `Prepared`; the live worker's `ShardHealers` another)."""
 
-    async def prepare(self, messages: Sequence[RawMessage]) -> Prepared: ...
+    async def prepare(self, messages: Sequence[RawMessage]) -> P: ...
 
-    async def commit(self, prepared: Prepared) -> list[AppliedOutcome]: ...
+    async def commit(self, prepared: P) -> list[AppliedOutcome]: ...
 
 
-class Overlapping:
+class Overlapping(Generic[P]):
     """Projects batches in order, preparing each (decoding, embedding) while Redis applies the
     one before: Python's work and Redis's then run at once, on a machine of two cores a
     rebuild's largest saving after packing (docs/benchmarks.md). A batch is applied only
@@ -401,11 +403,11 @@ class Overlapping:
     is applied. Used as a context manager: leaving it waits for the last batch, or, when
     leaving on an error, cancels it (the caller's work is then abandoned anyway)."""
 
-    def __init__(self, projector: Preparing) -> None:
+    def __init__(self, projector: Preparing[P]) -> None:
         self._projector = projector
         self._in_flight: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> Overlapping:
+    async def __aenter__(self) -> Overlapping[P]:
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
@@ -434,7 +436,7 @@ class Overlapping:
 
     async def _commit(
         self,
-        prepared: Prepared,
+        prepared: P,
         then: Callable[[list[AppliedOutcome]], Awaitable[None]] | None,
     ) -> None:
         outcomes = await self._projector.commit(prepared)

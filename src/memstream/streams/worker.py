@@ -7,7 +7,8 @@ What is the worker?
     events of a tenant arrive at one instance, in the order they were written. The agent is a
     thin loop: it takes what is queued, up to BATCH_SIZE messages (`ready_batches`: at once
     when nothing else is queued, so a lone event does not wait; a backlog makes big batches),
-    hands them to the Projector, and only then lets Faust acknowledge them. A crash before
+    has them decoded and embedded while Redis applies the batch before (`Overlapping`, in the
+    log's order), and lets Faust acknowledge a batch only once it is applied. A crash before
     that means redelivery, which apply-once in Redis turns into a no-op.
 
 Every batch goes through the Healer (streams.heal), which first reads again whatever Redis lost
@@ -31,13 +32,15 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import functools
 import logging
 import os
 import signal
 import sys
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,7 @@ from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedders
 from memstream.memory.monitoring import DeadLettered, Monitor
 from memstream.memory.ports import (
+    AppliedOutcome,
     Generations,
     MemoryReader,
     Position,
@@ -66,7 +70,7 @@ from memstream.streams.extraction import ExtractionJob, ExtractionOutlets, Extra
 from memstream.streams.heal import KafkaLog, ShardHealers
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
-from memstream.streams.projector import OnApplied, Projector, RawMessage
+from memstream.streams.projector import OnApplied, Overlapping, Projector, RawMessage
 from memstream.streams.summaries import SummaryJob, SummaryOutlets, SummaryParts
 from memstream.streams.topics import Topics
 from memstream.streams.wire import (
@@ -280,29 +284,36 @@ def build_app(
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
         await healer.start()
+
+        async def applied(batch: Batch, outcomes: list[AppliedOutcome]) -> None:
+            await monitoring.drained()  # its notices and dead letters sent before the ack
+            await batch.ack()
+            consolidation.observe(outcomes)
+            log.info(
+                "projected %d messages (%d applied now)",
+                len(batch.events),
+                sum(o.applied_now for o in outcomes),
+            )
+
         try:
-            async for events in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
-                messages = [
-                    RawMessage(
-                        topic=e.message.topic,
-                        partition=e.message.partition,
-                        offset=e.message.offset,
-                        key=e.message.key,
-                        value=e.message.value,
-                        timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
-                    )
-                    for e in events
-                ]
-                if metrics is not None:
-                    metrics.worker.batch_size.observe(len(messages))
-                outcomes = await healer.project(messages)
-                await monitoring.drained()
-                consolidation.observe(outcomes)
-                log.info(
-                    "projected %d messages (%d applied now)",
-                    len(messages),
-                    sum(o.applied_now for o in outcomes),
-                )
+            # Each batch is decoded and embedded while Redis applies the one before, and
+            # acknowledged once it is applied itself (`Overlapping`, in the log's order).
+            async with Overlapping(healer) as overlapping:
+                async for batch in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
+                    messages = [
+                        RawMessage(
+                            topic=e.message.topic,
+                            partition=e.message.partition,
+                            offset=e.message.offset,
+                            key=e.message.key,
+                            value=e.message.value,
+                            timestamp=datetime.fromtimestamp(e.message.timestamp, UTC),
+                        )
+                        for e in batch.events
+                    ]
+                    if metrics is not None:
+                        metrics.worker.batch_size.observe(len(messages))
+                    await overlapping.project(messages, then=functools.partial(applied, batch))
         finally:
             await monitoring.close()
 
@@ -402,17 +413,27 @@ def _consumer_lag(app: faust.App, topic: str, healer: ShardHealers) -> dict[tupl
     return lag
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Events `ready_batches` handed over, and how to acknowledge them once projected."""
+
+    events: list[EventT[bytes]]
+    ack: Callable[[], Awaitable[None]]
+
+
 async def ready_batches(
     stream: faust.StreamT[bytes], max_: int, within: float
-) -> AsyncIterator[list[EventT[bytes]]]:
+) -> AsyncIterator[Batch]:
     """Batches of the stream's events: Faust's `take_events`, except that a batch is handed
-    over as soon as nothing else is queued, instead of waiting `within` for company.
+    over as soon as nothing else is queued, instead of waiting `within` for company, and is
+    acknowledged only when its `ack` is awaited (after it is applied: the next batch may be
+    asked for first, to be prepared meanwhile).
 
     At light load an event is projected at once; under a backlog the queue refills while a
-    batch is projected, so the next batch fills up to `max_` (the embedder and Redis get big
+    batch is prepared, so the next batch fills up to `max_` (the embedder and Redis get big
     batches exactly when there is a backlog). `within` still bounds the wait while more events
-    are arriving. Acks follow take_events: a batch's events are acknowledged when the consumer
-    asks for the next batch, i.e. after it has been projected.
+    are arriving. A batch never acknowledged (its projection failed, the worker stopped) is
+    read again by whoever holds its partitions next, which apply-once makes harmless.
     """
     # This drives faust-streaming 0.15's Stream internals as take_events does
     # (add_processor, _enable_passive, wait_for_stopped, ack); they are not in StreamT.
@@ -425,7 +446,7 @@ async def ready_batches(
 
     async def add(value: bytes) -> bytes:
         nonlocal consuming
-        if consuming is not None:  # the batch is being projected: hold this one back
+        if consuming is not None:  # the batch is being taken: hold this one back
             await consuming
             consuming = None
         event = faust_stream.current_event
@@ -439,8 +460,15 @@ async def ready_batches(
             await faust_stream.wait(consumed)  # never more than max_ in one batch
         return value
 
+    def acknowledging(taken: list[EventT[bytes]]) -> Callable[[], Awaitable[None]]:
+        async def ack() -> None:
+            for event in taken:
+                await faust_stream.ack(event)
+
+        return ack
+
     acks = faust_stream.enable_acks
-    faust_stream.enable_acks = False  # acked below, after the batch is projected
+    faust_stream.enable_acks = False  # acked by each batch's `ack`, once it is projected
     faust_stream.add_processor(add)
     faust_stream._enable_passive(aiter(faust_stream.channel))
     try:
@@ -449,12 +477,11 @@ async def ready_batches(
             if not events:
                 continue
             consuming = asyncio.get_running_loop().create_future()
+            taken = list(events)
+            events.clear()
             try:
-                yield list(events)
+                yield Batch(taken, acknowledging(taken))
             finally:
-                for event in events:
-                    await faust_stream.ack(event)
-                events.clear()
                 if not consuming.done():
                     consuming.set_result(None)
                 flush.clear()
