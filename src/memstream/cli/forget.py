@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 
 from memstream.cli.importer import wait_applied
 from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
 from memstream.memory.events import MemoryForgotten
+from memstream.memory.moments import parse_moment
 from memstream.operations import erase_tenant
 
 __all__ = ["instant", "register"]
@@ -44,10 +45,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def instant(raw: str) -> datetime:
     try:
-        at = datetime.fromisoformat(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {raw!r}") from None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+        return parse_moment(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 async def _publish(deployment: Deployment, args: argparse.Namespace) -> MemoryForgotten:

@@ -27,6 +27,7 @@ from typing import Any
 from memstream.deployment import Deployment
 from memstream.errors import ImportFileError, InvalidInputError, MemstreamError
 from memstream.memory.events import MemoryEvent, MessageRecorded, TurnCompleted
+from memstream.memory.moments import parse_moment
 
 __all__ = ["parse_import_lines", "register", "wait_applied"]
 
@@ -128,10 +129,9 @@ def _timestamp(raw: object, now: datetime) -> datetime:
     if not isinstance(raw, str):
         raise InvalidInputError(f"'ts' must be an ISO-8601 string, got {raw!r}")
     try:
-        at = datetime.fromisoformat(raw)
+        return parse_moment(raw)
     except ValueError:
         raise InvalidInputError(f"'ts' is not ISO-8601: {raw!r}") from None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 async def _publish(deployment: Deployment, events: list[MemoryEvent]) -> None:

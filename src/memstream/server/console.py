@@ -39,6 +39,7 @@ from memstream.errors import (
 )
 from memstream.memory.events.recorded import check_memory_id
 from memstream.memory.model import Memory, MemoryType
+from memstream.memory.moments import parse_moment
 from memstream.memory.ports import LAG_HISTORY, LagSeries
 from memstream.memory.search import SearchFilter, SearchMode
 from memstream.memory.tenancy import TenantId, validate_tenant
@@ -462,9 +463,12 @@ def _back(session: ConsoleSession, path: str, tenant: str) -> RedirectResponse:
     return RedirectResponse(path, 303, headers=SECURITY_HEADERS)
 
 
-def _admin(request: Request) -> tuple[ConsoleSession, ConsoleOperations]:
-    """An admin's session and the deployment's operations (ForbiddenError for a tenant key)."""
+def _admin(request: Request, csrf: str | None = None) -> tuple[ConsoleSession, ConsoleOperations]:
+    """An admin's session and the deployment's operations (ForbiddenError for a tenant key);
+    with `csrf`, for a form that changes something, whose token must be the session's."""
     session = _signed_in(request)
+    if csrf is not None:
+        check_form(session, csrf)
     if not session.principal.admin:
         raise ForbiddenError("the operations page is for an admin key; this is a tenant's")
     operations: ConsoleOperations | None = request.app.state.operations
@@ -543,8 +547,7 @@ async def create_key(
     tenant: Annotated[str, Form(max_length=256)] = "",
 ) -> Response:
     """A new key (for `tenant`; empty: an admin key), shown once on the page this answers."""
-    session, _ = _admin(request)
-    check_form(session, csrf)
+    session, _ = _admin(request, csrf)
     keys: ApiKeys = request.app.state.keys
     key, made = await anyio.to_thread.run_sync(keys.create, tenant.strip() or None)
     return _page("key_made.html", session=session, made=made, key=key)
@@ -552,8 +555,7 @@ async def create_key(
 
 @console.post("/ops/keys/{key_id}/revoke")
 async def revoke_key(request: Request, key_id: str, csrf: Annotated[str, Form()] = "") -> Response:
-    session, _ = _admin(request)
-    check_form(session, csrf)
+    _admin(request, csrf)
     keys: ApiKeys = request.app.state.keys
     if not await anyio.to_thread.run_sync(keys.revoke, key_id):
         raise InvalidInputError(f"no key with id {key_id!r}")
@@ -566,8 +568,7 @@ async def retry_dead_letters(
     csrf: Annotated[str, Form()] = "",
     code: Annotated[str, Form(max_length=64)] = "",
 ) -> Response:
-    session, operations = _admin(request)
-    check_form(session, csrf)
+    _, operations = _admin(request, csrf)
     outcomes = await operations.retry(code or None)
     told = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())) or "none pending"
     return _done(f"retried: {told}")
@@ -581,8 +582,7 @@ async def erase(
     confirm: Annotated[str, Form(max_length=256)] = "",
 ) -> Response:
     """Crypto-shred a tenant, once its id is typed a second time, exactly."""
-    session, operations = _admin(request)
-    check_form(session, csrf)
+    _, operations = _admin(request, csrf)
     named = validate_tenant(tenant)
     if confirm != tenant:
         raise InvalidInputError(
@@ -633,12 +633,11 @@ def _moment(raw: str, name: str) -> datetime | None:
     if not raw.strip():
         return None
     try:
-        at = datetime.fromisoformat(raw.strip())
+        return parse_moment(raw)
     except ValueError:
         raise InvalidInputError(
             f"{name}: not a time: {raw!r} (ISO 8601, e.g. 2026-12-06T09:30:00+00:00)"
         ) from None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def _when(at: datetime | None) -> str:

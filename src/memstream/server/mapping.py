@@ -34,6 +34,7 @@ from memstream.memory.model import (
     MemoryType,
     RecalledMemory,
 )
+from memstream.memory.moments import as_utc
 from memstream.memory.search import SearchFilter
 from memstream.server.models import (
     DateFilter,
@@ -120,11 +121,7 @@ def _range(dates: Sequence[DateFilter | None]) -> tuple[datetime | None, datetim
         if date.between is not None:
             lows.append(date.between[0])
             highs.append(date.between[1])
-    return (max(map(_aware, lows)) if lows else None, min(map(_aware, highs)) if highs else None)
-
-
-def _aware(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return (max(map(as_utc, lows)) if lows else None, min(map(as_utc, highs)) if highs else None)
 
 
 def _in_range(at: datetime | None, window: tuple[datetime | None, datetime | None]) -> bool:
@@ -212,7 +209,7 @@ class Scoping:
             if value is not None:
                 metadata[key] = value if isinstance(value, str) else json.dumps(value)
         if record.event_date is not None:
-            metadata[EVENT_DATE] = _aware(record.event_date).astimezone(UTC).isoformat()
+            metadata[EVENT_DATE] = as_utc(record.event_date).astimezone(UTC).isoformat()
         if record.pinned:
             metadata[_PINNED] = "true"
         metadata.update(reserved or {})
@@ -229,7 +226,7 @@ class Scoping:
             content=record.text,
             memory_type=memory_type,
             role=edited.role if edited is not None else "",
-            saved_at=_aware(record.created_at),
+            saved_at=as_utc(record.created_at),
             importance=importance,
             embedding_model=embedding_model,
             metadata=metadata,

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from memstream.memory.moments import as_utc
+
 __all__ = [
     "MEMORY_ID_PATTERN",
     "AckResponse",
@@ -57,7 +59,7 @@ _LATEST = datetime(3000, 1, 1, tzinfo=UTC)
 
 def _in_range(at: datetime) -> datetime:
     """A memory's time in UTC (no zone: UTC), within what its eviction order can sort."""
-    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    at = as_utc(at)
     try:
         utc = at.astimezone(UTC)
     except OverflowError:
@@ -68,7 +70,7 @@ def _in_range(at: datetime) -> datetime:
 
 
 def _utc(at: datetime) -> datetime:
-    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    at = as_utc(at)
     try:
         return at.astimezone(UTC)
     except OverflowError:

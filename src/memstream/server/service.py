@@ -44,6 +44,7 @@ from memstream.memory.events import (
 from memstream.memory.history import Diffed
 from memstream.memory.manager import relevant_context
 from memstream.memory.model import SUBJECT, Memory
+from memstream.memory.moments import as_utc
 from memstream.memory.monitoring import ModelUsage
 from memstream.memory.ports import Identified, MemoryLookup, ProjectionProgress
 from memstream.memory.provenance import provenance_json
@@ -429,11 +430,11 @@ class MemoryService:
 
     def view(self, tenant: TenantId, at: datetime) -> list[Memory]:
         """The tenant's memory as it stood at `at`, from its log (the console's time view)."""
-        return self._past().view(tenant, _utc(at))
+        return self._past().view(tenant, as_utc(at))
 
     def changes(self, tenant: TenantId, start: datetime, end: datetime) -> list[Diffed]:
         """What changed in the tenant's memory between `start` and `end`, from its log."""
-        return self._past().diff(tenant, _utc(start), _utc(end))
+        return self._past().diff(tenant, as_utc(start), as_utc(end))
 
     def turns(self, tenant: TenantId, run: str, turn: int | None) -> list[ShownTurn]:
         """What each turn of `run` (only `turn`, if given) was shown, from the tenant's log."""
@@ -455,7 +456,7 @@ class MemoryService:
             )
         if tenant in excluded:
             return SearchPage((), 0)
-        at = _utc(at)
+        at = as_utc(at)
         end = request.offset + request.limit
         hits = self._past().recall(tenant, request.text, at=at, k=end)
         more = end + 1 if len(hits) == end else len(hits)  # a next page may be there
@@ -560,11 +561,6 @@ class MemoryService:
         return MemoryRecordResults(
             memories=results, total=page.total, next_offset=end if end < page.total else None
         )
-
-
-def _utc(at: datetime) -> datetime:
-    """A time given without a zone, read as UTC."""
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def _stored(scoping: Scoping, memory: Memory) -> dict[str, object]:

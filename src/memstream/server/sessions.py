@@ -39,6 +39,7 @@ from memstream.errors import (
 )
 from memstream.llm import ModelClient
 from memstream.memory.events import MemoryEvent
+from memstream.memory.moments import as_utc
 from memstream.memory.monitoring import ModelUsage
 from memstream.memory.ports import StoredSession, WorkingMemoryStore
 from memstream.memory.tenancy import TenantId
@@ -575,7 +576,7 @@ def _response(memory: WorkingMemory, version: int, window: Window) -> WorkingMem
 
 
 def _stamp(at: datetime) -> str:
-    return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    return as_utc(at).astimezone(UTC).isoformat()
 
 
 def _stale(session_id: str, expected: int, current: int) -> StaleSessionError:
