@@ -1,6 +1,6 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing:
 # `make demo` only what the stack and the demo use, `make test` also the test tools.
-.PHONY: install install-dev up down status worker demo lint typecheck test test-cluster fuzz images test-containers clean
+.PHONY: install install-dev up down status worker demo lint typecheck test test-cluster chaos fuzz images test-containers clean
 
 BIN := .venv/bin
 # pytest-xdist processes, each with its own namespace, worker and server (tests/integration);
@@ -57,6 +57,14 @@ test-cluster: install-dev
 	@for run in $$(seq $(CLUSTER_RUNS)); do \
 	  echo "==> cluster fault tests, run $$run of $(CLUSTER_RUNS)"; \
 	  $(BIN)/pytest -q -m cluster tests/integration || exit 1; done
+
+# Random faults under load for MINUTES on a cluster of its own (docs/reliability.md): SEED
+# replays a run (each run prints its seed first); without one a seed is drawn. Exit 1 on any
+# defect. `make test-cluster` runs a short one with a fixed seed (tests/integration/test_chaos.py).
+SEED ?=
+MINUTES ?= 10
+chaos: install-dev
+	@$(BIN)/memstream bench chaos $(if $(SEED),--seed $(SEED)) --minutes $(MINUTES)
 
 # The property-based and schema fuzz tests, randomised and FUZZ_FACTOR (20) times longer than in
 # `make test`, where they are derandomised (tests/fuzzing.py; docs/operations.md, "Fuzzing").

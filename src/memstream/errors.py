@@ -13,6 +13,7 @@
     │   ├── EventVersionError                  a known event type in a version we cannot read
     │   ├── EventIdMismatchError               an `id` its fields do not derive
     │   ├── EventKeyMismatchError              a Kafka key that is not the event's tenant
+    │   ├── EventUnusableError                 an event whose effects cannot be built
     │   └── SealedEventError                   encrypted content that cannot be opened
     │       ├── UnknownDataKeyError            sealed under a data key this reader lacks
     │       └── DataKeyErasedError             sealed under a key destroyed by an erasure
@@ -55,6 +56,7 @@ __all__ = [
     "EventDecodeError",
     "EventIdMismatchError",
     "EventKeyMismatchError",
+    "EventUnusableError",
     "EventVersionError",
     "ExtractionOutputError",
     "ForbiddenError",
@@ -144,6 +146,14 @@ class EventKeyMismatchError(EventDecodeError):
     """The message's Kafka key is not the event's tenant, so its order is not the tenant's."""
 
     code = "event_key_mismatch"
+
+
+class EventUnusableError(EventDecodeError):
+    """An event that decodes but names an effect that cannot be built (a memory or a
+    document without a usable key): its producer's defect, or this memstream's. Dead-lettered
+    like unreadable bytes, so one such event never stops a worker."""
+
+    code = "event_unusable"
 
 
 class EventVersionError(EventDecodeError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import time
@@ -44,6 +45,24 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+# Below Linux's ephemeral range (32768-60999): a port there is never handed to an outgoing
+# connection, so a service killed and started again finds it still free.
+_QUIET_PORTS = range(20000, 32768)
+# Not the `random` module's shared state, which a test may seed: processes started alike
+# would pick alike.
+_PICK = random.SystemRandom()
+
+
+def quiet_port(span: int = 0) -> int:
+    """A free loopback port below the ephemeral range, with `span` more ports above it still
+    under the range (a cluster's siblings); for a service that is killed and started again on
+    the same port, which an outgoing connection could take meanwhile if it were ephemeral."""
+    while True:
+        port = _PICK.randrange(_QUIET_PORTS.start, _QUIET_PORTS.stop - span)
+        if port_free(port):
+            return port
 
 
 def port_free(port: int) -> bool:

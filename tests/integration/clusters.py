@@ -14,7 +14,7 @@ from pathlib import Path
 from memstream import Settings
 from memstream.cli.stack import LocalStack
 from memstream.deployment import Deployment
-from memstream.processes import free_port, port_free
+from memstream.processes import port_free, quiet_port
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.topics import partition_leaders
 from memstream.topology import PORT_STRIDE
@@ -35,8 +35,10 @@ _BECAME_ACTIVE = re.compile(
 def cluster_ports(brokers: int, shards: int = 1) -> dict[str, str]:
     """Base ports whose brokers', controllers' and Redis shards' siblings (memstream.topology's
     rule) are free too."""
+    span = PORT_STRIDE * max(brokers, shards)
     while True:
-        kafka, controller, redis = free_port(), free_port(), free_port()
+        # Below the ephemeral range: a killed broker or shard restarts on its port.
+        kafka, controller, redis = quiet_port(span), quiet_port(span), quiet_port(span)
         ports = [base + PORT_STRIDE * i for base in (kafka, controller) for i in range(brokers)]
         ports += [redis + PORT_STRIDE * i for i in range(shards)]
         if len(set(ports)) == len(ports) and all(map(port_free, ports)):

@@ -24,6 +24,7 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
     tiny = ["--scale-rounds", "2", "--scale-turns", "8", "--scale-fresh", "2"]
     tiny += ["--scale-memories", "200", "--scale-tenants", "10", "--scale-queries", "20"]
     tiny += ["--scale-worker-turns", "40", "--scale-rate", "5", "--scale-phase-s", "2"]
+    tiny += ["--scale-replay-turns", "60", "--scale-replay-rounds", "1"]
     tiny += ["--out", str(tmp_path), "--json"]
     done = subprocess.run(
         [sys.executable, "-m", "memstream", "bench", "scale", *tiny],
@@ -41,6 +42,12 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
     _assert_ratios(scale, rounds=2, turns=8, fresh=2, queries=20)
     assert {w: scale["workers"][w]["events"] for w in ("1", "2")} == {"1": 40, "2": 40}
     assert all(scale["workers"][w]["events_per_s"] > 0 for w in ("1", "2"))
+    replay = scale["replay"]
+    assert replay["events"] >= 60 and replay["rounds"] == 1
+    for side in ("1", "3"):
+        figures = replay["processes"][side]
+        assert figures["events_per_s_replaying"] > 0 and figures["wall_s"] > 0, figures
+        assert figures["peak_rss_mib_per_process"] > 10, figures
     moved = scale["reshard"]
     assert (moved["from_shards"], moved["to_shards"], moved["moved_partitions"]) == (1, 2, 3)
     assert moved["elapsed_s"] >= moved["warm_s"] > 0 and moved["turns"] > 0

@@ -1,8 +1,8 @@
 """agent-memory-server's summary views and tasks, served by memstream on the real stack and
 driven through AMS's own Python client: views defined and removed as events, one partition
-summarised at once, a whole run as a task the worker finishes, another tenant seeing none of
-it, tasks that outlive the server, and (with a chat model) summaries a replay rebuilds without
-asking the model again."""
+summarised at once, a whole run as a task the worker finishes, a view without groups, another
+tenant seeing none of it, tasks that outlive the server, and (with a chat model) summaries a
+replay rebuilds without asking the model again."""
 
 from __future__ import annotations
 
@@ -111,6 +111,27 @@ async def test_views_partitions_and_tasks_through_the_python_client(
     assert await client.get_summary_view(view.id) is None
     with pytest.raises(MemoryNotFoundError):
         await client.list_summary_view_partitions(view.id)
+
+
+async def test_a_view_without_groups_summarises_everything_and_the_worker_goes_on(
+    client: MemoryAPIClient, http: httpx.Client
+) -> None:
+    # Its one partition's group is empty: its result once named no document, and the worker
+    # stopped on it for good (found by `bench chaos`'s negative cases).
+    _save(http)
+    view = await client.create_summary_view(
+        CreateSummaryViewRequest(source="long_term", group_by=[])
+    )
+    assert view.group_by == []
+    whole = await client.run_summary_view_partition(view.id, {})
+    assert whole.group == {} and whole.memory_count == 3
+    task = await client.run_summary_view(view.id)
+    assert await _finished(client, task.id) == "success"
+    (stored,) = await client.list_summary_view_partitions(view.id)
+    assert stored.group == {} and stored.memory_count == 3
+    assert "- Bob drinks his coffee black" in stored.summary
+    # The worker still projects: a write told to wait for it is answered.
+    _save(http, [("carol", "Carol cycles to work")])
 
 
 async def test_a_task_outlives_the_server_that_started_it(

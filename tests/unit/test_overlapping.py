@@ -1,4 +1,5 @@
-"""Overlapping: a batch is prepared while the one before is applied, and applied after it."""
+"""Overlapping: a batch is prepared while the one before is applied, and applied after it; a
+batch that fails is raised at the next step and told at once."""
 
 from __future__ import annotations
 
@@ -96,3 +97,40 @@ def test_leaving_on_an_error_cancels_the_batch_being_applied() -> None:
     with pytest.raises(ValueError, match="given up"):
         asyncio.run(run(steps))
     assert steps.log == ["prepare 1", "commit 1 starts"]  # never ended: cancelled at its gate
+
+
+def test_a_failed_apply_is_told_at_once_while_no_next_batch_comes() -> None:
+    # The live worker waits for its next batch on a quiet log: a failure seen only then was
+    # never seen (the worker sat alive and idle); `failed` hears of it as it happens.
+    told: list[str] = []
+
+    async def run(steps: _Steps) -> None:
+        heard = asyncio.Event()
+
+        async def failed(error: BaseException) -> None:
+            told.append(str(error))
+            heard.set()
+
+        async with Overlapping(steps, failed=failed) as overlapping:
+            await overlapping.project(_batch(1))
+            steps.gates[1].set()
+            await asyncio.wait_for(heard.wait(), 30)  # no next batch, no drain: told anyway
+
+    with pytest.raises(RuntimeError, match="batch 1 failed"):  # and raised on leaving
+        asyncio.run(run(_Steps(failing=1)))
+    assert told == ["batch 1 failed"]
+
+
+def test_a_batch_that_succeeds_tells_nothing() -> None:
+    async def run(steps: _Steps) -> list[BaseException]:
+        told: list[BaseException] = []
+
+        async def failed(error: BaseException) -> None:
+            told.append(error)
+
+        async with Overlapping(steps, failed=failed) as overlapping:
+            await overlapping.project(_batch(1))
+            steps.gates[1].set()
+        return told
+
+    assert asyncio.run(run(_Steps())) == []

@@ -57,6 +57,7 @@ PUBLIC_MODULES = {
         "EventDecodeError",
         "EventIdMismatchError",
         "EventKeyMismatchError",
+        "EventUnusableError",
         "EventVersionError",
         "ExtractionOutputError",
         "ForbiddenError",

@@ -1,7 +1,8 @@
 """The projector embeds for the generation it writes, never for the model an event names; when
 a swap retires that generation mid-batch (or between batches: the projector holds the live
 generation as last read), the rest is embedded again for the new one. Positions are recorded
-apart only where applying did not already move them."""
+apart only where applying did not already move them. An event whose effects cannot be built is
+a dead letter, alone."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from memstream import TurnCompleted, encode_event
 from memstream.errors import ConfigurationError, EventDecodeError
 from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.ports import AppliedOutcome, Embedded, ProjectionWriter
+from memstream.streams import projector as projector_module
 from memstream.streams.projector import Projector, RawMessage
 
 AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
@@ -98,9 +100,11 @@ class Writer:
 class DeadLetters:
     def __init__(self) -> None:
         self.sent: list[RawMessage] = []
+        self.codes: list[str] = []
 
     async def send(self, message: RawMessage, error: EventDecodeError) -> None:
         self.sent.append(message)
+        self.codes.append(error.code)
 
 
 def turns(n: int, model: str) -> list[RawMessage]:
@@ -181,3 +185,24 @@ def test_positions_are_recorded_apart_only_where_the_last_message_was_not_applie
     asyncio.run(made.project([*turns(3, "old@1"), tail]))
     assert [m.offset for m in junk.sent] == [3]
     assert writer.advanced == [{"ns.memory/0": 3}]  # over the dead letter
+
+
+def test_an_event_whose_effects_cannot_be_built_is_a_dead_letter_and_the_rest_applied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Whatever the defect (a summary of a view without groups once named a document with no
+    # key, which failed the whole batch in Redis's apply on every try and stopped the worker),
+    # the one event goes to the dead letters and the batch goes on.
+    real = projector_module.memories_of
+
+    def memories_of(event: Any) -> Any:
+        if getattr(event, "turn", None) == 1:
+            raise ValueError("a document put needs a key")
+        return real(event)
+
+    monkeypatch.setattr(projector_module, "memories_of", memories_of)
+    generations = Generations({1: "old@1"}, live=1)
+    writer, junk = Writer(generations), DeadLetters()
+    asyncio.run(projector(writer, generations, junk).project(turns(3, "old@1")))
+    assert [m.offset for m in junk.sent] == [1] and junk.codes == ["event_unusable"]
+    assert [item.event.turn for _, item in writer.applied] == [0, 2]  # type: ignore[attr-defined]

@@ -25,11 +25,13 @@ from memstream.memory.events import (
 from memstream.memory.model import Memory, MemoryType
 from memstream.memory.monitoring import MonitoringEvent
 from memstream.memory.summaries import (
+    WHOLE_VIEW,
     ViewSpec,
     covered,
     inputs_digest,
     partition_key,
     partitions,
+    result_key,
     summary_request,
     unsummarised,
 )
@@ -236,6 +238,26 @@ def test_one_partition_runs_alone_and_without_a_model_the_summary_says_so() -> N
     (empty,) = world.run(nobody)
     assert isinstance(empty, PartitionSummarised) and empty.memory_count == 0
     assert empty.summary == "No memories found for group {'user_id': 'carol'}."
+
+
+def test_a_view_without_groups_is_one_partition_stored_under_its_own_key() -> None:
+    # Its group is empty, and so is the group's key; a result stored under "" named the whole
+    # collection, which failed the projection's apply and stopped the worker (found by `bench
+    # chaos`). The result has a key of its own, and the view's ids are unchanged.
+    world = World(None)
+    whole = SummaryViewDefined("acme", "v1", "long_term", NOW)
+    world.apply(whole, saved(1, "Alice likes tea.", "alice"), saved(3, "Bob likes coffee.", "bob"))
+    written = world.run(run("task-1"))
+    assert [e.group for e in written if isinstance(e, PartitionSummarised)] == [{}]
+    assert {k: r["memory_count"] for k, r in world.documents(results_of("v1")).items()} == {
+        WHOLE_VIEW: 2
+    }
+    assert world.documents(TASKS)["task-1"]["status"] == "success"
+    one = SummaryRunRequested("acme", "r1", "v1", NOW, whole=False, group={})
+    (result,) = world.run(one)
+    assert isinstance(result, PartitionSummarised) and result.id == one.result_id({})
+    assert "- Bob likes coffee." in result.summary
+    assert result_key({}) == WHOLE_VIEW and result_key({"user_id": "bob"}) == "user_id=bob"
 
 
 def test_a_run_of_a_view_that_is_gone_fails_its_task_saying_so() -> None:

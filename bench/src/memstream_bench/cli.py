@@ -14,11 +14,16 @@ this distribution declares (bench/pyproject.toml).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import secrets
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 from memstream.config import Settings
 from memstream.deployment import Deployment
@@ -185,6 +190,8 @@ def _scale(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
             queries=args.scale_queries,
         ),
         worker_turns=args.scale_worker_turns,
+        replay_turns=args.scale_replay_turns,
+        replay_rounds=args.scale_replay_rounds,
         tenants=args.scale_tenants,
         stream_rate=args.scale_rate,
         kill_phase_s=args.scale_phase_s,
@@ -195,9 +202,10 @@ def _scale(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> 
 def _scale_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scale-only",
-        choices=("all", "ratios"),
+        choices=("all", "ratios", "replay"),
         default="all",
-        help="ratios: only the one-shard and routed comparisons (no workers, reshard, kill)",
+        help="ratios: only the one-shard and routed comparisons (no workers, reshard, kill); "
+        "replay: only the replays by 1 process and by 1 per shard",
     )
     parser.add_argument(
         "--scale-rounds", type=int, default=10, help="interleaved rounds of the ratios"
@@ -216,10 +224,30 @@ def _scale_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scale-worker-turns", type=int, default=300, help="projected per worker count"
     )
+    parser.add_argument(
+        "--scale-replay-turns", type=int, default=3000, help="in the log the replays rebuild"
+    )
+    parser.add_argument(
+        "--scale-replay-rounds", type=int, default=3, help="of 1 replay process vs 1 per shard"
+    )
     parser.add_argument("--scale-rate", type=float, default=10.0, help="turns/s in the reshard")
     parser.add_argument(
         "--scale-phase-s", type=float, default=4.0, help="turns before and after a broker kill"
     )
+
+
+def _chaos(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
+    from memstream_bench.chaos.run import ChaosSizes, run_chaos
+
+    seed = args.seed if args.seed is not None else secrets.randbelow(1_000_000)
+    return run_chaos(settings, embedder, ChaosSizes(seed=seed, minutes=args.minutes))
+
+
+def _chaos_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seed", type=int, default=None, help="the fault plan's seed (default: drawn, printed)"
+    )
+    parser.add_argument("--minutes", type=float, default=10.0, help="load and faults")
 
 
 def _sweep(specs: list[str]) -> dict[str, list[float]]:
@@ -408,6 +436,11 @@ _BENCHES.update(
             "recall --as-of (first, repeated) and history on a long log vs reading it raw",
             _asof_options,
         ),
+        "chaos": (
+            _chaos,
+            "random faults under load on a cluster of its own; nothing lost, doubled or leaked",
+            _chaos_options,
+        ),
         "scale": (
             _scale,
             "shards and a 3-broker cluster of its own: routing, workers, reshard, broker kill",
@@ -417,9 +450,9 @@ _BENCHES.update(
 )
 
 
-# Not in `bench all`: extraction runs a chat model (minutes of it on a CPU), which the other
-# benches' before/after comparisons should not wait on.
-_ON_ITS_OWN = frozenset({"extract"})
+# Not in `bench all`: extraction runs a chat model (minutes of it on a CPU), and chaos a cluster
+# of its own for minutes, which the other benches' before/after comparisons should not wait on.
+_ON_ITS_OWN = frozenset({"extract", "chaos"})
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -440,14 +473,35 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     every.set_defaults(run=_run, benches=[name for name in _BENCHES if name not in _ON_ITS_OWN])
 
 
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Stopped by SIGTERM (a timeout, `kill`), a bench unwinds as from Ctrl-C: the clusters,
+    processes and namespaces it started are stopped and dropped, not left running. Only a
+    process's main thread can handle signals (a caller running the command in a thread keeps
+    its own handling); the previous handler is back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _run(args: argparse.Namespace, deployment: Deployment) -> int:
     settings = deployment.settings
     started = datetime.now(UTC)
     embedder = deployment.embedder
     results = []
-    for name in args.benches:
-        print(f"[bench] {name}", file=sys.stderr, flush=True)
-        results.append(_BENCHES[name][0](args, settings, embedder))
+    with _sigterm_unwinds():
+        for name in args.benches:
+            print(f"[bench] {name}", file=sys.stderr, flush=True)
+            results.append(_BENCHES[name][0](args, settings, embedder))
     report = RunReport(started, results)
     folder = args.out or default_results_dir(started)
     paths = report.write(folder)
@@ -456,4 +510,7 @@ def _run(args: argparse.Namespace, deployment: Deployment) -> int:
         print(json.dumps(report.as_json(), indent=2, ensure_ascii=False))
     else:
         print(report.markdown())
-    return 0
+    failures = [f"{r.name}: {f}" for r in results for f in r.failures]
+    for failure in failures:
+        print(f"[bench] FAILED {failure}", file=sys.stderr)
+    return 1 if failures else 0

@@ -22,7 +22,7 @@ from types import TracebackType
 
 from memstream.config import Settings
 from memstream.errors import StackError
-from memstream.processes import free_port, port_free
+from memstream.processes import port_free, quiet_port
 from memstream.topology import PORT_STRIDE
 
 __all__ = ["OwnCluster"]
@@ -116,9 +116,11 @@ class OwnCluster:
 
 
 def _ports(brokers: int, shards: int) -> Mapping[str, str]:
-    """Base ports whose siblings by the topology's port rule are all free and apart."""
+    """Base ports whose siblings by the topology's port rule are all free and apart, below the
+    ephemeral range: a broker or shard killed and started again finds its port free."""
+    span = PORT_STRIDE * max(brokers, shards)
     while True:
-        kafka, controller, redis = free_port(), free_port(), free_port()
+        kafka, controller, redis = quiet_port(span), quiet_port(span), quiet_port(span)
         ports = [
             *(base + PORT_STRIDE * i for base in (kafka, controller) for i in range(brokers)),
             *(redis + PORT_STRIDE * i for i in range(shards)),

@@ -59,10 +59,13 @@ class BenchResult:
     seconds: float = 0.0
     # Figures over time (x, y), drawn as lines under the bars (e.g. a worker's lag).
     series: Mapping[str, Sequence[tuple[float, float]]] = field(default_factory=dict)
+    # What the bench found broken (a chaos run's defects): `memstream bench` then exits 1.
+    failures: Sequence[str] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
             **self.figures,
+            "failures": list(self.failures),
             "comparisons": [c.as_json() for c in self.comparisons],
             "notes": list(self.notes),
             "seconds": round(self.seconds, 1),

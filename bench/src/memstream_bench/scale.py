@@ -5,11 +5,13 @@ measured in the same run, on a cluster of the bench's own (`OwnCluster`: 3 broke
   one shard, the sharded code against today's one-Redis path (projection throughput,
   freshness p50, recall p99), and recall p99 routed to a tenant's shard of 3 against one Redis;
 - projection throughput of 1 and 2 `memstream worker` processes over 3 shards;
+- a rebuild over 3 shards by one `memstream replay` process and by one per shard
+  (`scale_replay`);
 - a reshard 1 → 2 under a stream of turns (`scale_faults.measure_reshard`), and the hook's
   p99 before, during and after a broker kill (`scale_faults.measure_broker_kill`).
 
 `only="ratios"` runs the first part alone, on the same cluster: the figures a quiet re-run
-needs, in a few minutes.
+needs, in a few minutes; `only="replay"` the replays alone.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from memstream.config import Settings
 from memstream.errors import InvalidInputError, MemstreamError
@@ -33,6 +37,7 @@ from memstream_bench.harness import BenchNamespace
 from memstream_bench.report import BenchResult, Comparison
 from memstream_bench.scale_faults import measure_broker_kill, measure_reshard, wait_applied
 from memstream_bench.scale_ratios import RatioSizes, measure_ratios
+from memstream_bench.scale_replay import measure_replays
 from memstream_bench.stats import Progress
 
 __all__ = ["ScaleSizes", "run_scale"]
@@ -41,8 +46,8 @@ __all__ = ["ScaleSizes", "run_scale"]
 PARTITIONS = 6
 SHARDS = 3
 BROKERS = 3
-# What `only` may name: every part, or the ratios alone.
-PARTS = ("all", "ratios")
+# What `only` may name: every part, or the ratios alone, or the replays alone.
+PARTS = ("all", "ratios", "replay")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +56,8 @@ class ScaleSizes:
 
     ratios: RatioSizes = dataclasses.field(default_factory=RatioSizes)
     worker_turns: int = 300  # projected per worker count
+    replay_turns: int = 3000  # in the log the replays rebuild
+    replay_rounds: int = 3
     tenants: int = 60
     stream_rate: float = 10.0  # turns/s while the reshard runs
     kill_phase_s: float = 4.0  # turns before the kill and after the broker rejoined
@@ -60,7 +67,8 @@ class ScaleSizes:
 def run_scale(
     settings: Settings, embedder: Embedder, sizes: ScaleSizes, *, only: str = "all"
 ) -> BenchResult:
-    """Every part of the bench (`only="all"`), or the ratios alone (`only="ratios"`)."""
+    """Every part of the bench (`only="all"`), or the ratios alone (`only="ratios"`), or the
+    replays alone (`only="replay"`)."""
     if only not in PARTS:
         raise InvalidInputError(
             f"bench scale --scale-only takes one of {', '.join(PARTS)}, not {only!r}"
@@ -83,12 +91,19 @@ def run_scale(
             "only": only,
             "sizes": dataclasses.asdict(sizes),
         }
-        progress.say(
-            f"{sizes.ratios.rounds} rounds: 1 shard sharded vs today's, 1 of 3 shards vs one Redis"
-        )
-        ratios = measure_ratios(sharded_one, one_url, three, embedder, sizes.ratios, progress)
-        figures |= ratios.figures
-        comparisons, notes = list(ratios.comparisons), list(ratios.notes)
+        comparisons: list[Comparison] = []
+        notes: list[str] = []
+        if only == "replay":
+            _replay_part(three, embedder, sizes, progress, figures, comparisons)
+        else:
+            progress.say(
+                f"{sizes.ratios.rounds} rounds: 1 shard sharded vs today's, "
+                "1 of 3 shards vs one Redis"
+            )
+            ratios = measure_ratios(sharded_one, one_url, three, embedder, sizes.ratios, progress)
+            figures |= ratios.figures
+            comparisons += ratios.comparisons
+            notes += ratios.notes
         if only == "all":
             _the_rest(
                 cluster,
@@ -135,6 +150,8 @@ def _the_rest(
             True,
         )
     )
+
+    _replay_part(three, embedder, sizes, progress, figures, comparisons)
 
     progress.say("reshard 1 -> 2 under a stream of turns")
     moved = measure_reshard(
@@ -194,6 +211,42 @@ def _workers(
         out[str(count)] = {"events": len(events), "events_per_s": round(len(events) / seconds, 1)}
         progress.say(f"{count} worker(s): {out[str(count)]['events_per_s']} events/s")
     return out
+
+
+def _replay_part(
+    three: Settings,
+    embedder: Embedder,
+    sizes: ScaleSizes,
+    progress: Progress,
+    figures: dict[str, object],
+    comparisons: list[Comparison],
+) -> None:
+    progress.say(f"replay over {SHARDS} shards: one process, then one per shard")
+    replays = _replays(three, embedder, sizes, progress)
+    figures["replay"] = replays
+    by = replays["processes"]
+    comparisons.append(
+        Comparison(
+            f"{SHARDS} shards: replay by {SHARDS} processes vs 1",
+            by[str(SHARDS)]["events_per_s_replaying"],
+            by["1"]["events_per_s_replaying"],
+            "events/s",
+            "1 `memstream replay` process, same log",
+            True,
+        )
+    )
+
+
+def _replays(
+    three: Settings, embedder: Embedder, sizes: ScaleSizes, progress: Progress
+) -> dict[str, Any]:
+    """A log of `replay_turns` projected over 3 shards, then rebuilt by 1 and by 3 processes."""
+    with BenchNamespace(three, "replay", embedder) as ns, _running(ns, 2):
+        events = turns(sizes.replay_turns, embedder.model_id, tenants=sizes.tenants)
+        ns.publish(events)
+        wait_applied(ns.deployment, events, sizes.timeout_s * 4, progress)
+        env = {**os.environ, **ns.settings.environ()}
+        return measure_replays(env, SHARDS, sizes.replay_rounds, progress)
 
 
 @contextlib.contextmanager

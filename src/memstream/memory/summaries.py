@@ -30,6 +30,7 @@ __all__ = [
     "FACETS",
     "MAX_LISTED",
     "MAX_PROMPTED",
+    "WHOLE_VIEW",
     "Partition",
     "ViewSpec",
     "check_facet",
@@ -39,6 +40,7 @@ __all__ = [
     "nothing_found",
     "partition_key",
     "partitions",
+    "result_key",
     "spec_json",
     "spec_of",
     "summary_request",
@@ -119,13 +121,24 @@ class Partition:
 
     @property
     def key(self) -> str:
-        return partition_key(self.group)
+        return result_key(self.group)
 
 
 def partition_key(group: Mapping[str, str]) -> str:
     """A group as one text: its labels sorted, each `label=value` percent-encoded, joined by
     `|` (AMS's encoding, so the same group has the same key there and here)."""
     return "|".join(f"{quote(k, safe='')}={quote(group[k], safe='')}" for k in sorted(group))
+
+
+# The key of the one result of a view without `group_by`, whose group is empty: a document
+# needs a key (an empty one names the whole collection), and no group's key is this one,
+# since each holds a `=`.
+WHOLE_VIEW = "*"
+
+
+def result_key(group: Mapping[str, str]) -> str:
+    """The key of a partition's result among its view's results."""
+    return partition_key(group) or WHOLE_VIEW
 
 
 def _oldest_first(memories: Iterable[Memory]) -> tuple[Memory, ...]:

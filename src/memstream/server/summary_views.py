@@ -31,7 +31,7 @@ from memstream.memory.events import (
 )
 from memstream.memory.model import RESERVED_PREFIX
 from memstream.memory.ports import EventRef
-from memstream.memory.summaries import partition_key
+from memstream.memory.summaries import partition_key, result_key
 from memstream.memory.tenancy import TenantId
 from memstream.server.api_keys import Principal
 from memstream.server.models import AckResponse, MemoryTypeEnum
@@ -149,7 +149,7 @@ class SummaryViews:
         await self._memory.write([request], None)
         await self._memory.applied([EventRef(tenant, request.result_id(group))], _PARTITION_WAIT_S)
         results = await self._memory.documents(tenant, results_of(view_id))
-        result = json.loads(results[partition_key(group)])
+        result = json.loads(results[result_key(group)])
         return SummaryViewPartitionResult.model_validate({**result, "group": dict(group)})
 
     async def partitions(

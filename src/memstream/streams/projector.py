@@ -31,7 +31,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 import numpy as np
 from aiokafka import ConsumerRecord
@@ -39,6 +39,7 @@ from aiokafka import ConsumerRecord
 from memstream.errors import (
     DataKeyErasedError,
     EventDecodeError,
+    EventUnusableError,
     InfrastructureError,
     RedisUnavailableError,
     UnknownDataKeyError,
@@ -201,6 +202,7 @@ class Projector:
                     # Events after the erasure sealed under its keys (a producer that had
                     # not yet heard of it) are erased too, whatever the keys topic says yet.
                     self._keyring.forget(event.tenant, event.key_ids)
+                memories = _effects(event)
             except DataKeyErasedError:
                 self.erased += 1
                 log.debug("skipped %s/%s@%s: sealed under an erased key", *_where(message))
@@ -209,7 +211,7 @@ class Projector:
                 log.warning("dead-lettered %s/%s@%s: %s", *_where(message), exc)
                 await self._dead_letters.send(message, exc)
                 continue
-            ready.append((event, memories_of(event), message.position))
+            ready.append((event, memories, message.position))
             written[event.id] = message.timestamp
         if not ready:
             return Prepared(tuple(messages), (), {}, (), 0)
@@ -400,12 +402,21 @@ class Overlapping(Generic[P]):
     after the one before it has been, so the order of the log is the order of the writes.
 
     `project` returns once its batch is prepared and handed on; `then` runs once that batch
-    is applied. Used as a context manager: leaving it waits for the last batch, or, when
-    leaving on an error, cancels it (the caller's work is then abandoned anyway)."""
+    is applied. A batch that fails raises at the next `project` or `drain`; `failed`, if
+    given, hears of it at once: a caller that waits for its next batch on a quiet log would
+    otherwise wait for ever with the failure unseen (the live worker did). Used as a context
+    manager: leaving it waits for the last batch, or, when leaving on an error, cancels it
+    (the caller's work is then abandoned anyway)."""
 
-    def __init__(self, projector: Preparing[P]) -> None:
+    def __init__(
+        self,
+        projector: Preparing[P],
+        failed: Callable[[BaseException], Awaitable[None]] | None = None,
+    ) -> None:
         self._projector = projector
+        self._failed = failed
         self._in_flight: asyncio.Task[None] | None = None
+        self._told: set[asyncio.Task[None]] = set()  # `failed` calls under way
 
     async def __aenter__(self) -> Overlapping[P]:
         return self
@@ -427,6 +438,15 @@ class Overlapping(Generic[P]):
         prepared = await self._projector.prepare(messages)
         await self.drain()
         self._in_flight = asyncio.create_task(self._commit(prepared, then))
+        if self._failed is not None:
+            self._in_flight.add_done_callback(self._tell)
+
+    def _tell(self, task: asyncio.Task[None]) -> None:
+        if self._failed is None or task.cancelled() or task.exception() is None:
+            return
+        told = asyncio.ensure_future(self._failed(cast(BaseException, task.exception())))
+        self._told.add(told)
+        told.add_done_callback(self._told.discard)
 
     async def drain(self) -> None:
         """Wait until every batch handed on is applied (its error, if it failed)."""
@@ -518,6 +538,23 @@ def worker_context(
         importance=importance,
         keyring=keyring,
     )
+
+
+def _effects(event: MemoryEvent) -> tuple[Memory, ...]:
+    """The memories `event` writes, its document changes built too: an event whose effects
+    cannot be built fails here, alone, as a dead letter, and not in Redis's apply, where it
+    failed its whole batch again on every try and stopped the worker."""
+    try:
+        row = REGISTRY.of(event)
+        if row.applies is Applies.DOCUMENT:
+            row.changes(event)
+        return memories_of(event)
+    except EventDecodeError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise EventUnusableError(
+            f"{type(event).__name__} {event.id} of tenant {event.tenant!r} cannot be applied: {exc}"
+        ) from exc
 
 
 def _where(message: RawMessage) -> tuple[str, int, int]:

@@ -46,11 +46,12 @@ from pathlib import Path
 from typing import Any
 
 import faust
+import mode
 from aiokafka import AIOKafkaProducer
 from faust.types import EventT
 
 from memstream.config import Settings
-from memstream.errors import KafkaUnavailableError, MemstreamError
+from memstream.errors import InfrastructureError, MemstreamError
 from memstream.llm import ModelClient
 from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedders
@@ -89,6 +90,7 @@ __all__ = [
     "build_app",
     "run_app",
     "stop_deadline",
+    "tick",
 ]
 
 log = logging.getLogger(__name__)
@@ -221,6 +223,12 @@ def build_app(
         # apply-once already makes every redelivery a no-op (module docstring, docs/streams.md).
         processing_guarantee="at_least_once",
         autodiscover=False,
+        # An agent that raises is not started again in this process: its stream still holds
+        # the messages it took and never acknowledged, and a replacement left the worker
+        # waiting on them at the next rebalance, alive and projecting nothing (`bench chaos`
+        # found one). The process exits instead, saying why, and its supervisor starts a
+        # fresh one, which reads on from the last commit (apply-once makes that harmless).
+        agent_supervisor=mode.CrashingSupervisor,
     )
     raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
     memory_topic = app.topic(topics.memory, **raw)
@@ -298,7 +306,8 @@ def build_app(
         try:
             # Each batch is decoded and embedded while Redis applies the one before, and
             # acknowledged once it is applied itself (`Overlapping`, in the log's order).
-            async with Overlapping(healer) as overlapping:
+            # A batch that fails crashes the worker at once, not at the next batch.
+            async with Overlapping(healer, failed=app.crash) as overlapping:
                 async for batch in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
                     messages = [
                         RawMessage(
@@ -319,12 +328,12 @@ def build_app(
 
     @app.timer(interval=0.5)  # type: ignore[untyped-decorator]
     async def consolidate() -> None:
-        await consolidation.run_due()
-        await monitoring.drained()
+        await tick("consolidating", consolidation.run_due())
+        await tick("sending notices", monitoring.drained())
 
     @app.timer(interval=_HEAL_CHECK_S)  # type: ignore[untyped-decorator]
     async def heal() -> None:
-        await healer.check()
+        await tick("looking for shards to heal", healer.check())
 
     if extraction is not None:
         job = ExtractionJob(
@@ -371,17 +380,15 @@ def build_app(
 
             @app.timer(interval=every)  # type: ignore[untyped-decorator]
             async def refresh_views() -> None:
-                await viewer.refresh(frozenset(held), datetime.now(UTC))
+                now = datetime.now(UTC)
+                await tick("refreshing summary views", viewer.refresh(frozenset(held), now))
 
     if keys_clock is not None:
-        tick = keys_clock
+        clock = keys_clock
 
         @app.timer(interval=settings.keys_clock_s)  # type: ignore[untyped-decorator]
         async def keys_clock_tick() -> None:
-            try:
-                await asyncio.to_thread(tick)
-            except KafkaUnavailableError as exc:  # the next tick tries again
-                log.warning("could not write the keys topic's clock: %s", exc)
+            await tick("writing the keys topic's clock", asyncio.to_thread(clock))
 
     if metrics is not None:
         worker_metrics = metrics.worker
@@ -391,6 +398,16 @@ def build_app(
             worker_metrics.set_consumer_lag(_consumer_lag(app, topics.memory, healer))
 
     return app
+
+
+async def tick(what: str, step: Awaitable[object]) -> None:
+    """A timer's step; an outage (Kafka's, a Redis shard's) is logged and the next tick tries
+    again. Faust crashes the whole worker on a timer's exception: a summary view's refresh
+    meeting a Redis shard's restart stopped workers in `bench chaos`."""
+    try:
+        await step
+    except InfrastructureError as exc:
+        log.warning("%s failed; the next tick tries again: %s", what, exc)
 
 
 def _consumer_lag(app: faust.App, topic: str, healer: ShardHealers) -> dict[tuple[str, int], int]:

@@ -25,7 +25,7 @@ from memstream.memory.events.base import (
     writes_nothing,
 )
 from memstream.memory.events.recorded import check_memory_id
-from memstream.memory.summaries import ViewSpec, partition_key, spec_json
+from memstream.memory.summaries import ViewSpec, partition_key, result_key, spec_json
 from memstream.memory.tenancy import validate_tenant
 
 VIEWS = "summary_views"
@@ -317,7 +317,7 @@ PARTITION_SUMMARISED = EventType(
     memories=writes_nothing,
     sealed=("summary",),
     documents=lambda e: (
-        DocumentChange(results_of(e.view_id), partition_key(e.group), json.dumps(e.document())),
+        DocumentChange(results_of(e.view_id), result_key(e.group), json.dumps(e.document())),
     ),
 )
 
