@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
+from memstream.errors import KafkaUnavailableError
 from memstream.memory.ports import AppliedOutcome, Position, ProjectionWriter
 from memstream.streams.heal import Healer
 from memstream.streams.projector import Prepared, Projector, RawMessage
@@ -141,3 +142,37 @@ def test_offsets_without_messages_still_move_the_position() -> None:
     run(healer(redis, log).project([message(0, 6)]))
     assert redis.projected == [(0, 2), (0, 3), (0, 6)]
     assert redis.stored[f"{TOPIC}/0"] == 6
+
+
+class StallingLog(FakeLog):
+    """A log whose first re-read gives up (a partition whose leader is away), then answers."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.stalls = 1
+
+    async def read(
+        self, topic: str, partition: int, first: int, last: int
+    ) -> AsyncIterator[list[RawMessage]]:
+        if self.stalls:
+            self.stalls -= 1
+            raise KafkaUnavailableError(f"could not read {topic}/{partition} again: stalled")
+        async for chunk in super().read(topic, partition, first, last):
+            yield chunk
+
+
+def test_a_stalled_re_read_frees_the_worker_and_the_next_check_heals() -> None:
+    redis, log = FakeRedis({}), StallingLog()
+    heal = healer(redis, log)
+    run(heal.project([message(0, 0), message(0, 1), message(0, 2)]))
+    redis.stored[f"{TOPIC}/0"] = 0  # Redis lost offsets 1 and 2
+
+    async def stalled_then_healed() -> None:
+        assert not await heal.check()  # gave up for now, and let go of the lock:
+        await asyncio.wait_for(heal.project([message(1, 0)]), 5)  # other batches go on
+        assert await heal.check()
+
+    run(stalled_then_healed())
+    assert log.reads == [(0, 1, 2)]
+    assert redis.stored[f"{TOPIC}/0"] == 2
+    assert (1, 0) in redis.projected

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -64,6 +65,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _CHUNK = 256
+# A re-read that moves no further for this long gives up, to be tried again.
+_STALL_S = 30.0
 # Backoff while the only shard's Redis is down (the batch is held: there is nothing else).
 _FIRST_RETRY_S = 0.2
 _MAX_RETRY_S = 10.0
@@ -86,9 +89,10 @@ class LogSource(Protocol):
 class KafkaLog:
     """The memory topic read again by a group-less consumer; the worker group's commits."""
 
-    def __init__(self, kafka: KafkaConnection, group: str) -> None:
+    def __init__(self, kafka: KafkaConnection, group: str, *, stall_s: float = _STALL_S) -> None:
         self._kafka = kafka
         self._group = group
+        self._stall_s = stall_s
 
     async def committed(self, partitions: Collection[Position]) -> dict[str, int]:
         wanted = [TopicPartition(p.topic, p.partition) for p in partitions]
@@ -113,20 +117,40 @@ class KafkaLog:
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # the gap's start may be gone: read what is left
         )
+        doing = f"read {topic}/{partition} again"
         try:
-            await consumer.start()
-            consumer.assign([tp])
-            consumer.seek(tp, first)
-            end = min(last + 1, (await consumer.end_offsets([tp]))[tp])
-            while await consumer.position(tp) < end:
-                records = (await consumer.getmany(tp, timeout_ms=500, max_records=_CHUNK)).get(
-                    tp, []
-                )
-                chunk = [RawMessage.of(r) for r in records if r.offset <= last]
+            async with asyncio.timeout(self._stall_s):
+                await consumer.start()
+                consumer.assign([tp])
+                consumer.seek(tp, first)
+                end = min(last + 1, (await consumer.end_offsets([tp]))[tp])
+            # The healer holds its lock while it reads: a partition that gives nothing (its
+            # leader gone with a broker) must end the read, or the worker projects nothing
+            # for as long as it lasts. The caller retries with a fresh consumer.
+            position, progress_at = first, time.monotonic()
+            while position < end:
+                async with asyncio.timeout(self._stall_s):
+                    batches = await consumer.getmany(tp, timeout_ms=500, max_records=_CHUNK)
+                    now_at = await consumer.position(tp)
+                chunk = [RawMessage.of(r) for r in batches.get(tp, []) if r.offset <= last]
+                if now_at > position:
+                    position, progress_at = now_at, time.monotonic()
+                elif time.monotonic() - progress_at > self._stall_s:
+                    raise KafkaUnavailableError(
+                        f"could not {doing}: no message past offset {position} of {end} "
+                        f"came in {self._stall_s:.0f}s from Kafka at {self._kafka.where}; "
+                        "the worker retries. Check that the broker runs (`memstream status`)."
+                    )
                 if chunk:
                     yield chunk
+        except TimeoutError:
+            raise KafkaUnavailableError(
+                f"could not {doing}: Kafka at {self._kafka.where} did not answer in "
+                f"{self._stall_s:.0f}s; the worker retries. Check that the broker runs "
+                "(`memstream status`)."
+            ) from None
         except KafkaError as exc:
-            raise self._unavailable(f"read {topic}/{partition} again", exc) from exc
+            raise self._unavailable(doing, exc) from exc
         finally:
             await consumer.stop()
 
