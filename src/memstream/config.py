@@ -114,6 +114,12 @@ def _pooling(raw: str) -> str:
     return raw.lower()
 
 
+def _vector_type(raw: str) -> str:
+    if raw.lower() not in ("float16", "float32"):
+        raise ValueError("must be 'float16' or 'float32'")
+    return raw.lower()
+
+
 _KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -183,6 +189,14 @@ class Settings:
         "Bound on each tenant's memories; every write evicts the lowest-importance, oldest "
         "ones beyond it. 0 means unbounded.",
         _non_negative_int,
+    )
+    vector_type: str = _setting(
+        "MEMSTREAM_VECTOR_TYPE",
+        "float16",
+        "How a new generation of the projection stores its vectors: 'float16' (half the bytes "
+        "of 'float32', ranked alike) or 'float32'. A generation keeps the type it was built "
+        "with; `memstream replay` builds the next one with this.",
+        _vector_type,
     )
     default_importance: float = _setting(
         "MEMSTREAM_DEFAULT_IMPORTANCE",

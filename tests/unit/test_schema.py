@@ -7,7 +7,17 @@ from hypothesis import strategies as st
 
 from memstream import Memory, MemoryType
 from memstream.memory.provenance import Provenance
-from memstream.projections.schema import Fields, Keyspace, from_hash, order_member, to_hash
+from memstream.projections.schema import (
+    Fields,
+    Keyspace,
+    VectorType,
+    from_hash,
+    memory_index_schema,
+    order_member,
+    query_blob,
+    to_hash,
+    vector_of,
+)
 
 ids = st.uuids().map(str)
 
@@ -119,3 +129,38 @@ def test_a_memory_carries_its_date_in_words_for_the_lexical_search() -> None:
         "m", "t", "c", MemoryType.CONVERSATION, "th", datetime(2023, 5, 7, tzinfo=UTC), 0.5, "e"
     )
     assert to_hash(memory, np.zeros(2, dtype=np.float32))[Fields.WHEN] == "7 May 2023"
+
+
+@given(
+    st.lists(st.floats(-1, 1, allow_nan=False, width=32), min_size=1, max_size=64),
+    st.sampled_from(list(VectorType)),
+)
+def test_a_stored_vector_reads_back_as_float32_whichever_type_stored_it(
+    values: list[float], vector_type: VectorType
+) -> None:
+    vector = np.asarray(values, dtype=np.float32)
+    memory = Memory("m", "t", "c", MemoryType.CONVERSATION, "th", datetime.now(UTC), 0.5, "e")
+    blob = to_hash(memory, vector, vector_type=vector_type)[Fields.EMBEDDING]
+    assert isinstance(blob, bytes)
+    assert len(blob) == len(values) * (2 if vector_type is VectorType.FLOAT16 else 4)
+    read = vector_of(blob, len(values))
+    assert read.dtype == np.float32 and read.shape == vector.shape
+    # float16 keeps 11 significant bits: within 2**-11 of a value in [-1, 1].
+    tolerance = 2**-11 if vector_type is VectorType.FLOAT16 else 0.0
+    assert np.max(np.abs(read - vector)) <= tolerance
+
+
+def test_a_query_travels_in_its_index_type() -> None:
+    vector = np.asarray([0.5, -0.25, 1.0], dtype=np.float64)
+    assert query_blob(vector) == vector.astype(np.float32).tobytes()  # not float64's 24 bytes
+    assert query_blob(VectorType.FLOAT16.cast(vector)) == vector.astype(np.float16).tobytes()
+    assert query_blob(VectorType.FLOAT32.cast(vector)) == vector.astype(np.float32).tobytes()
+
+
+def test_the_index_declares_the_generation_vector_type() -> None:
+    for vector_type in VectorType:
+        schema = memory_index_schema(Keyspace("ns"), 8, vector_type)
+        attrs = schema.fields[Fields.EMBEDDING].attrs
+        assert attrs.datatype.value == vector_type.value.upper()  # type: ignore[union-attr]
+    default = memory_index_schema(Keyspace("ns"), 8).fields[Fields.EMBEDDING].attrs
+    assert default.datatype.value == "FLOAT32"  # type: ignore[union-attr]

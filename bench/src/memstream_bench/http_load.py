@@ -1,5 +1,5 @@
 """Requests from concurrent HTTP clients, as `bench serve` sends its writes: how many a second,
-and each one's latency.
+and each one's latency; and whether a server answers its health check (benches wait on it).
 
 `clients` coroutines share one httpx client (one keep-alive connection each) and take request
 numbers from one queue until it is empty; every answer must be a success.
@@ -8,6 +8,7 @@ numbers from one queue until it is empty; every answer must be a success.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ import httpx
 
 from memstream_bench.stats import Latency
 
-__all__ = ["Load", "Request", "concurrently"]
+__all__ = ["Load", "Request", "concurrently", "healthy"]
 
 # (the shared client, the client's number, the request's number) -> the answer
 Request = Callable[[httpx.AsyncClient, int, int], Awaitable[httpx.Response]]
@@ -64,3 +65,10 @@ async def concurrently(url: str, key: str, requests: int, clients: int, request:
         t0 = time.perf_counter()
         await asyncio.gather(*(client(n) for n in range(clients)))
         return Load(requests, time.perf_counter() - t0, tuple(latencies))
+
+
+def healthy(url: str) -> bool:
+    """Whether the memstream server at `url` answers its health check with 200 within 1 s."""
+    with contextlib.suppress(httpx.HTTPError):
+        return httpx.get(f"{url}/v1/health", timeout=1).status_code == 200
+    return False

@@ -64,7 +64,7 @@ from memstream.projections.recall import (
     VectorQuery,
     parse_reply,
 )
-from memstream.projections.schema import Fields, from_hash
+from memstream.projections.schema import Fields, from_hash, vector_of
 from memstream.projections.search import FilteredSearch
 from memstream.providers import EmbedderCatalogue, chat_model
 from memstream_bench.baselines import BM25, RecallAtK, cosine_ranking
@@ -301,7 +301,7 @@ def run_locomo(
             tenant_events = per_conversation[conversation.sample_id]
             dia_ids = [e.source_id for e in tenant_events]
             texts = [e.content for e in tenant_events]
-            vectors = _stored_vectors(ns, tenant_events)
+            vectors = _stored_vectors(ns, tenant_events, embedder.dims)
             bm25 = BM25(texts)
             split = "tuning" if conversation.sample_id in TUNING_CONVERSATIONS else "held-out"
             sessions = {turn.dia_id: turn.session for turn in conversation.turns}
@@ -580,11 +580,11 @@ class _Scores:
         }
 
 
-def _stored_vectors(ns: BenchNamespace, events: list[MessageRecorded]) -> np.ndarray:
+def _stored_vectors(ns: BenchNamespace, events: list[MessageRecorded], dims: int) -> np.ndarray:
     """The vectors the worker stored for `events`, in order: the vector baseline's documents."""
     pipe = ns.redis.pipeline(transaction=False)
     for event in events:
         memory = memories_of(event)[0]
         pipe.hget(ns.keys.memory(memory.tenant, memory.id), Fields.EMBEDDING)
     blobs = pipe.execute()
-    return np.stack([np.frombuffer(blob, dtype=np.float32) for blob in blobs])
+    return np.stack([vector_of(blob, dims) for blob in blobs])

@@ -36,6 +36,7 @@ from memstream.memory.events import MessageRecorded, memories_of
 from memstream.memory.ports import Embedded
 from memstream.projections.connection import text
 from memstream.projections.recall import HybridQuery, RedisRecaller, VectorQuery
+from memstream.projections.schema import VectorType
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
 from memstream_bench.harness import BenchNamespace
@@ -83,7 +84,11 @@ def seed_memories(
 
     async def write() -> None:
         writer = RedisProjectionWriter(
-            ns.projection.async_client(), ns.keys, max_memories=0, url=ns.settings.redis
+            ns.projection.async_client(),
+            ns.keys,
+            max_memories=0,
+            vector_type=VectorType(ns.settings.vector_type),
+            url=ns.settings.redis,
         )
         await writer.ensure_live_index(model, dims)
         for low in range(start, stop, 500):
@@ -173,12 +178,14 @@ def _measure(
         tuning=ns.deployment.recall_tuning(),
         url=ns.settings.redis,
     )
+    stored_as = VectorType(ns.settings.vector_type)
     timings: dict[str, list[float]] = {}
     warm_up = 50  # queries that open connections and warm caches, not counted
     for n in range(queries + warm_up):
         tenant = f"tenant-{words.randrange(tenants)}"
         vector = rng.standard_normal(dims).astype(np.float32)
         vector /= np.linalg.norm(vector)
+        vector = stored_as.cast(vector)  # every call, the raw ones too, sends the index's type
         text = " ".join(words.choices(_VOCABULARY, k=3))
         calls = _calls(ns, recaller, tenant, text, vector, embedder)
         # Rotating who goes first keeps any warm-cache advantage from favouring one side.

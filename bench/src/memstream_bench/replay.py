@@ -34,7 +34,7 @@ from memstream.memory.embeddings import Embedder, Vectors
 from memstream.memory.events import memories_of
 from memstream.projections.connection import RedisConnection, async_redis_client
 from memstream.projections.generations import RedisGenerations
-from memstream.projections.schema import Keyspace
+from memstream.projections.schema import Keyspace, VectorType
 from memstream.projections.writer import RedisProjectionWriter
 from memstream.providers import EmbedderCatalogue
 from memstream.streams.kafka import KafkaConnection
@@ -93,6 +93,7 @@ async def rebuild_loop(
         writer_client,
         Keyspace(target),
         max_memories=settings.max_memories_per_tenant,
+        vector_type=VectorType(settings.vector_type),
         url=settings.redis,
     )
     projector = Projector(

@@ -59,7 +59,7 @@ from memstream.streams.topics import Topics
 from memstream.streams.wire import event_record, producer_config, send
 from memstream_bench.corpus import conversation_texts, turns
 from memstream_bench.harness import BenchNamespace
-from memstream_bench.http_load import Load, concurrently
+from memstream_bench.http_load import Load, concurrently, healthy
 from memstream_bench.report import BenchResult, Comparison
 from memstream_bench.sessions import SessionRates, measure_sessions, session_rates
 from memstream_bench.stats import Latency, Progress, ratio
@@ -356,17 +356,10 @@ def serving(settings: Settings, module: str, *args: str) -> Iterator[str]:
     command = [sys.executable, "-m", module, *(a.replace("{port}", str(port)) for a in args)]
     env = {**os.environ, **settings.environ()}
     try:
-        with running(command, env=env, log=log, ready=lambda: _healthy(url), what=module):
+        with running(command, env=env, log=log, ready=lambda: healthy(url), what=module):
             yield url
     finally:
         log.unlink(missing_ok=True)
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/v1/health", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _record(i: int) -> dict[str, object]:

@@ -46,8 +46,11 @@ class InMemoryWriter:
             await self.ensure_index(embedding_model, dims, live)
             return live
 
-    async def ensure_index(self, embedding_model: str, dims: int, generation: int) -> None:
-        """Record the model `generation`'s vectors are of; refuse one built for another."""
+    async def ensure_index(
+        self, embedding_model: str, dims: int, generation: int, *, like: int | None = None
+    ) -> None:
+        """Record the model `generation`'s vectors are of; refuse one built for another
+        (vectors are kept as they come: `like` changes nothing here)."""
         with self._state.lock:
             held = self._state.generation(generation)
             if held.model is None:

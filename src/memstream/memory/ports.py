@@ -126,7 +126,12 @@ class ProjectionWriter(Protocol):
 
     async def ensure_live_index(self, embedding_model: str, dims: int) -> int: ...
 
-    async def ensure_index(self, embedding_model: str, dims: int, generation: int) -> None: ...
+    async def ensure_index(
+        self, embedding_model: str, dims: int, generation: int, *, like: int | None = None
+    ) -> None:
+        """`generation`'s index, made for `embedding_model`; `like` names a generation whose
+        storage a new one copies (a one-tenant rebuild's keys are renamed into it)."""
+        ...
 
     async def apply(
         self,

@@ -70,7 +70,7 @@ from memstream.projections.acl import REDIS_ROLES, redis_acl_command
 from memstream.projections.connection import RedisConnection
 from memstream.projections.journal import RedisJournal
 from memstream.projections.layout_store import RedisLayoutStore
-from memstream.projections.schema import Keyspace
+from memstream.projections.schema import Keyspace, VectorType
 from memstream.projections.session_moves import RedisSessionMove
 from memstream.projections.shard import RedisShard
 
@@ -195,6 +195,7 @@ class RedisProjection:
                 dataclasses.replace(self._base, url=url),
                 self.keys,
                 max_memories=self.settings.max_memories_per_tenant,
+                vector_type=VectorType(self.settings.vector_type),
             )
         return self._shards[url]
 

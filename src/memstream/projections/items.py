@@ -22,7 +22,7 @@ import redis
 from memstream.memory.embeddings import Embedders, Vectors, cosines
 from memstream.projections.connection import redis_errors
 from memstream.projections.live_model import LiveModel
-from memstream.projections.schema import Fields, Keyspace
+from memstream.projections.schema import Fields, Keyspace, vector_of
 from memstream.projections.status import ProjectionStatus
 
 __all__ = ["RedisItemIndex"]
@@ -71,8 +71,11 @@ class RedisItemIndex:
             content, vector, facets = cast(list[bytes | None], row)
             if vector is None or not content:
                 continue  # not stored, or stored without text: nothing to compare
-            blob = facets if facets else vector
-            matrix = np.frombuffer(blob, dtype=np.float32).reshape(-1, len(query))
+            # Facet vectors are float32 whatever the generation's type (not indexed, and few).
+            if facets:
+                matrix = np.frombuffer(facets, dtype=np.float32).reshape(-1, len(query))
+            else:
+                matrix = vector_of(vector, len(query))[np.newaxis, :]
             scores[memory_id] = float(np.max(cosines(matrix, query)))
         return scores
 

@@ -36,7 +36,7 @@ check those strings.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,7 +56,14 @@ from memstream.memory.tenancy import tenant_token, validate_tenant
 from memstream.memory.validity import Succession
 from memstream.projections.connection import ReadScript, search_pipelined, text
 from memstream.projections.live_model import LiveModel
-from memstream.projections.schema import Fields, Keyspace, from_hash, lua
+from memstream.projections.schema import (
+    Fields,
+    Keyspace,
+    from_hash,
+    lua,
+    query_blob,
+    vector_of,
+)
 
 __all__ = [
     "CANDIDATES",
@@ -174,7 +181,7 @@ class VectorQuery:
 
     def command(self, index: str) -> list[str | int | bytes]:
         """The whole FT.SEARCH command; the vector travels as a parameter, never as text."""
-        blob = np.asarray(self.vector, dtype=np.float32).tobytes()
+        blob = query_blob(self.vector)
         return [
             "FT.SEARCH",
             index,
@@ -425,9 +432,11 @@ class RedisRecaller:
         `keep` drops candidates the index cannot filter (before they are ranked, as `where`
         does on the server).
         """
+        query = replace(query, vector=self._live.cast(query.vector))
         return self._ranked(query, self._run(self._commands(query)), tuning or self.tuning, keep)
 
     def search_vector(self, query: VectorQuery) -> list[RecalledMemory]:
+        query = replace(query, vector=self._live.cast(query.vector))
         return _by_distance(self._run([query.command(self._keys.alias)]))
 
     def _commands(self, query: HybridQuery) -> list[list[Any]]:
@@ -447,7 +456,8 @@ class RedisRecaller:
         if replies is None:
             return []
         hits = {key: hit for reply in replies[:2] for key, hit in parse_reply(reply)}
-        found = [(from_hash(hit.fields), hit.vector) for hit in hits.values()]
+        dims = len(query.vector)
+        found = [(from_hash(hit.fields), vector_of(hit.blob, dims)) for hit in hits.values()]
         # Neighbours are read from the generation the candidates came from; those among the
         # candidates are not read again.
         keys = self._keys.holding(next(iter(hits))) if hits else self._keys
@@ -468,7 +478,7 @@ class RedisRecaller:
             stats,
             tuning,
             query.k,
-            self._around(keys, query.tenant, query.where, keep, held),
+            self._around(keys, query.tenant, query.where, keep, held, dims),
             self._succession(keys, query.tenant),
         )
 
@@ -498,6 +508,7 @@ class RedisRecaller:
         where: SearchFilter | None,
         keep: Callable[[Memory], bool] | None,
         held: Mapping[str, tuple[Memory, Vectors]],
+        dims: int,
     ) -> Around:
         """The hits' thread neighbours from the thread orders of `keys`' generation, in one
         call (neighbours.lua), those `held` (the candidates) taken from there; those the
@@ -527,7 +538,7 @@ class RedisRecaller:
                         if not stored:  # removed since its place was read
                             continue
                         row = _hit(stored.items())
-                        memory, vector = from_hash(row.fields), row.vector
+                        memory, vector = from_hash(row.fields), vector_of(row.blob, dims)
                     if (
                         abs(memory.timestamp - hit.timestamp) <= WINDOW
                         and (where is None or where.matches(memory))
@@ -554,10 +565,11 @@ def _by_distance(replies: list[object] | None) -> list[RecalledMemory]:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One FT.SEARCH hit: its returned fields as text, and its vector (empty if not returned)."""
+    """One FT.SEARCH hit: its returned fields as text, and its vector's bytes (empty if not
+    returned; `schema.vector_of` reads them)."""
 
     fields: dict[str, str]
-    vector: Vectors
+    blob: bytes
 
 
 def parse_reply(reply: object) -> list[tuple[str, Hit]]:
@@ -580,21 +592,18 @@ def parse_reply(reply: object) -> list[tuple[str, Hit]]:
     return hits
 
 
-_NO_VECTOR = np.empty(0, dtype=np.float32)
-
-
 def _hit(pairs: Iterable[tuple[Any, Any]]) -> Hit:
     # One pass over every returned field of every candidate: on recall's path, where decoding
     # replies was a third of the ranking's time.
     fields: dict[str, str] = {}
-    vector = _NO_VECTOR
+    blob = b""
     for raw_name, value in pairs:
         name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
         if name == Fields.EMBEDDING:
-            vector = np.frombuffer(value, dtype=np.float32) if isinstance(value, bytes) else vector
+            blob = value if isinstance(value, bytes) else blob
         else:
             fields[name] = value.decode() if isinstance(value, bytes) else str(value)
-    return Hit(fields, vector)
+    return Hit(fields, blob)
 
 
 def _total(reply: object) -> int:

@@ -24,7 +24,8 @@ replay can build generation g+1 beside the live generation g and swap it in at o
     {ns}:g{g}:applied:{token}          HASH   event id -> recorded outcome: apply-once markers
     {ns}:g{g}:forgotten:{token}        SET    tombstones: memory ids no event may write again
     {ns}:g{g}:positions                HASH   "topic/partition" -> last offset taken into account
-    {ns}:g{g}:meta                     HASH   what the index was built with (model, dims)
+    {ns}:g{g}:meta                     HASH   what the index was built with (model, dims,
+                                              vector type: none is float32)
 
 Sessions' working memory is state, not projection: no generation, kept across rebuilds, and
 in the tenant's key space (its token) so that a shard router routes it with the tenant:
@@ -39,6 +40,7 @@ replay into a fresh generation rather than altered in place.
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 from collections.abc import Mapping
@@ -62,16 +64,51 @@ __all__ = [
     "INDEX_VERSION",
     "Fields",
     "Keyspace",
+    "VectorType",
     "from_hash",
     "lineage_field",
     "lua",
     "memory_id_of",
     "memory_index_schema",
     "order_member",
+    "query_blob",
     "to_hash",
+    "vector_of",
 ]
 
 INDEX_VERSION = 2
+
+
+class VectorType(enum.StrEnum):
+    """How a generation stores its vectors, in its hashes and its index (its meta's
+    `vector_type`; a generation from before the choice has none and is FLOAT32). FLOAT16 takes
+    half the bytes of both copies and ranks LoCoMo's questions as FLOAT32 does
+    (docs/benchmarks.md); a replay moves a namespace from one to the other."""
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+
+    def cast(self, vector: Vectors) -> Vectors:
+        """`vector` in this type: how a query for this generation's index travels."""
+        return np.asarray(vector, dtype=self.value)
+
+    def blob(self, vector: Vectors) -> bytes:
+        return np.asarray(vector, dtype=self.value).tobytes()
+
+
+def vector_of(blob: bytes, dims: int) -> Vectors:
+    """A stored vector of `dims` dimensions as float32, whichever type its generation stores:
+    its length says (2 or 4 bytes a dimension)."""
+    if len(blob) == 2 * dims:
+        return np.frombuffer(blob, dtype=np.float16).astype(np.float32)
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def query_blob(vector: Vectors) -> bytes:
+    """A query vector's bytes for FT.SEARCH: float16 as it is (`VectorType.cast` made it for a
+    float16 index), anything else as float32."""
+    array = np.asarray(vector)
+    return (array if array.dtype == np.float16 else array.astype(np.float32)).tobytes()
 
 
 class Fields:
@@ -265,7 +302,9 @@ def memory_id_of(member: str) -> str:
     return member.rsplit(":", 1)[1]
 
 
-def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
+def memory_index_schema(
+    keyspace: Keyspace, dims: int, vector_type: VectorType = VectorType.FLOAT32
+) -> IndexSchema:
     # The tenant and thread TAGs hold hex tokens, so the default separator and case folding
     # can never merge two ids; they are still escaped at query time.
     fields: list[dict[str, Any]] = [
@@ -289,7 +328,7 @@ def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
                 "algorithm": "flat",
                 "dims": dims,
                 "distance_metric": "cosine",
-                "datatype": "float32",
+                "datatype": vector_type.value,
             },
         },
     ]
@@ -306,9 +345,13 @@ def memory_index_schema(keyspace: Keyspace, dims: int) -> IndexSchema:
 
 
 def to_hash(
-    memory: Memory, vector: Vectors, facet_vectors: Vectors | None = None
+    memory: Memory,
+    vector: Vectors,
+    facet_vectors: Vectors | None = None,
+    vector_type: VectorType = VectorType.FLOAT32,
 ) -> dict[str, str | bytes]:
-    """A memory as the fields of its Redis hash (`facet_vectors`: one row per facet)."""
+    """A memory as the fields of its Redis hash (`facet_vectors`: one row per facet), its
+    vector in its generation's `vector_type`."""
     fields: dict[str, str | bytes] = {
         Fields.ID: memory.id,
         # Not Fields.TENANT: the tag is its hex, and a 17th field would double the hash's
@@ -325,7 +368,7 @@ def to_hash(
         Fields.METADATA: _metadata_field(memory.metadata),
         Fields.EVENT_ID: memory.event_id,
         Fields.EMBEDDING_MODEL: memory.embedding_model,
-        Fields.EMBEDDING: np.asarray(vector, dtype=np.float32).tobytes(),
+        Fields.EMBEDDING: vector_type.blob(vector),
         Fields.ORDER_MEMBER: order_member(memory),
     }
     if memory.facets:

@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import redis
 
 from memstream.memory.embeddings import Vectors
@@ -47,7 +46,7 @@ from memstream.projections.recall import (
     parse_reply,
     render_filter,
 )
-from memstream.projections.schema import Fields, Keyspace, from_hash
+from memstream.projections.schema import Fields, Keyspace, from_hash, query_blob
 
 __all__ = ["POST_FILTER_DEPTH", "FilteredSearch"]
 
@@ -166,7 +165,7 @@ class FilteredSearch:
         counted = max_distance is None
 
         def semantic(vector: Vectors) -> list[list[Any]]:
-            blob = np.asarray(vector, dtype=np.float32).tobytes()
+            blob = query_blob(vector)
             if max_distance is None:
                 return [self._knn(filters, blob, start, count), self._count(filters)]
             return [self._in_range(filters, blob, max_distance, start, count)]

@@ -55,7 +55,7 @@ from memstream.projections.items import RedisItemIndex
 from memstream.projections.live_model import LiveModel
 from memstream.projections.reader import ProjectionReader
 from memstream.projections.recall import RedisRecaller
-from memstream.projections.schema import Keyspace
+from memstream.projections.schema import Keyspace, VectorType
 from memstream.projections.search import FilteredSearch
 from memstream.projections.status import ProjectionStatus
 from memstream.projections.token_ledger import RedisTokenLedger
@@ -71,10 +71,18 @@ _DELETE_BATCH = 5000
 class RedisShard:
     """One namespace's projection in one Redis. Nothing connects until a part is used."""
 
-    def __init__(self, connection: RedisConnection, keys: Keyspace, *, max_memories: int) -> None:
+    def __init__(
+        self,
+        connection: RedisConnection,
+        keys: Keyspace,
+        *,
+        max_memories: int,
+        vector_type: VectorType = VectorType.FLOAT16,
+    ) -> None:
         self.keys = keys
         self.connection = connection
         self._max_memories = max_memories
+        self._vector_type = vector_type
 
     @cached_property
     def client(self) -> redis.Redis:
@@ -255,4 +263,6 @@ class RedisShard:
         self, client: redis.asyncio.Redis, max_memories: int | None
     ) -> RedisProjectionWriter:
         bound = self._max_memories if max_memories is None else max_memories
-        return RedisProjectionWriter(client, self.keys, max_memories=bound, url=self._url)
+        return RedisProjectionWriter(
+            client, self.keys, max_memories=bound, vector_type=self._vector_type, url=self._url
+        )

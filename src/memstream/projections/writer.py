@@ -30,7 +30,14 @@ from memstream.memory.model import Memory, derived_from
 from memstream.memory.ports import AppliedOutcome, Embedded
 from memstream.projections.connection import compact_async, redis_errors, text
 from memstream.projections.generations import RedisGenerations
-from memstream.projections.schema import Fields, Keyspace, lua, memory_index_schema, to_hash
+from memstream.projections.schema import (
+    Fields,
+    Keyspace,
+    VectorType,
+    lua,
+    memory_index_schema,
+    to_hash,
+)
 
 __all__ = ["EVENTS_PER_CALL", "RedisProjectionWriter", "outcome_of"]
 
@@ -68,6 +75,16 @@ return rows
 """
 
 
+# KEYS: a generation's meta. ARGV: model, dims, vector type. Written once, whole, by whoever
+# creates the generation (two workers may race to), then read: what its index holds.
+_META = """
+if redis.call('HSETNX', KEYS[1], 'embedding_model', ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'dims', ARGV[2], 'vector_type', ARGV[3])
+end
+return redis.call('HMGET', KEYS[1], 'embedding_model', 'dims', 'vector_type')
+"""
+
+
 def outcome_of(event: MemoryEvent, reply: Sequence[object]) -> AppliedOutcome:
     """The outcome apply_once.lua replied for `event`."""
     applied, recorded, evicted = reply
@@ -85,7 +102,8 @@ def outcome_of(event: MemoryEvent, reply: Sequence[object]) -> AppliedOutcome:
 
 class RedisProjectionWriter:
     """Applies embedded events to the projection of one namespace (`keyspace`'s generation is
-    ignored: each call says or reads which generation it writes)."""
+    ignored: each call says or reads which generation it writes). A generation it creates
+    stores vectors as `vector_type`; one that exists keeps its own."""
 
     def __init__(
         self,
@@ -93,15 +111,19 @@ class RedisProjectionWriter:
         keyspace: Keyspace,
         *,
         max_memories: int,
+        vector_type: VectorType = VectorType.FLOAT16,
         url: str = "",
     ) -> None:
         self._client = client
         self._keys = keyspace
         self._max_memories = max_memories
+        self._vector_type = vector_type
         self._url = url
         self._script: AsyncScript = client.register_script(_APPLY_ONCE)
         self._advance: AsyncScript = client.register_script(_ADVANCE)
         self._known: AsyncScript = client.register_script(_KNOWN)
+        self._meta: AsyncScript = client.register_script(_META)
+        self._types: dict[int, VectorType] = {}  # a generation's type never changes
         self._generations = RedisGenerations(client, keyspace, url=url)
 
     async def ensure_live_index(self, embedding_model: str, dims: int) -> int:
@@ -118,13 +140,18 @@ class RedisProjectionWriter:
                     raise
         return generation
 
-    async def ensure_index(self, embedding_model: str, dims: int, generation: int) -> None:
-        """Create `generation`'s search index if missing; refuse one built for another model."""
+    async def ensure_index(
+        self, embedding_model: str, dims: int, generation: int, *, like: int | None = None
+    ) -> None:
+        """Create `generation`'s search index if missing; refuse one built for another model.
+        `like` names a generation whose vector type a new one takes (a one-tenant rebuild's
+        keys are renamed into it)."""
         keys = self._keys.at(generation)
+        vector_type = self._vector_type if like is None else await self._type_of(like)
         with redis_errors(self._url, "creating the memory index"):
-            await self._client.hsetnx(keys.meta, "embedding_model", embedding_model)
-            await self._client.hsetnx(keys.meta, "dims", str(dims))
-            raw_model, raw_dims = await self._client.hmget(keys.meta, ["embedding_model", "dims"])
+            raw_model, raw_dims, raw_type = await self._meta(
+                keys=[keys.meta], args=[embedding_model, dims, vector_type.value]
+            )
             stored_model, stored_dims = text(raw_model), int(text(raw_dims))
             if stored_model != embedding_model or stored_dims != dims:
                 raise ConfigurationError(
@@ -134,9 +161,23 @@ class RedisProjectionWriter:
                     "compared. Use the same MEMSTREAM_EMBEDDER, or another MEMSTREAM_NAMESPACE "
                     "and replay the log into it."
                 )
-            index = AsyncSearchIndex(memory_index_schema(keys, dims), redis_client=self._client)
+            stored_type = VectorType(text(raw_type)) if raw_type else VectorType.FLOAT32
+            self._types[generation] = stored_type
+            schema = memory_index_schema(keys, dims, stored_type)
+            index = AsyncSearchIndex(schema, redis_client=self._client)
             if not await index.exists():
                 await index.create(overwrite=False)
+
+    async def _type_of(self, generation: int) -> VectorType:
+        """How `generation` stores its vectors (FLOAT32 when its meta does not say: it was
+        built before the choice, or is not built yet)."""
+        if generation not in self._types:
+            with redis_errors(self._url, "reading a generation's vector type"):
+                raw = await self._client.hget(self._keys.at(generation).meta, "vector_type")
+            if raw is None:
+                return VectorType.FLOAT32
+            self._types[generation] = VectorType(text(raw))
+        return self._types[generation]
 
     async def apply(
         self,
@@ -165,11 +206,12 @@ class RedisProjectionWriter:
                 generation = await self._generations.live()
             checked = "" if into is not None else str(generation)
             keys = self._keys.at(generation)
+            vector_type = await self._type_of(generation)
             async with self._client.pipeline(transaction=False) as pipe:
                 for start in range(0, len(pending), EVENTS_PER_CALL):
                     calls = pending[start : start + EVENTS_PER_CALL]
                     args: list[str | int | bytes] = [checked, self._max_memories]
-                    args += [_packed(keys, item) for item in calls]
+                    args += [_packed(keys, item, vector_type) for item in calls]
                     await self._script(
                         keys=[keys.generation_key, keys.positions], args=args, client=pipe
                     )
@@ -223,21 +265,23 @@ class RedisProjectionWriter:
         """The vectors the live generation already holds for `memories`: only where the stored
         memory has the same id, content and embedding model (a vector is a function of those
         two), None elsewhere. Lets a rebuild skip the embedder for what it rewrites."""
-        keys = self._keys.at(await self._generations.live())
+        live = await self._generations.live()
+        keys = self._keys.at(live)
+        vector_type = await self._type_of(live)
         with redis_errors(self._url, "reading stored vectors"):
             wanted = [Fields.CONTENT, Fields.EMBEDDING_MODEL, Fields.EMBEDDING]
             rows = await self._known(
                 args=[*wanted, *(keys.memory(m.tenant, m.id) for m in memories)]
             )
         return [
-            np.frombuffer(blob, dtype=np.float32)
+            np.frombuffer(blob, dtype=vector_type.value).astype(np.float32)
             if blob is not None and text(content) == m.content and text(model) == m.embedding_model
             else None
             for m, (content, model, blob) in zip(memories, rows, strict=True)
         ]
 
 
-def _packed(keys: Keyspace, item: Embedded) -> bytes:
+def _packed(keys: Keyspace, item: Embedded, vector_type: VectorType) -> bytes:
     """`item` as apply_once.lua's argument for one event: a MessagePack array, packed in one
     call (a memory's sixteen fields were sixteen pairs of arguments, each encoded by redis-py
     on its own: a third of replay's time)."""
@@ -280,7 +324,7 @@ def _packed(keys: Keyspace, item: Embedded) -> bytes:
         facets = item.facets or (None,) * len(item.memories)
         written = []
         for memory, vector, facet_vectors in zip(item.memories, item.vectors, facets, strict=True):
-            fields = to_hash(memory, vector, facet_vectors)
+            fields = to_hash(memory, vector, facet_vectors, vector_type)
             pairs = [part for pair in fields.items() for part in pair]
             sources = list(derived_from(memory))
             written.append([memory.id, fields[Fields.ORDER_MEMBER], pairs, sources])

@@ -175,11 +175,12 @@ class Replayer:
 
         try:
             if tenant is not None:
-                # Its keys are renamed into the live generation: vectors of the live model.
+                # Its keys are renamed into the live generation: vectors of the live model,
+                # stored as the live generation stores them.
                 live_model = await self._generations.model(live)
                 if live_model is not None:
                     embedder = self._embedders.for_model(live_model)
-                    await writer.ensure_index(live_model, embedder.dims, target)
+                    await writer.ensure_index(live_model, embedder.dims, target, like=live)
             await projector.start()
             return await self._run(
                 projector,

@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-import httpx
-
 from memstream.errors import StackError
 from memstream.processes import stop
 from memstream_bench.cluster import OwnCluster
@@ -155,9 +153,3 @@ def worker_command() -> list[str]:
 
 def server_command(port: int) -> list[str]:
     return [sys.executable, "-m", "memstream", "serve", "--port", str(port)]
-
-
-def healthy(url: str) -> bool:
-    with contextlib.suppress(httpx.HTTPError):
-        return httpx.get(f"{url}/v1/health", timeout=1).status_code == 200
-    return False

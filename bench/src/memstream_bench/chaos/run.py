@@ -52,7 +52,6 @@ from memstream_bench.chaos.processes import (
     Child,
     ClusterService,
     Target,
-    healthy,
     send,
     server_command,
     worker_command,
@@ -60,6 +59,7 @@ from memstream_bench.chaos.processes import (
 from memstream_bench.chaos.workload import Rates, Tenant, Workload
 from memstream_bench.cluster import OwnCluster
 from memstream_bench.corpus import turns
+from memstream_bench.http_load import healthy
 from memstream_bench.report import BenchResult, Comparison
 from memstream_bench.stats import Latency, Progress
 

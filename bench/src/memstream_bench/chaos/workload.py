@@ -259,7 +259,10 @@ class Workload:
         body = {
             "memories": [{"id": memory_id, "text": f"{tenant.marker} {self._words(rng)} {written}"}]
         }
-        ok = self._send("memory", tenant, "POST", "/v1/long-term-memory/", json=body) is not None
+        ok = (
+            self._send("memory", tenant, rng, "POST", "/v1/long-term-memory/", json=body)
+            is not None
+        )
         self._history.wrote(tenant.id, (written,), Kind.MEMORY, ok)
         if ok:
             tenant.memories.append((memory_id, written))
@@ -276,7 +279,7 @@ class Workload:
         }
         session = f"{tenant.label}-s{n}"
         ok = (
-            self._send("session", tenant, "PUT", f"/v1/working-memory/{session}", json=body)
+            self._send("session", tenant, rng, "PUT", f"/v1/working-memory/{session}", json=body)
             is not None
         )
         self._history.wrote(tenant.id, (said, reply), Kind.SESSION, ok)
@@ -289,7 +292,12 @@ class Workload:
         )
         ok = (
             self._send(
-                "forget", tenant, "DELETE", "/v1/long-term-memory", params={"memory_ids": memory_id}
+                "forget",
+                tenant,
+                rng,
+                "DELETE",
+                "/v1/long-term-memory",
+                params={"memory_ids": memory_id},
             )
             is not None
         )
@@ -310,7 +318,7 @@ class Workload:
             return
         started = time.monotonic()
         body = {"text": self._words(rng), "limit": 10}
-        answer = self._send("search", tenant, "POST", "/v1/long-term-memory/search", json=body)
+        answer = self._send("search", tenant, rng, "POST", "/v1/long-term-memory/search", json=body)
         if answer is None:
             return
         for memory in answer.json().get("memories", []):
@@ -333,7 +341,7 @@ class Workload:
         written, gone_at = tenant.forgotten[memory_id]
         started = time.monotonic()
         answer = self._send(
-            "get", tenant, "GET", f"/v1/long-term-memory/{memory_id}", absent_ok=True
+            "get", tenant, rng, "GET", f"/v1/long-term-memory/{memory_id}", absent_ok=True
         )
         if answer is None:
             return
@@ -359,6 +367,7 @@ class Workload:
         self,
         op: str,
         tenant: Tenant,
+        rng: random.Random,
         method: str,
         path: str,
         *,
@@ -367,7 +376,7 @@ class Workload:
     ) -> httpx.Response | None:
         """The answer of the first server to answer (the next one after a failure), or None."""
         started = time.monotonic()
-        first = random.randrange(len(self._servers))
+        first = rng.randrange(len(self._servers))
         headers = {"Authorization": f"Bearer {tenant.key}"}
         reason = ""
         for attempt in range(2):
