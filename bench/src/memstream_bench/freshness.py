@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of
+from memstream.projections.schema import VectorType
 from memstream.streams.event_publisher import EventPublisher
 from memstream_bench.corpus import turns
 from memstream_bench.harness import BenchNamespace
@@ -126,6 +127,7 @@ def run_freshness(
             ns.projection.connection,
             ns.settings.namespace,
             embedder,
+            VectorType(ns.settings.vector_type),
             ns.deployment.keyring(),
         )
 

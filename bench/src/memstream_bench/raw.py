@@ -27,7 +27,7 @@ from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
 from memstream.memory.model import Memory
 from memstream.projections.connection import RedisConnection
-from memstream.projections.schema import Keyspace
+from memstream.projections.schema import Keyspace, VectorType
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.worker import BATCH_SIZE
 from memstream_bench.raw_redis import RawHashes
@@ -88,13 +88,14 @@ class RawPipeline:
         redis: RedisConnection,
         namespace: str,
         embedder: Embedder,
+        vector_type: VectorType,
         keyring: Keyring | None = None,
     ) -> None:
         self._kafka = kafka
         self._context = DecodeContext(keyring=keyring)  # sealed events: opened as the worker does
         self._topic = topic
         self._keys = raw_keyspace(namespace)
-        self._hashes = RawHashes(redis, self._keys, embedder.dims)
+        self._hashes = RawHashes(redis, self._keys, embedder.dims, vector_type)
         self._embedder = embedder
         self._consumer: AIOKafkaConsumer | None = None
 

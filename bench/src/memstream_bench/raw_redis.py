@@ -21,7 +21,13 @@ from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory
 from memstream.memory.tenancy import tenant_token
 from memstream.projections.connection import RedisConnection, async_redis_client
-from memstream.projections.schema import Fields, Keyspace, memory_index_schema, to_hash
+from memstream.projections.schema import (
+    Fields,
+    Keyspace,
+    VectorType,
+    memory_index_schema,
+    to_hash,
+)
 
 __all__ = [
     "RawHashes",
@@ -34,17 +40,22 @@ __all__ = [
 
 
 class RawHashes:
-    """One pipelined HSET per memory into `keys`, indexed exactly as memstream's keyspace is,
-    so the raw writes pay the same indexing cost; no markers, no eviction, no positions."""
+    """One pipelined HSET per memory into `keys`, indexed exactly as memstream's keyspace is
+    (vectors of the same type), so the raw writes pay the same indexing cost; no markers, no
+    eviction, no positions."""
 
-    def __init__(self, connection: RedisConnection, keys: Keyspace, dims: int) -> None:
+    def __init__(
+        self, connection: RedisConnection, keys: Keyspace, dims: int, vector_type: VectorType
+    ) -> None:
         self._client = async_redis_client(connection)
         self._keys = keys
         self._dims = dims
+        self._vector_type = vector_type
 
     async def create_index(self) -> None:
         index = AsyncSearchIndex(
-            memory_index_schema(self._keys, self._dims), redis_client=self._client
+            memory_index_schema(self._keys, self._dims, self._vector_type),
+            redis_client=self._client,
         )
         if not await index.exists():
             await index.create(overwrite=False)
@@ -53,7 +64,8 @@ class RawHashes:
         async with self._client.pipeline(transaction=False) as pipe:
             for memory, vector in zip(memories, vectors, strict=True):
                 key = self._keys.memory(memory.tenant, memory.id)
-                pipe.hset(key, mapping=to_hash(memory, vector))  # type: ignore[arg-type]
+                fields = to_hash(memory, vector, vector_type=self._vector_type)
+                pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
             await pipe.execute()
 
     async def close(self) -> None:

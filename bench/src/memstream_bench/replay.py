@@ -153,6 +153,7 @@ async def _raw_writes(ns: BenchNamespace, cached: Embedder, count: int) -> RawRu
         ns.projection.connection,
         ns.settings.namespace,
         cached,
+        VectorType(ns.settings.vector_type),
         ns.deployment.keyring(),
     )
     await pipeline.start(from_start=True)

@@ -18,6 +18,7 @@ import time
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
+from memstream.projections.schema import VectorType
 from memstream_bench.corpus import turns
 from memstream_bench.harness import BenchNamespace
 from memstream_bench.raw import RawPipeline
@@ -61,6 +62,7 @@ def run_throughput(
             ns.projection.connection,
             ns.settings.namespace,
             embedder,
+            VectorType(ns.settings.vector_type),
             ns.deployment.keyring(),
         )
 
