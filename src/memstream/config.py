@@ -325,6 +325,27 @@ class Settings:
         "LoCoMo (docs/benchmarks.md).",
         _unit_float,
     )
+    reranker: str = _setting(
+        "MEMSTREAM_RERANKER",
+        "ms-marco-minilm-l12-int8",
+        "The reranker that reads the query with recall's best few memories "
+        "(MEMSTREAM_RECALL_RERANK_DEPTH): `ms-marco-minilm-l12-int8`, a cross-encoder that runs "
+        "offline from a pinned PyPI package, or `none`.",
+    )
+    reranker_source: str = _setting(
+        "MEMSTREAM_RERANKER_SOURCE",
+        "",
+        "Where the reranker's files come from, as MEMSTREAM_EMBEDDER_SOURCE: a folder, or "
+        "hf://OWNER/REPO@COMMIT[/FOLDER]; each file is checked against its pinned sha256. "
+        "Empty: from its PyPI package, offline.",
+    )
+    recall_rerank_depth: int = _setting(
+        "MEMSTREAM_RECALL_RERANK_DEPTH",
+        5,
+        "How many of recall's best memories the reranker reads again with the query (0: none; "
+        "each costs a few milliseconds of CPU a query). Chosen on LoCoMo (docs/benchmarks.md).",
+        _non_negative_int,
+    )
     recall_question_weight: float = _setting(
         "MEMSTREAM_RECALL_QUESTION_WEIGHT",
         0.9,

@@ -54,6 +54,7 @@ from memstream.memory.ports import (
     TokenLedger,
 )
 from memstream.memory.ranking.fusion import RecallTuning
+from memstream.memory.ranking.rerank import Reranker
 from memstream.memory.store import MemoryStore
 from memstream.metrics import Metrics, TimedEmbedders
 from memstream.processes import project_root
@@ -166,6 +167,17 @@ class Deployment:
     def chat_model(self) -> ModelClient | None:
         """The configured chat model; None when none is configured (offline)."""
         return chat_model(self.settings)
+
+    @cached_property
+    def reranker(self) -> Reranker | None:
+        """The reranker recall reads its best few again with (MEMSTREAM_RERANKER), loaded on
+        first use; None when it is `none` or no memory is to be read again."""
+        if self.settings.recall_rerank_depth == 0:
+            return None
+        # Imported when asked for: model files bring httpx, which most commands never use.
+        from memstream.providers.rerankers import reranker_from_settings
+
+        return reranker_from_settings(self.settings)
 
     # -- the connections ------------------------------------------------------------------------
 
@@ -351,6 +363,8 @@ class Deployment:
                 neighbour_reach=s.recall_neighbour_reach,
                 answer_share=s.recall_answer_share,
                 question_weight=s.recall_question_weight,
+                rerank_depth=s.recall_rerank_depth,
+                reranker=self.reranker,
             )
         except InvalidInputError as exc:
             raise ConfigurationError(

@@ -88,9 +88,11 @@ def said_in_threads(
     return {tag: [i for *_, i in sorted(said)] for tag, said in threads.items()}
 
 
-def worker_stacks(worker: subprocess.Popen[bytes], log: Path, wait_s: float = 10.0) -> str:
+def worker_stacks(worker: subprocess.Popen[bytes], log: Path, wait_s: float = 30.0) -> str:
     """The end of a worker's log, then the stacks it was asked for (SIGQUIT: every thread's,
-    even with its event loop blocked; SIGUSR1: its tasks'), for a failure's report."""
+    even with its event loop blocked; SIGUSR1: its tasks', once its loop takes the signal: on
+    two loaded cores, just after a broker came back, that took over 10 s once), for a
+    failure's report."""
     before = log.read_text(errors="replace")
     if worker.poll() is not None:
         return before[-30_000:]

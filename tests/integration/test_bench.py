@@ -71,6 +71,7 @@ def test_bench_locomo_reports_recall_at_k_beside_baselines(
         "without the question weight",
         "without importance and recency",
         "without deduplication",
+        "without the reranker",
         "without meaning (vectors)",
         "without words (BM25), without the rest",
     }

@@ -41,7 +41,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -360,7 +360,7 @@ def run_locomo(
         "content": style,
         "candidates": candidates,
         "levers": _contributions(scores, without),
-        "tuning": asdict(tuning),
+        "tuning": tuning.described(),
         "rrf_k": rrf_k,
         "import_seconds": round(import_s, 1),
         "data": str(data),
@@ -516,6 +516,7 @@ def _levers_off(tuning: RecallTuning) -> dict[str, RecallTuning]:
         ),
         # Above 1 only identical contents collapse (ranking.dedup).
         "memstream without deduplication": replace(tuning, duplicate_similarity=1.01),
+        "memstream without the reranker": replace(tuning, rerank_depth=0),
     }
 
 

@@ -13,7 +13,9 @@ Measured per query, interleaved so that drift on a shared machine hits both side
 - for reference, memstream's vector-only path and a raw pipelined pair of the same two
   queries (what hybrid costs at the server without memstream's code);
 - end to end, when a real embedder is given: embedding the query text on it, then the hybrid
-  search, fusion and deduplication — a recall as a caller sees it (`end_to_end_p95_ms`).
+  search, fusion, deduplication and the reranker as configured — a recall as a caller sees it
+  (`end_to_end_p95_ms`), and the same without the reranker. The other paths are timed without
+  the reranker: they measure the search.
 
 `--sizes 10000,100000,1000000 --tenants 10000` adds the 1M-memory size (10k tenants); its
 seeding takes ~3 minutes and 5.5 GB of Redis on 2 cores, so it is not among the defaults.
@@ -136,15 +138,18 @@ def _calls(
     vector: Vectors,
     embedder: Embedder | None,
 ) -> list[tuple[str, Callable[[], object]]]:
-    """The ways of asking the same question, as timed calls."""
+    """The ways of asking the same question, as timed calls; the reranker's apart
+    (`_RERANKED`), as its CPU would disturb the searches timed beside it."""
     hybrid = HybridQuery(tenant, text, vector, k=10)
     pair = [hybrid.semantic.command(ns.keys.index_name)]
     lexical = hybrid.lexical.command(ns.keys.index_name)
     if lexical is not None:
         pair.append(lexical)
 
+    # The search's own cost: the reranker (on by default) is the end to end's, both ways.
+    searching = replace(recaller.tuning, rerank_depth=0)
     calls: list[tuple[str, Callable[[], object]]] = [
-        ("hybrid", lambda: recaller.search(hybrid)),
+        ("hybrid", lambda: recaller.search(hybrid, searching)),
         ("vector", lambda: recaller.search_vector(VectorQuery(tenant, vector, 10))),
         ("raw", raw_knn(ns.redis, ns.keys.index_name, tenant, vector)),
         ("raw_pair", raw_pipelined(ns.redis, pair)),
@@ -152,13 +157,22 @@ def _calls(
     if embedder is not None:
         # The seeded vectors are random, so the embedded query finds nothing meaningful; what
         # is timed is the work, which does not depend on what the vectors mean.
-        calls.append(
+        calls += [
             (
-                "end_to_end",
+                _RERANKED,
                 lambda: recaller.search(HybridQuery(tenant, text, embedder.embed_query(text))),
-            )
-        )
+            ),
+            (
+                "end_to_end_without_reranker",
+                lambda: recaller.search(
+                    HybridQuery(tenant, text, embedder.embed_query(text)), searching
+                ),
+            ),
+        ]
     return calls
+
+
+_RERANKED = "end_to_end"
 
 
 def _measure(
@@ -169,8 +183,6 @@ def _measure(
     seed: int,
     embedder: Embedder | None,
 ) -> dict[str, Latency]:
-    rng = np.random.default_rng(seed)
-    words = random.Random(seed)
     recaller = RedisRecaller(
         ns.redis,
         ns.keys,
@@ -181,20 +193,28 @@ def _measure(
     stored_as = VectorType(ns.settings.vector_type)
     timings: dict[str, list[float]] = {}
     warm_up = 50  # queries that open connections and warm caches, not counted
-    for n in range(queries + warm_up):
-        tenant = f"tenant-{words.randrange(tenants)}"
-        vector = rng.standard_normal(dims).astype(np.float32)
-        vector /= np.linalg.norm(vector)
-        vector = stored_as.cast(vector)  # every call, the raw ones too, sends the index's type
-        text = " ".join(words.choices(_VOCABULARY, k=3))
-        calls = _calls(ns, recaller, tenant, text, vector, embedder)
-        # Rotating who goes first keeps any warm-cache advantage from favouring one side.
-        shift = n % len(calls)
-        for name, call in calls[shift:] + calls[:shift]:
-            t0 = time.perf_counter()
-            call()
-            if n >= warm_up:
-                timings.setdefault(name, []).append(time.perf_counter() - t0)
+    # The same queries twice: the searches interleaved, then the reranked end to end alone.
+    for reranked in (False, True):
+        rng = np.random.default_rng(seed)
+        words = random.Random(seed)
+        for n in range(queries + warm_up):
+            tenant = f"tenant-{words.randrange(tenants)}"
+            vector = rng.standard_normal(dims).astype(np.float32)
+            vector /= np.linalg.norm(vector)
+            vector = stored_as.cast(vector)  # every call, the raw ones too, sends its type
+            text = " ".join(words.choices(_VOCABULARY, k=3))
+            calls = [
+                (name, call)
+                for name, call in _calls(ns, recaller, tenant, text, vector, embedder)
+                if (name == _RERANKED) == reranked
+            ]
+            # Rotating who goes first keeps any warm-cache advantage from favouring one side.
+            shift = n % max(len(calls), 1)
+            for name, call in calls[shift:] + calls[:shift]:
+                t0 = time.perf_counter()
+                call()
+                if n >= warm_up:
+                    timings.setdefault(name, []).append(time.perf_counter() - t0)
     return {name: Latency.of_seconds(values) for name, values in timings.items()}
 
 
@@ -261,6 +281,8 @@ def run_recall(
                     "end_to_end_p50_ms": end_to_end.p50_ms,
                     "end_to_end_p95_ms": end_to_end.p95_ms,
                     "end_to_end_p99_ms": end_to_end.p99_ms,
+                    "end_to_end_without_reranker_p50_ms": lat["end_to_end_without_reranker"].p50_ms,
+                    "end_to_end_without_reranker_p95_ms": lat["end_to_end_without_reranker"].p95_ms,
                 }
             label = f"{size // 1_000_000}M" if size >= 1_000_000 else f"{size // 1000}k"
             comparisons += [

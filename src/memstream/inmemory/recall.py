@@ -17,7 +17,6 @@ Redis's keyword mode also matches stems.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -88,7 +87,7 @@ def _recalled(
 
     return rank(
         [found[r] for r in chosen], vectors[chosen], query, terms, stats, tuning, k, around,
-        lambda facts: successors(every, facts),
+        lambda facts: successors(every, facts), text=text,
     )  # fmt: skip
 
 
@@ -116,7 +115,7 @@ class InMemoryRecaller:
         check_k(k)
         tuning = self.tuning
         if vector_weight is not None:
-            tuning = replace(tuning, vector_weight=vector_weight)
+            tuning = tuning.blended(vector_weight)
         return self._live.read(
             tenant, text, lambda held, query: _recalled(held, text, query, k, tuning, keep)
         )

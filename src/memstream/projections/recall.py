@@ -480,6 +480,7 @@ class RedisRecaller:
             query.k,
             self._around(keys, query.tenant, query.where, keep, held, dims),
             self._succession(keys, query.tenant),
+            text=query.text,
         )
 
     def _succession(self, keys: Keyspace, tenant: str) -> Succession:

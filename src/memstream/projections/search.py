@@ -28,7 +28,6 @@ recall's fused score; keyword and listings 1 / (1 + rank).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import redis
@@ -124,7 +123,7 @@ class FilteredSearch:
     ) -> SearchPage:
         tuning = None  # the recaller's own
         if vector_weight is not None:
-            tuning = replace(self._recaller.tuning, vector_weight=vector_weight)
+            tuning = self._recaller.tuning.blended(vector_weight)
 
         def query(vector: Vectors) -> HybridQuery:
             k = POST_FILTER_DEPTH if keep is not None else offset + limit

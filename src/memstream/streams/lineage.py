@@ -329,6 +329,7 @@ class Lineage:
             ),
             lambda facts: successors(view.memories, facts),
             valid_at or at,
+            text,
         )
 
     def diff(self, tenant: str, start: datetime, end: datetime) -> list[Diffed]:

@@ -30,12 +30,15 @@ Reciprocal rank fusion: each item scores the sum over the rankings that contain 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, TypeVar
 
 from memstream.errors import InvalidInputError
 from memstream.memory.embeddings import Vectors
 from memstream.memory.model import Memory
+
+if TYPE_CHECKING:  # ranking.rerank reads candidates of this module
+    from memstream.memory.ranking.rerank import Reranker
 
 __all__ = ["RRF_K", "Candidate", "RecallTuning", "fuse", "reciprocal_rank_fusion"]
 
@@ -63,6 +66,22 @@ class RecallTuning:
     # (ranking.questions; 1: as much as any other).
     answer_share: float
     question_weight: float
+    # A second reading of the top `rerank_depth` by `reranker`, which orders them
+    # (ranking.rerank; depth 0 or no reranker: none).
+    rerank_depth: int = 0
+    reranker: Reranker | None = None
+
+    def blended(self, vector_weight: float) -> RecallTuning:
+        """The tuning of a search that asks for its own blend of meaning and words (AMS's
+        `hybrid_alpha`): that weight, and no reranker, as the caller's blend orders it."""
+        return replace(self, vector_weight=vector_weight, rerank_depth=0)
+
+    def described(self) -> dict[str, float | str | None]:
+        """The knobs as a report shows them: numbers, the reranker by its model id."""
+        knobs: dict[str, float | str | None] = {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name != "reranker"
+        }
+        return knobs | {"reranker": self.reranker.model_id if self.reranker else None}
 
     def __post_init__(self) -> None:
         if self.vector_weight < 0:
@@ -86,6 +105,8 @@ class RecallTuning:
                 "the answer share and the question weight must each be between 0 and 1, got "
                 f"{self.answer_share} and {self.question_weight}"
             )
+        if self.rerank_depth < 0:
+            raise InvalidInputError(f"the rerank depth must be 0 or more, got {self.rerank_depth}")
         if self.recency_half_life_days <= 0:
             raise InvalidInputError(
                 f"the recency half-life must be positive, got {self.recency_half_life_days} days"

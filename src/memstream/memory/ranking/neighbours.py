@@ -36,7 +36,16 @@ from memstream.memory.model import Memory, MemoryType
 from memstream.memory.ranking.fusion import Candidate
 from memstream.memory.ranking.questions import asks
 
-__all__ = ["LENDERS", "WINDOW", "Around", "lend", "lenders", "neighbours_in", "order_key"]
+__all__ = [
+    "LENDERS",
+    "WINDOW",
+    "Around",
+    "lend",
+    "lenders",
+    "neighbours_in",
+    "order_key",
+    "questions_answered",
+]
 
 LENDERS = 3
 # How far in time a neighbour may be: what was said a day apart is not next to it, and the
@@ -92,6 +101,21 @@ def lend(
                 joined = held[0] if held is not None else _joined(memory, vector, query)
                 ranked[memory.id] = (joined, lent)
     return sorted(ranked.values(), key=lambda pair: -pair[1])
+
+
+def questions_answered(
+    hits: Sequence[Memory], around: Mapping[str, Sequence[tuple[Memory, Vectors]]]
+) -> dict[str, Memory]:
+    """The question each answer among the hits' neighbours answered, by the answer's id: what
+    a reader needs beside "Orange." to know what it says."""
+    found: dict[str, Memory] = {}
+    for hit in hits:
+        if asks(hit):
+            near = [(m, v) for m, v in around.get(hit.id, ()) if _conversational(m)]
+            answer = _answer(hit, near)
+            if answer is not None:
+                found.setdefault(answer, hit)
+    return found
 
 
 def _answer(hit: Memory, near: Sequence[tuple[Memory, Vectors]]) -> str | None:

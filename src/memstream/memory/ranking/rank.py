@@ -2,7 +2,8 @@
 the query, fused with importance and recency (`fusion.fuse`), the best hits' thread neighbours
 lifted by them (`neighbours`; a question's answer most), questions weighed down
 (`questions`), facts that do not hold at the moment asked about ranked down
-(`memory.validity`), near-duplicates collapsed (`dedup`), cut to k. The middleware's
+(`memory.validity`), near-duplicates collapsed (`dedup`), the best few read again with the
+query by a reranker (`rerank`), cut to k. The middleware's
 recall, the HTTP search and the MCP tools all rank here; a backend's filters only decide which
 candidates (and neighbours) arrive."""
 
@@ -20,10 +21,17 @@ from memstream.memory.model import Memory, RecalledMemory, ScoreParts
 from memstream.memory.ranking.bm25 import RECALL_B, RECALL_K1, idf, okapi
 from memstream.memory.ranking.dedup import collapse_duplicates
 from memstream.memory.ranking.fusion import Candidate, RecallTuning, fuse
-from memstream.memory.ranking.neighbours import Around, lend, lenders
+from memstream.memory.ranking.neighbours import Around, lend, lenders, questions_answered
 from memstream.memory.ranking.questions import weigh_questions
+from memstream.memory.ranking.rerank import rerank
 from memstream.memory.ranking.tokens import memory_words
-from memstream.memory.validity import Succession, judged, subject_key
+from memstream.memory.validity import (
+    SUPERSEDED_WEIGHT,
+    Succession,
+    holds_at,
+    judged,
+    subject_key,
+)
 
 __all__ = ["CANDIDATES", "VECTOR_CANDIDATES", "TermStats", "rank", "tenant_bm25"]
 
@@ -79,13 +87,15 @@ def rank(
     around: Around | None = None,
     succession: Succession | None = None,
     valid_at: datetime | None = None,
+    text: str = "",
 ) -> list[RecalledMemory]:
     """The best `k` of `memories` (one row of `vectors` each) for the query's vector and terms,
     best first; score in 0..1 (`fusion.fuse`). `stats` None: no lexical score (a query without
     a searchable word). `around`: the backend's reader of thread neighbours, which the best
     hits lend to (`neighbours`; None, or a share or reach of 0: none). `succession`: the
     backend's reader of when facts were superseded; what does not hold at `valid_at` (None:
-    now) ranks lower (`memory.validity`; None: not judged)."""
+    now) ranks lower (`memory.validity`; None: not judged). `text`: the query as asked, which
+    the tuning's reranker reads with the best few (empty: none is read again)."""
     if not memories:
         return []
     # One matrix product gives every candidate's cosine, whichever search found it.
@@ -102,20 +112,29 @@ def rank(
     ]
     fused = fuse(candidates, tuning)
     until: Mapping[str, datetime] = {}
+    at = valid_at or datetime.now(UTC)
     facts = [m for m in memories if subject_key(m) is not None]
     if succession is not None and facts:
         until = succession(facts)
-        at = valid_at or datetime.now(UTC)
         fused = judged(fused, lambda c: c.memory, until, at)
+    answered: Mapping[str, Memory] = {}
     lending = max(tuning.neighbour_share, tuning.answer_share) > 0
     if around is not None and lending and tuning.neighbour_reach > 0:
         hits = lenders(fused)
         if hits:
             near = around(hits, tuning.neighbour_reach)
             fused = lend(fused, near, query, tuning.neighbour_share, tuning.answer_share)
+            answered = questions_answered(hits, near)
     if tuning.question_weight < 1:
         fused = weigh_questions(fused, tuning.question_weight)
-    kept = collapse_duplicates(fused, tuning.duplicate_similarity, k)
+    # Deep enough for the reranker whatever k is, so a query's first hit does not depend on k.
+    kept = collapse_duplicates(fused, tuning.duplicate_similarity, max(k, tuning.rerank_depth))
+
+    def keeps(memory: Memory) -> float:
+        """What of the reranker's relevance a fact that no longer holds keeps: as of its score."""
+        return 1.0 if holds_at(memory, until.get(memory.id), at) else SUPERSEDED_WEIGHT
+
+    kept = rerank(kept, text, tuning.reranker, tuning.rerank_depth, answered, keeps)[:k]
     best = max(c.lexical for c in candidates) or 1.0
     return [
         RecalledMemory(
