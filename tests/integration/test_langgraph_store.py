@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, PutOp
@@ -36,6 +35,7 @@ from memstream.integrations.langgraph import MemstreamStore
 from memstream.integrations.namespaces import NamespaceTenants
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import ItemStored, item_memory_id
+from memstream.projections.schema import VectorType
 from memstream.providers import embedder_from_settings
 
 from .commands import memstream
@@ -449,7 +449,7 @@ def test_index_false_stores_no_text_and_embeds_nothing(
             "unindexed", item_memory_id("unindexed", namespace, key)
         )
         content, blob = stack.redis.hmget(memory_key, ["content", "embedding"])
-        vectors[key] = (content, np.frombuffer(blob, dtype=np.float32))
+        vectors[key] = (content, VectorType.FLOAT16.read(blob))  # the default type
     assert vectors["plain"][0] == b"" and not vectors["plain"][1].any()
     assert vectors["indexed"][0] and vectors["indexed"][1].any()
     item = store.get(namespace, "plain")

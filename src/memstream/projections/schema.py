@@ -89,19 +89,20 @@ class VectorType(enum.StrEnum):
     FLOAT16 = "float16"
 
     def cast(self, vector: Vectors) -> Vectors:
-        """`vector` in this type: how a query for this generation's index travels."""
+        """`vector` in this type: how it is stored, and how a query for this generation's
+        index travels."""
         return np.asarray(vector, dtype=self.value)
 
-    def blob(self, vector: Vectors) -> bytes:
-        return np.asarray(vector, dtype=self.value).tobytes()
+    def read(self, blob: bytes) -> Vectors:
+        """A vector stored in this type, as float32 (what ranking computes with)."""
+        stored = np.frombuffer(blob, dtype=self.value)
+        return stored if self is VectorType.FLOAT32 else stored.astype(np.float32)
 
 
 def vector_of(blob: bytes, dims: int) -> Vectors:
     """A stored vector of `dims` dimensions as float32, whichever type its generation stores:
     its length says (2 or 4 bytes a dimension)."""
-    if len(blob) == 2 * dims:
-        return np.frombuffer(blob, dtype=np.float16).astype(np.float32)
-    return np.frombuffer(blob, dtype=np.float32)
+    return (VectorType.FLOAT16 if len(blob) == 2 * dims else VectorType.FLOAT32).read(blob)
 
 
 def query_blob(vector: Vectors) -> bytes:
@@ -368,7 +369,7 @@ def to_hash(
         Fields.METADATA: _metadata_field(memory.metadata),
         Fields.EVENT_ID: memory.event_id,
         Fields.EMBEDDING_MODEL: memory.embedding_model,
-        Fields.EMBEDDING: vector_type.blob(vector),
+        Fields.EMBEDDING: vector_type.cast(vector).tobytes(),
         Fields.ORDER_MEMBER: order_member(memory),
     }
     if memory.facets:

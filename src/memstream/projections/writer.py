@@ -18,7 +18,6 @@ import json
 from collections.abc import Mapping, Sequence
 
 import msgpack
-import numpy as np
 import redis.asyncio
 from redis.commands.core import AsyncScript
 from redisvl.index import AsyncSearchIndex
@@ -274,7 +273,7 @@ class RedisProjectionWriter:
                 args=[*wanted, *(keys.memory(m.tenant, m.id) for m in memories)]
             )
         return [
-            np.frombuffer(blob, dtype=vector_type.value).astype(np.float32)
+            vector_type.read(blob)
             if blob is not None and text(content) == m.content and text(model) == m.embedding_model
             else None
             for m, (content, model, blob) in zip(memories, rows, strict=True)
