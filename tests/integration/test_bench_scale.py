@@ -44,6 +44,8 @@ def test_bench_scale_reports_every_figure_of_its_own_cluster(
     assert all(scale["workers"][w]["events_per_s"] > 0 for w in ("1", "2"))
     replay = scale["replay"]
     assert replay["events"] >= 60 and replay["rounds"] == 1
+    assert replay["memories"] == 120  # a turn is two memories
+    assert 0 < replay["redis_used_mib"] <= replay["redis_peak_mib"], replay
     for side in ("1", "3"):
         figures = replay["processes"][side]
         assert figures["events_per_s_replaying"] > 0 and figures["wall_s"] > 0, figures

@@ -31,7 +31,7 @@ from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError
 from memstream.memory.cipher import Keyring
 from memstream.memory.embeddings import Embedder, Vectors
-from memstream.memory.events import memories_of
+from memstream.memory.events import MemoryEvent, memories_of
 from memstream.projections.connection import RedisConnection, async_redis_client
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.schema import Keyspace, VectorType
@@ -48,7 +48,7 @@ from memstream_bench.raw import RawPipeline, RawRun, raw_consume
 from memstream_bench.report import BenchResult, Comparison
 from memstream_bench.stats import Progress, ratio
 
-__all__ = ["PrecomputedEmbedder", "rebuild_loop", "replay_run", "run_replay"]
+__all__ = ["PrecomputedEmbedder", "drawn_vectors", "rebuild_loop", "replay_run", "run_replay"]
 
 TARGET = "≥ 0.7x raw"
 
@@ -75,6 +75,17 @@ class PrecomputedEmbedder:
     def embed_query(self, text: str) -> Vectors:
         vector: Vectors = self.embed_documents([text])[0]
         return vector
+
+
+def drawn_vectors(
+    events: Sequence[MemoryEvent], model_id: str, dims: int, seed: int = 7
+) -> PrecomputedEmbedder:
+    """A random unit vector for each text of `events`' memories, under `model_id`: for benches
+    that time what is done with stored vectors, not what they mean."""
+    texts = sorted({memory.content for event in events for memory in memories_of(event)})
+    drawn = np.random.default_rng(seed).standard_normal((len(texts), dims)).astype(np.float32)
+    drawn /= np.linalg.norm(drawn, axis=1, keepdims=True)
+    return PrecomputedEmbedder(model_id, dict(zip(texts, drawn, strict=True)), dims)
 
 
 async def rebuild_loop(
