@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from memstream.memory.tenancy import MAX_TENANT_CHARS
 from memstream.server.errors import STORE_ERROR_RESPONSES
 from memstream.server.models import MEMORY_ID_PATTERN
-from memstream.server.routes import Caller
+from memstream.server.routes import Caller, validated_json
 from memstream.server.session_models import SESSION_ID_PATTERN
 from memstream.server.store_models import (
     AddSessionEventRequest,
@@ -181,8 +181,8 @@ async def delete_memories(
 @stores.post(f"{_STORE}/long-term-memory/search", response_model=SearchResponse)
 async def search_memories(
     service: Stores, principal: Caller, store_id: StoreId, body: SearchRequest
-) -> SearchResponse:
-    return await service.search(principal, store_id, body)
+) -> Response:
+    return validated_json(await service.search(principal, store_id, body))
 
 
 @stores.post(f"{_STORE}/long-term-memory/move", response_model=MoveResponse)
@@ -197,8 +197,8 @@ async def move_memories(
 @stores.get(f"{_STORE}/long-term-memory/{{memoryId}}", response_model=StoreMemory)
 async def get_memory(
     service: Stores, principal: Caller, store_id: StoreId, memory_id: MemoryId
-) -> StoreMemory:
-    return await service.get(principal, store_id, memory_id)
+) -> Response:
+    return validated_json(await service.get(principal, store_id, memory_id))
 
 
 @stores.patch(f"{_STORE}/long-term-memory/{{memoryId}}", response_model=StoreMemory)
