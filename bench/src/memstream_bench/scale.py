@@ -26,14 +26,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from memstream.config import Settings
 from memstream.deployment import Deployment
 from memstream.errors import InvalidInputError, MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import memories_of
 from memstream.operations import worker_process
+from memstream.projections.connection import redis_client
 from memstream.streams.admin import KafkaAdmin
 from memstream_bench.cluster import OwnCluster
 from memstream_bench.corpus import turns
@@ -288,7 +287,7 @@ def _redis_memory(urls: Sequence[str]) -> dict[str, float]:
     bench's own: nothing else is in them)."""
     summed = {"used_memory": 0.0, "used_memory_peak": 0.0}
     for url in urls:
-        client = redis.Redis.from_url(url)
+        client = redis_client(url)
         try:
             info = client.info("memory")
         finally:
