@@ -34,6 +34,7 @@ from memstream.memory.events import memories_of
 from memstream.operations import worker_process
 from memstream.projections.connection import redis_client
 from memstream.streams.admin import KafkaAdmin
+from memstream.streams.replay import Progress as ReplayProgress
 from memstream_bench.cluster import OwnCluster
 from memstream_bench.corpus import turns
 from memstream_bench.harness import BenchNamespace
@@ -256,7 +257,7 @@ def _replays(
         progress.say(f"writing {len(events)} turns to the log")
         ns.publish(events)
         progress.say("projecting them (replay --reembed of every shard, drawn vectors)")
-        seconds = asyncio.run(_projected(ns.deployment))
+        seconds = asyncio.run(_projected(ns.deployment, progress))
         progress.say(f"projected in {seconds:.1f}s ({len(events) / seconds:.0f} events/s)")
         held = _redis_memory(ns.settings.shard_urls)
         env = {**os.environ, **ns.settings.environ()}
@@ -270,12 +271,15 @@ def _replays(
         }
 
 
-async def _projected(deployment: Deployment) -> float:
+async def _projected(deployment: Deployment, progress: Progress) -> float:
     """Seconds to build every shard's live generation, the shards at once."""
 
     async def rebuild(shard: int) -> None:
+        def tick(at: ReplayProgress) -> None:
+            progress.tick(f"shard {shard} projected", at.done, at.total)
+
         async with deployment.replayer(shard) as replayer:
-            await replayer.rebuild(swap=True, reembed=True)
+            await replayer.rebuild(swap=True, reembed=True, progress=tick)
 
     started = time.perf_counter()
     await asyncio.gather(*(rebuild(shard) for shard in range(SHARDS)))
