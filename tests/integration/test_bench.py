@@ -232,6 +232,27 @@ def test_bench_replay_drives_the_real_replayer_against_consume_and_writes(
     )
 
 
+def test_bench_throughput_measures_the_worker_against_raw_in_rounds(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(
+        env, "bench", "throughput", "--turns", "12", "--throughput-rounds", "2",
+        "--out", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    tput = json.loads(done.stdout)["results"]["throughput"]
+    assert (tput["turns"], tput["rounds"], tput["memories"]) == (12, 2, 48)
+    for field in ("turns_per_s", "raw_turns_per_s", "embedder_turns_per_s"):
+        assert tput[field] > 0
+    assert 0 < tput["ratio_min"] <= tput["ratio"] <= tput["ratio_max"]
+    assert 0 < tput["ratio_to_embedder_min"] <= tput["ratio_to_embedder"]
+    assert tput["ratio_to_embedder"] <= tput["ratio_to_embedder_max"]
+    assert tput["pooled_ratio"] == pytest.approx(
+        tput["turns_per_s"] / tput["raw_turns_per_s"], 0.01
+    )
+    assert done.stderr.count("the raw pipeline") == 2  # each round measured both sides
+
+
 def test_bench_encryption_measures_sealed_against_plaintext_in_one_run(
     settings: object, env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -90,7 +90,7 @@ def _extract_options(parser: argparse.ArgumentParser) -> None:
 def _throughput(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
     from memstream_bench.throughput import run_throughput
 
-    return run_throughput(settings, embedder, count=args.turns)
+    return run_throughput(settings, embedder, count=args.turns, rounds=args.throughput_rounds)
 
 
 def _replay(args: argparse.Namespace, settings: Settings, embedder: Embedder) -> BenchResult:
@@ -323,7 +323,10 @@ def _freshness_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _throughput_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--turns", type=int, default=600)
+    parser.add_argument("--turns", type=int, default=600, help="published in each round")
+    parser.add_argument(
+        "--throughput-rounds", type=int, default=5, help="of memstream, raw and the embedder"
+    )
 
 
 def _replay_options(parser: argparse.ArgumentParser) -> None:
