@@ -251,6 +251,7 @@ def test_bench_throughput_measures_the_worker_against_raw_in_rounds(
         tput["turns_per_s"] / tput["raw_turns_per_s"], 0.01
     )
     assert done.stderr.count("the raw pipeline") == 2  # each round measured both sides
+    assert tput["redis_cpu_ms_per_turn"] > 0 and tput["raw_redis_cpu_ms_per_turn"] > 0
 
 
 def test_bench_encryption_measures_sealed_against_plaintext_in_one_run(

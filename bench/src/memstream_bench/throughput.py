@@ -47,6 +47,7 @@ def run_throughput(
     started = time.monotonic()
     progress = Progress("throughput")
     timed: list[tuple[float, float, float]] = []  # seconds a round: ours, raw, embedder
+    redis_cpu = {"memstream": 0.0, "raw": 0.0}  # the Redis server's CPU seconds, each side
     with BenchNamespace(settings, "tput") as ns:
         pipeline = RawPipeline(
             ns.kafka,
@@ -75,13 +76,17 @@ def run_throughput(
                     # The namespace's own helpers run loops of their own: off this one.
                     probe = turns(1, embedder.model_id, tenants=1)[0]
                     await asyncio.to_thread(ns.start_worker, probe)
+                    cpu = _redis_cpu_s(ns)
                     t0 = await publish(events)
                     await asyncio.to_thread(ns.wait_applied, events, timeout_s)
                     ours_s = time.perf_counter() - t0
+                    redis_cpu["memstream"] += _redis_cpu_s(ns) - cpu
                     await asyncio.to_thread(ns.stop_worker)
                     progress.say(f"round {n + 1}/{rounds}: the raw pipeline")
+                    cpu = _redis_cpu_s(ns)
                     # +1: the worker's probe of this round is in the topic too.
                     run = await pipeline.run(count + 1, timeout_s)
+                    redis_cpu["raw"] += _redis_cpu_s(ns) - cpu
                     raw_s = run.seconds * count / max(run.records - 1, 1)
                     texts = [m.content for e in events for m in memories_of(e)]
                     t0 = time.perf_counter()
@@ -115,6 +120,9 @@ def run_throughput(
             "ratio_to_embedder": to_embedder.median,
             "ratio_to_embedder_min": to_embedder.low,
             "ratio_to_embedder_max": to_embedder.high,
+            # What Redis's work took of the two cores the embedder needs, a turn each side.
+            "redis_cpu_ms_per_turn": round(1000 * redis_cpu["memstream"] / total, 3),
+            "raw_redis_cpu_ms_per_turn": round(1000 * redis_cpu["raw"] / total, 3),
         },
         comparisons=[
             Comparison(
@@ -143,3 +151,9 @@ def run_throughput(
         ],
         seconds=time.monotonic() - started,
     )
+
+
+def _redis_cpu_s(ns: BenchNamespace) -> float:
+    """The Redis server's CPU seconds so far (user and system, every thread)."""
+    cpu = ns.redis.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
