@@ -18,7 +18,7 @@ import numpy as np
 from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
 
-__all__ = ["EncoderEmbedder", "OnnxSentenceEncoder", "Pooling"]
+__all__ = ["EncoderEmbedder", "OnnxSentenceEncoder", "Pooling", "cpu_session"]
 
 _BATCH = 32
 _SLACK = 1.25
@@ -59,14 +59,14 @@ class OnnxSentenceEncoder:
         # encode_batch is not safe to call from two threads while padding is enabled.
         self._tokenize_lock = threading.Lock()
         batch_threads = threads or min(4, os.cpu_count() or 1)
-        self._batch_session = _session(onnxruntime, model, batch_threads)
+        self._batch_session = cpu_session(onnxruntime, model, batch_threads)
         # One query is a few milliseconds of small operators: splitting each across threads
         # costs more in hand-offs than it saves, and on busy cores a woken thread may wait its
         # turn. Measured with bge-small on 2 loaded cores (bench recall, 100k memories):
         # end-to-end recall p50 / p95 15.9 / 25.7 ms with 2 threads, 10.1 / 17.0 ms with one.
         # Batches of passages do gain from more threads.
         self._query_session = (
-            self._batch_session if batch_threads == 1 else _session(onnxruntime, model, 1)
+            self._batch_session if batch_threads == 1 else cpu_session(onnxruntime, model, 1)
         )
         # A model of the `onnx` embedder may be any export: feed only the inputs it declares
         # (not every one takes token_type_ids), and say at once when it is no encoder.
@@ -131,7 +131,9 @@ def _similar_lengths(texts: Sequence[str]) -> Iterator[list[int]]:
         yield run
 
 
-def _session(onnxruntime: Any, model: Path, threads: int) -> Any:
+def cpu_session(onnxruntime: Any, model: Path, threads: int) -> Any:
+    """An inference session of `model` on the CPU provider with `threads` threads that do not
+    spin: the embedders' and the reranker's."""
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     # No busy-waiting between operators: the embedder shares its cores with Kafka, Redis and

@@ -25,6 +25,7 @@ from memstream.config import Settings
 from memstream.errors import ConfigurationError
 from memstream.memory.ranking.rerank import Reranker
 from memstream.providers.model_files import ModelFiles, ModelSource, PackagedFiles, model_source
+from memstream.providers.onnx_encoder import cpu_session
 
 __all__ = ["MS_MARCO_FILES", "RERANKERS", "CrossEncoder", "reranker_from_settings"]
 
@@ -64,11 +65,8 @@ class CrossEncoder:
         tokenizer.enable_truncation(_MAX_TOKENS, strategy="only_second")
         self._tokenizer = tokenizer
         self._lock = threading.Lock()  # encode_batch is not safe from two threads with padding
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session: Any = onnxruntime.InferenceSession(
-            str(folder / _MODEL), options, providers=["CPUExecutionProvider"]
+        self._session: Any = cpu_session(
+            onnxruntime, folder / _MODEL, threads or min(2, os.cpu_count() or 1)
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
 
