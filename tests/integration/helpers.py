@@ -363,3 +363,26 @@ def scripted_chat(reply: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", asked
     finally:
         httpd.shutdown()
+
+
+# A LoCoMo file of one short conversation, for the benches that read one (`--data`).
+TINY_LOCOMO = [
+    {
+        "sample_id": "conv-tiny",
+        "conversation": {
+            "speaker_a": "Caroline",
+            "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a support group."},
+                {"speaker": "Melanie", "dia_id": "D1:2", "text": "I painted a sunrise in 2022."},
+                {"speaker": "Caroline", "dia_id": "D1:3", "text": "I want to study psychology."},
+            ],
+        },
+        "qa": [
+            {"question": "When did Melanie paint a sunrise?", "evidence": ["D1:2"], "category": 2},
+            {"question": "What will Caroline study?", "evidence": ["D1:3"], "category": 1},
+            {"question": "Adversarial?", "evidence": ["D1:1"], "category": 5},
+        ],
+    }
+]

@@ -13,29 +13,9 @@ import pytest
 from memstream_bench.harness import stub_chat
 
 from .commands import memstream
+from .helpers import TINY_LOCOMO
 
 pytestmark = pytest.mark.integration
-
-TINY_LOCOMO = [
-    {
-        "sample_id": "conv-tiny",
-        "conversation": {
-            "speaker_a": "Caroline",
-            "speaker_b": "Melanie",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [
-                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a support group."},
-                {"speaker": "Melanie", "dia_id": "D1:2", "text": "I painted a sunrise in 2022."},
-                {"speaker": "Caroline", "dia_id": "D1:3", "text": "I want to study psychology."},
-            ],
-        },
-        "qa": [
-            {"question": "When did Melanie paint a sunrise?", "evidence": ["D1:2"], "category": 2},
-            {"question": "What will Caroline study?", "evidence": ["D1:3"], "category": 1},
-            {"question": "Adversarial?", "evidence": ["D1:1"], "category": 5},
-        ],
-    }
-]
 
 
 def test_bench_locomo_reports_recall_at_k_beside_baselines(
@@ -303,7 +283,10 @@ def test_bench_echo_keeps_restatements_out_with_echo_control_and_not_without(
 def test_bench_extract_with_a_stub_model_measures_what_extraction_costs_memstream(
     settings: object, env: dict[str, str], tmp_path: Path
 ) -> None:
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
     args = ["--extract-stub", "0.05", "--extract-turns", "2", "--extract-probes", "2"]
+    args += ["--extract-data", str(data)]
     done = memstream(env, "bench", "extract", *args, "--out", str(tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)["results"]["extract"]

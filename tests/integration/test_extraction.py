@@ -35,7 +35,7 @@ from memstream.processes import free_port
 from memstream.providers.local_chat import MODEL, local_chat_model
 
 from .commands import memstream
-from .helpers import TestStack, running_worker, wait_until
+from .helpers import TINY_LOCOMO, TestStack, running_worker, wait_until
 from .serving import ams_client, call_tool, mcp_over_http, serving, tenant_key
 
 pytestmark = pytest.mark.integration
@@ -311,8 +311,10 @@ def test_bench_extract_measures_the_job_against_the_model_alone(
     env: dict[str, str], chat: dict[str, str], tmp_path: Path
 ) -> None:
     # The module's model, configured as a user configures theirs (no second server).
-    args = ["--extract-turns", "1", "--extract-probes", "2", "--out", str(tmp_path), "--json"]
-    done = memstream({**env, **chat}, "bench", "extract", *args)
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    args = ["--extract-turns", "1", "--extract-probes", "2", "--extract-data", str(data)]
+    done = memstream({**env, **chat}, "bench", "extract", *args, "--out", str(tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)["results"]["extract"]
     assert result["model"] == MODEL and not result["local_test_model"] and result["turns"] == 1

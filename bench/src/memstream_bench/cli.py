@@ -69,11 +69,15 @@ def _extract(args: argparse.Namespace, settings: Settings, embedder: Embedder) -
         count=args.extract_turns,
         probes=args.extract_probes,
         stub_latency_s=args.extract_stub,
+        data=args.extract_data,
     )
 
 
 def _extract_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extract-turns", type=int, default=24, help="LoCoMo turns extracted")
+    parser.add_argument(
+        "--extract-data", type=Path, default=DEFAULT_LOCOMO, help="LoCoMo file of the turns"
+    )
     parser.add_argument(
         "--extract-probes", type=int, default=12, help="turns timed for freshness, each phase"
     )

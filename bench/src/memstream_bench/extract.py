@@ -83,12 +83,12 @@ def _grounded(fact: ExtractedFact, said: str) -> bool:
 
 def run_extract(
     settings: Settings, embedder: Embedder, *, count: int = 24, probes: int = 12,
-    timeout_s: float = 1200, stub_latency_s: float | None = None,
+    timeout_s: float = 1200, stub_latency_s: float | None = None, data: Path = DEFAULT_LOCOMO,
 ) -> BenchResult:  # fmt: skip
     started = time.monotonic()
     progress = Progress("extract")
     with chat_settings(settings, stub_latency_s) as chatting:
-        events = sample_turns(count, embedder.model_id)
+        events = sample_turns(count, embedder.model_id, data)
         model = _model_alone(chatting, events, progress)
         job = _the_job(chatting, events, probes, timeout_s, progress)
     model_rate, job_rate = float(model["turns_per_s"]), job["turns_per_s"]
