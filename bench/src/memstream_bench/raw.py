@@ -107,10 +107,14 @@ class RawPipeline:
         self._consumer = _consumer(self._kafka, self._topic, from_start=from_start)
         await self._consumer.start()
         if not from_start:
-            # Resolve "latest" now, so records published after start() are all seen.
-            await self._consumer.seek_to_end()
-            for partition in self._consumer.assignment():
-                await self._consumer.position(partition)
+            await self.skip_to_end()
+
+    async def skip_to_end(self) -> None:
+        """Go on from the topic's end: `run` sees only records published after this returns."""
+        assert self._consumer is not None, "start() first"
+        await self._consumer.seek_to_end()
+        for partition in self._consumer.assignment():
+            await self._consumer.position(partition)  # resolved now, not at the next fetch
 
     async def stop(self) -> None:
         if self._consumer is not None:
@@ -118,11 +122,17 @@ class RawPipeline:
         await self._hashes.close()
 
     async def run(
-        self, expected: int, timeout_s: float = 300, tick: Callable[[int, int], None] | None = None
+        self,
+        expected: int,
+        timeout_s: float = 300,
+        tick: Callable[[int, int], None] | None = None,
+        *,
+        clock_from: float | None = None,
     ) -> RawRun:
-        """Process records until `expected` have been written (or the timeout)."""
+        """Process records until `expected` have been written (or the timeout), timed from
+        `clock_from` (a `time.perf_counter()` reading) when given, else from the first record."""
         assert self._consumer is not None, "start() first"
-        count, first = 0, 0.0
+        count, first = 0, clock_from or 0.0
         deadline = time.monotonic() + timeout_s
         while count < expected and time.monotonic() < deadline:
             batches = await self._consumer.getmany(timeout_ms=100, max_records=BATCH_SIZE)

@@ -1,14 +1,16 @@
 """`bench throughput`: turns/s one worker projects end to end, against a raw pipeline, in rounds.
 
-Each round publishes N fresh turns and measures three things back to back, so a ratio's two
+Each round measures three things back to back, on fresh turns, so a ratio's two
 sides run seconds apart and the machine's drift weighs on both (one long run of each side came
 out 0.83-1.05 from run to run):
 - memstream: a `memstream worker` process, started and caught up, then the N turns published
   at once; the clock runs from the first publish (the producer already connected) until every
   turn is applied (and so recallable);
-- raw: the worker stopped, the same N turns read by `raw.RawPipeline` — plain consumer, the
-  same embedder and batches, pipelined HSETs into an identically indexed keyspace — timed from
-  its first record (its consumer goes on from round to round), so the two never share the CPU;
+- raw: the worker stopped, N other fresh turns published while `raw.RawPipeline` reads them
+  — plain consumer, the same embedder and batches, pipelined HSETs into an identically
+  indexed keyspace — timed the same way, from the first publish to its last write; its
+  consumer goes on from the topic's end, and the next round's worker projects these turns
+  before its clock starts;
 - the embedder alone on the same texts: both pipelines embed every memory, so on a CPU
   embedder neither can be faster than it.
 Reported: each ratio's median over the rounds with its range, and each side's turns/s over all
@@ -22,6 +24,7 @@ import time
 from collections.abc import Sequence
 
 from memstream.config import Settings
+from memstream.errors import MemstreamError
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import TurnCompleted, memories_of
 from memstream.projections.schema import VectorType
@@ -59,16 +62,33 @@ def run_throughput(
             ns.deployment.keyring(),
         )
 
-        async def publish(events: Sequence[TurnCompleted]) -> float:
-            # Connected before the clock starts: the producer's start is no projection's work.
+        async def projected_s(events: Sequence[TurnCompleted], *, raw: bool = False) -> float:
+            """Seconds from publishing `events` until they are projected: by the worker, or
+            with `raw` by the raw pipeline, reading as they are published. The producer is
+            connected before the clock starts: its start is no projection's work."""
             async with ns.deployment.event_publisher() as publisher:
                 started = time.perf_counter()
+                reading = (
+                    asyncio.create_task(pipeline.run(len(events), timeout_s, clock_from=started))
+                    if raw
+                    else None
+                )
                 for low in range(0, len(events), 500):
                     await publisher.publish(events[low : low + 500])
-            return started
+            if reading is None:
+                await asyncio.to_thread(ns.wait_applied, events, timeout_s)
+                return time.perf_counter() - started
+            run = await reading
+            if run.records < len(events):
+                raise MemstreamError(
+                    f"the raw pipeline wrote {run.records} of {len(events)} turns "
+                    f"within {timeout_s:.0f}s"
+                )
+            return run.seconds
 
         async def measure() -> None:
-            await pipeline.start(from_start=True)
+            await pipeline.start(from_start=False)
+            raw_turns: list[TurnCompleted] = []
             try:
                 for n in range(rounds):
                     events = turns(count, embedder.model_id)
@@ -76,18 +96,20 @@ def run_throughput(
                     # The namespace's own helpers run loops of their own: off this one.
                     probe = turns(1, embedder.model_id, tenants=1)[0]
                     await asyncio.to_thread(ns.start_worker, probe)
+                    # The raw side's turns of the round before are in the log too: the worker
+                    # projects them before the clock starts.
+                    await asyncio.to_thread(ns.wait_applied, raw_turns, timeout_s)
                     cpu = _redis_cpu_s(ns)
-                    t0 = await publish(events)
-                    await asyncio.to_thread(ns.wait_applied, events, timeout_s)
-                    ours_s = time.perf_counter() - t0
+                    ours_s = await projected_s(events)
                     redis_cpu["memstream"] += _redis_cpu_s(ns) - cpu
                     await asyncio.to_thread(ns.stop_worker)
                     progress.say(f"round {n + 1}/{rounds}: the raw pipeline")
+                    # Raw runs as the worker did: reading while fresh turns are published.
+                    await pipeline.skip_to_end()
+                    raw_turns = turns(count, embedder.model_id)
                     cpu = _redis_cpu_s(ns)
-                    # +1: the worker's probe of this round is in the topic too.
-                    run = await pipeline.run(count + 1, timeout_s)
+                    raw_s = await projected_s(raw_turns, raw=True)
                     redis_cpu["raw"] += _redis_cpu_s(ns) - cpu
-                    raw_s = run.seconds * count / max(run.records - 1, 1)
                     texts = [m.content for e in events for m in memories_of(e)]
                     t0 = time.perf_counter()
                     embedder.embed_documents(texts)

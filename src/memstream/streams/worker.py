@@ -446,11 +446,12 @@ async def ready_batches(
     acknowledged only when its `ack` is awaited (after it is applied: the next batch may be
     asked for first, to be prepared meanwhile).
 
-    At light load an event is projected at once; under a backlog the queue refills while a
-    batch is prepared, so the next batch fills up to `max_` (the embedder and Redis get big
-    batches exactly when there is a backlog). `within` still bounds the wait while more events
-    are arriving. A batch never acknowledged (its projection failed, the worker stopped) is
-    read again by whoever holds its partitions next, which apply-once makes harmless.
+    At light load an event is projected at once; under a backlog the next batch gathers, up
+    to `max_`, while one is prepared (the embedder and Redis get big batches exactly when
+    there is a backlog, and the embedder finds the next one ready). `within` still bounds
+    the wait while more events are arriving. A batch never acknowledged (its projection
+    failed, the worker stopped) is read again by whoever holds its partitions next, which
+    apply-once makes harmless.
     """
     # This drives faust-streaming 0.15's Stream internals as take_events does
     # (add_processor, _enable_passive, wait_for_stopped, ack); they are not in StreamT.
@@ -459,22 +460,18 @@ async def ready_batches(
     events: list[EventT[bytes]] = []
     flush = asyncio.Event()
     consumed = asyncio.Event()
-    consuming: asyncio.Future[None] | None = None
 
     async def add(value: bytes) -> bytes:
-        nonlocal consuming
-        if consuming is not None:  # the batch is being taken: hold this one back
-            await consuming
-            consuming = None
         event = faust_stream.current_event
         if event is None:
             raise RuntimeError("a stream event without current_event")
+        while len(events) >= max_:  # never more than max_ in one batch
+            consumed.clear()
+            if (await faust_stream.wait(consumed)).stopped:
+                return value  # the worker is stopping: the event is read again by the next
         events.append(event)
         if len(events) >= max_ or queue.empty():
             flush.set()
-        if len(events) >= max_:
-            consumed.clear()
-            await faust_stream.wait(consumed)  # never more than max_ in one batch
         return value
 
     def acknowledging(taken: list[EventT[bytes]]) -> Callable[[], Awaitable[None]]:
@@ -493,16 +490,13 @@ async def ready_batches(
             await faust_stream.wait_for_stopped(flush, timeout=within)
             if not events:
                 continue
-            consuming = asyncio.get_running_loop().create_future()
             taken = list(events)
             events.clear()
-            try:
-                yield Batch(taken, acknowledging(taken))
-            finally:
-                if not consuming.done():
-                    consuming.set_result(None)
-                flush.clear()
-                consumed.set()
+            flush.clear()
+            # The next batch gathers while this one is prepared: the embedder finds it ready
+            # instead of idling while Faust hands over events one by one (~15 ms a batch).
+            consumed.set()
+            yield Batch(taken, acknowledging(taken))
     finally:
         faust_stream.enable_acks = acks
         faust_stream._processors.remove(add)
