@@ -232,6 +232,10 @@ def test_bench_throughput_measures_the_worker_against_raw_in_rounds(
     )
     assert done.stderr.count("the raw pipeline") == 2  # each round measured both sides
     assert tput["redis_cpu_ms_per_turn"] > 0 and tput["raw_redis_cpu_ms_per_turn"] > 0
+    # Each side's own CPU a turn: every side embeds, so each spent some; the worker is part of
+    # memstream's side (the bench's process publishes and polls beside it).
+    assert 0 < tput["worker_cpu_ms_per_turn"] <= tput["cpu_ms_per_turn"]
+    assert tput["raw_cpu_ms_per_turn"] > 0 and tput["embedder_cpu_ms_per_turn"] > 0
 
 
 def test_bench_encryption_measures_sealed_against_plaintext_in_one_run(

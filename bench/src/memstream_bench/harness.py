@@ -51,6 +51,7 @@ class BenchNamespace:
         self.status = ProjectionStatus(self.redis, self.keys, url=self.settings.redis)
         self._scratch: list[str] = [f"{namespace}-raw"]
         self._worker = contextlib.ExitStack()
+        self._worker_pid: int | None = None
 
     def __enter__(self) -> BenchNamespace:
         asyncio.run(self.deployment.ensure_topics())
@@ -79,10 +80,19 @@ class BenchNamespace:
         """Start `memstream worker` on this namespace; return once it has projected `probe`."""
         log = Path(tempfile.mkstemp(prefix=f"{self.settings.namespace}-", suffix=".log")[1])
         self._worker.callback(log.unlink, missing_ok=True)
-        self._worker.enter_context(worker_process(self.deployment, log, probe, loglevel="warning"))
+        process = worker_process(self.deployment, log, probe, loglevel="warning")
+        self._worker_pid = self._worker.enter_context(process).pid
+
+    @property
+    def worker_pid(self) -> int:
+        """The process id of the worker `start_worker` started."""
+        if self._worker_pid is None:
+            raise MemstreamError("no worker is running: start_worker() first")
+        return self._worker_pid
 
     def stop_worker(self) -> None:
         self._worker.close()
+        self._worker_pid = None
 
     # -- the log -------------------------------------------------------------------------
 

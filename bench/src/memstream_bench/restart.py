@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -27,7 +26,7 @@ from memstream.processes import free_port
 from memstream_bench.harness import BenchNamespace
 from memstream_bench.raw_redis import RedisProbe, wait_until
 from memstream_bench.recall import seed_memories as seed_random  # the recall bench's seeding
-from memstream_bench.stats import Progress
+from memstream_bench.stats import Progress, process_cpu_s
 
 __all__ = ["main"]
 
@@ -73,8 +72,7 @@ class _Redis:
 
     def _cpu_s(self) -> float:
         assert self._process is not None
-        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_s(self._process.pid)
 
     def aof_bytes(self) -> int:
         return sum(f.stat().st_size for f in (self._folder / "appendonlydir").iterdir())

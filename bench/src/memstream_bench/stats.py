@@ -1,18 +1,20 @@
 """Shared statistics and progress for the benches: percentiles, rates, ratios, the spread of a
-ratio over rounds, a stderr ticker."""
+ratio over rounds, another process's CPU time, a stderr ticker."""
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from memstream.errors import InvalidInputError
 
-__all__ = ["Latency", "Progress", "Spread", "percentile", "ratio"]
+__all__ = ["Latency", "Progress", "Spread", "percentile", "process_cpu_s", "ratio"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -26,6 +28,13 @@ def percentile(values: Sequence[float], q: float) -> float:
     position = (len(ordered) - 1) * q / 100
     low, high = math.floor(position), math.ceil(position)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system, every thread) process `pid` has used so far, from Linux's
+    /proc: on a shared machine, steadier than wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def ratio(ours: float, raw: float) -> float:

@@ -14,7 +14,10 @@ out 0.83-1.05 from run to run):
 - the embedder alone on the same texts: both pipelines embed every memory, so on a CPU
   embedder neither can be faster than it.
 Reported: each ratio's median over the rounds with its range, and each side's turns/s over all
-rounds together.
+rounds together; and the CPU each side spent a turn (its processes' CPU time: memstream's
+worker and the bench's own process, which publishes and polls; raw's one process, which
+publishes and projects; the embedder's), steadier than wall time on a shared machine, where a
+round's ratio moves by ±10 % with how fast the machine runs those seconds.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from memstream_bench.corpus import turns
 from memstream_bench.harness import BenchNamespace
 from memstream_bench.raw import RawPipeline
 from memstream_bench.report import BenchResult, Comparison
-from memstream_bench.stats import Progress, Spread, ratio
+from memstream_bench.stats import Progress, Spread, process_cpu_s, ratio
 
 __all__ = ["run_throughput"]
 
@@ -51,6 +54,9 @@ def run_throughput(
     progress = Progress("throughput")
     timed: list[tuple[float, float, float]] = []  # seconds a round: ours, raw, embedder
     redis_cpu = {"memstream": 0.0, "raw": 0.0}  # the Redis server's CPU seconds, each side
+    # CPU seconds of the sides' own processes: the worker, the bench's (publishing, polling
+    # and, for raw, projecting), the embedder's.
+    cpu = {"worker": 0.0, "memstream": 0.0, "raw": 0.0, "embedder": 0.0}
     with BenchNamespace(settings, "tput") as ns:
         pipeline = RawPipeline(
             ns.kafka,
@@ -99,21 +105,27 @@ def run_throughput(
                     # The raw side's turns of the round before are in the log too: the worker
                     # projects them before the clock starts.
                     await asyncio.to_thread(ns.wait_applied, raw_turns, timeout_s)
-                    cpu = _redis_cpu_s(ns)
+                    redis_before = _redis_cpu_s(ns)
+                    worker_before, own_before = process_cpu_s(ns.worker_pid), time.process_time()
                     ours_s = await projected_s(events)
-                    redis_cpu["memstream"] += _redis_cpu_s(ns) - cpu
+                    worker_s = process_cpu_s(ns.worker_pid) - worker_before
+                    cpu["worker"] += worker_s
+                    cpu["memstream"] += worker_s + time.process_time() - own_before
+                    redis_cpu["memstream"] += _redis_cpu_s(ns) - redis_before
                     await asyncio.to_thread(ns.stop_worker)
                     progress.say(f"round {n + 1}/{rounds}: the raw pipeline")
                     # Raw runs as the worker did: reading while fresh turns are published.
                     await pipeline.skip_to_end()
                     raw_turns = turns(count, embedder.model_id)
-                    cpu = _redis_cpu_s(ns)
+                    redis_before, own_before = _redis_cpu_s(ns), time.process_time()
                     raw_s = await projected_s(raw_turns, raw=True)
-                    redis_cpu["raw"] += _redis_cpu_s(ns) - cpu
+                    cpu["raw"] += time.process_time() - own_before
+                    redis_cpu["raw"] += _redis_cpu_s(ns) - redis_before
                     texts = [m.content for e in events for m in memories_of(e)]
-                    t0 = time.perf_counter()
+                    t0, own_before = time.perf_counter(), time.process_time()
                     embedder.embed_documents(texts)
                     timed.append((ours_s, raw_s, time.perf_counter() - t0))
+                    cpu["embedder"] += time.process_time() - own_before
             finally:
                 await pipeline.stop()
 
@@ -145,6 +157,11 @@ def run_throughput(
             # What Redis's work took of the two cores the embedder needs, a turn each side.
             "redis_cpu_ms_per_turn": round(1000 * redis_cpu["memstream"] / total, 3),
             "raw_redis_cpu_ms_per_turn": round(1000 * redis_cpu["raw"] / total, 3),
+            # Each side's own processes' CPU a turn (module docstring); the worker's alone too.
+            "cpu_ms_per_turn": round(1000 * cpu["memstream"] / total, 3),
+            "worker_cpu_ms_per_turn": round(1000 * cpu["worker"] / total, 3),
+            "raw_cpu_ms_per_turn": round(1000 * cpu["raw"] / total, 3),
+            "embedder_cpu_ms_per_turn": round(1000 * cpu["embedder"] / total, 3),
         },
         comparisons=[
             Comparison(
@@ -170,6 +187,10 @@ def run_throughput(
             f"the embedder alone does {embed_rate:.0f} turns/s ({2 * embed_rate:.0f} texts/s)",
             f"memstream / raw by round: {to_raw}; memstream / the embedder: {to_embedder} "
             "(the rows above: every round's turns together)",
+            "CPU a turn, each side's own processes: memstream "
+            f"{1000 * cpu['memstream'] / total:.2f} ms (its worker "
+            f"{1000 * cpu['worker'] / total:.2f}), raw {1000 * cpu['raw'] / total:.2f} ms, the "
+            f"embedder alone {1000 * cpu['embedder'] / total:.2f} ms",
         ],
         seconds=time.monotonic() - started,
     )
