@@ -136,6 +136,7 @@ def run_throughput(
     ours, base, embed_rate = total / ours_s, total / raw_s, total / embed_s
     to_raw = Spread.of([raw / mine for mine, raw, _ in timed])
     to_embedder = Spread.of([alone / mine for mine, _, alone in timed])
+    cpu_ms = {side: round(1000 * seconds / total, 3) for side, seconds in cpu.items()}
     return BenchResult(
         name="throughput",
         figures={
@@ -158,10 +159,10 @@ def run_throughput(
             "redis_cpu_ms_per_turn": round(1000 * redis_cpu["memstream"] / total, 3),
             "raw_redis_cpu_ms_per_turn": round(1000 * redis_cpu["raw"] / total, 3),
             # Each side's own processes' CPU a turn (module docstring); the worker's alone too.
-            "cpu_ms_per_turn": round(1000 * cpu["memstream"] / total, 3),
-            "worker_cpu_ms_per_turn": round(1000 * cpu["worker"] / total, 3),
-            "raw_cpu_ms_per_turn": round(1000 * cpu["raw"] / total, 3),
-            "embedder_cpu_ms_per_turn": round(1000 * cpu["embedder"] / total, 3),
+            "cpu_ms_per_turn": cpu_ms["memstream"],
+            "worker_cpu_ms_per_turn": cpu_ms["worker"],
+            "raw_cpu_ms_per_turn": cpu_ms["raw"],
+            "embedder_cpu_ms_per_turn": cpu_ms["embedder"],
         },
         comparisons=[
             Comparison(
@@ -187,10 +188,9 @@ def run_throughput(
             f"the embedder alone does {embed_rate:.0f} turns/s ({2 * embed_rate:.0f} texts/s)",
             f"memstream / raw by round: {to_raw}; memstream / the embedder: {to_embedder} "
             "(the rows above: every round's turns together)",
-            "CPU a turn, each side's own processes: memstream "
-            f"{1000 * cpu['memstream'] / total:.2f} ms (its worker "
-            f"{1000 * cpu['worker'] / total:.2f}), raw {1000 * cpu['raw'] / total:.2f} ms, the "
-            f"embedder alone {1000 * cpu['embedder'] / total:.2f} ms",
+            f"CPU a turn, each side's own processes: memstream {cpu_ms['memstream']:.2f} ms "
+            f"(its worker {cpu_ms['worker']:.2f}), raw {cpu_ms['raw']:.2f} ms, the embedder "
+            f"alone {cpu_ms['embedder']:.2f} ms",
         ],
         seconds=time.monotonic() - started,
     )
