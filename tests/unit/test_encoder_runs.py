@@ -1,7 +1,10 @@
 """How the offline encoder groups a batch's texts into runs (providers/onnx_encoder.py): each
-run is padded to its longest text, so runs hold texts of similar length."""
+run is padded to its longest text, so runs hold texts of similar length; the runs are spread
+over the encoder's threads."""
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
@@ -10,7 +13,7 @@ from hypothesis import strategies as st
 
 from memstream.providers import onnx_encoder
 from memstream.providers.bge import BgeSmallEmbedder
-from memstream.providers.onnx_encoder import _BATCH, _SLACK, _similar_lengths
+from memstream.providers.onnx_encoder import _BATCH, _SLACK, _shares, _similar_lengths
 
 
 @given(st.lists(st.text(max_size=300), max_size=200))
@@ -37,9 +40,54 @@ def test_texts_of_one_length_go_in_runs_of_the_batch_size() -> None:
     assert [len(run) for run in runs] == [_BATCH, _BATCH, 1]
 
 
+@given(st.lists(st.text(max_size=300), max_size=60), st.integers(1, 4))
+def test_a_batch_is_split_into_a_run_for_each_thread_while_it_has_texts_to_split(
+    texts: list[str], workers: int
+) -> None:
+    before = list(_similar_lengths(texts))
+    runs = _shares([list(run) for run in before], workers)
+    assert sorted(row for run in runs for row in run) == list(range(len(texts)))
+    assert all(runs)
+    assert len(runs) >= min(workers, len(texts))
+    if len(before) >= workers:  # enough runs already: none is split
+        assert runs == before
+
+
+def test_a_few_texts_of_one_length_are_halved_not_left_on_one_thread() -> None:
+    assert _shares([[0, 1, 2, 3, 4]], 2) == [[0, 1], [2, 3, 4]]
+    assert _shares([[0, 1, 2, 3]], 4) == [[0], [1], [2], [3]]
+    assert _shares([[7]], 2) == [[7]]
+
+
 @pytest.fixture(scope="module")
 def embedder() -> BgeSmallEmbedder:
-    return BgeSmallEmbedder()
+    return BgeSmallEmbedder(threads=2)
+
+
+def test_a_batch_runs_on_the_encoders_threads_at_once_with_the_vectors_of_one_thread(
+    embedder: BgeSmallEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [f"note {i}: " + "word " * (i % 40) for i in range(120)]
+    assert len(list(_similar_lengths(texts))) >= 2  # several runs: none is split
+    one_thread = BgeSmallEmbedder(threads=1).embed_documents(texts)
+    encoder = embedder._encoder
+    embed, names, guard = encoder._embed, set[str](), threading.Lock()
+    both_in = threading.Barrier(2, timeout=30)
+
+    def watched(chunk: list[str]) -> np.ndarray:
+        name = threading.current_thread().name
+        with guard:
+            first = name not in names
+            names.add(name)
+        if first:  # each thread's first run waits for the other's: breaks unless they overlap
+            both_in.wait()
+        return embed(chunk)
+
+    monkeypatch.setattr(encoder, "_embed", watched)
+    spread = embedder.embed_documents(texts)
+    assert np.array_equal(spread, one_thread)  # the same runs give the same vectors
+    assert len(names) == 2  # the caller's thread and the encoder's helper
+    assert threading.current_thread().name in names
 
 
 def test_vectors_come_back_in_the_order_of_the_texts_whatever_the_runs(

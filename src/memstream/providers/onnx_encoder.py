@@ -10,6 +10,7 @@ import enum
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +59,22 @@ class OnnxSentenceEncoder:
         self._tokenizer.enable_padding()
         # encode_batch is not safe to call from two threads while padding is enabled.
         self._tokenize_lock = threading.Lock()
-        batch_threads = threads or min(4, os.cpu_count() or 1)
-        self._batch_session = cpu_session(onnxruntime, model, batch_threads)
-        # One query is a few milliseconds of small operators: splitting each across threads
-        # costs more in hand-offs than it saves, and on busy cores a woken thread may wait its
-        # turn. Measured with bge-small on 2 loaded cores (bench recall, 100k memories):
-        # end-to-end recall p50 / p95 15.9 / 25.7 ms with 2 threads, 10.1 / 17.0 ms with one.
-        # Batches of passages do gain from more threads.
-        self._query_session = (
-            self._batch_session if batch_threads == 1 else cpu_session(onnxruntime, model, 1)
-        )
+        # One session, each call on one thread: a batch's runs are spread over `threads`
+        # threads calling it at once (its caller's and helpers), a query runs on its
+        # caller's. Splitting each operator across threads instead (onnxruntime's intra-op
+        # pool) makes the threads meet at every operator, so one preempted thread stalls the
+        # other, and a query's small operators cost more in hand-offs than they save.
+        # Measured with bge-small on 2 cores (docs/benchmarks.md, issue 37): 1,024 texts at
+        # 571-576 texts/s against 434-438, 4 texts 3.8 ms of CPU a text against 6.0; one
+        # query's recall p50 10.1 ms on one thread against 15.9 ms on two.
+        self._session = cpu_session(onnxruntime, model, 1)
+        self._threads = threads or min(4, os.cpu_count() or 1)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         # A model of the `onnx` embedder may be any export: feed only the inputs it declares
         # (not every one takes token_type_ids), and say at once when it is no encoder.
-        self._inputs = {i.name for i in self._batch_session.get_inputs()}
-        outputs = [o.name for o in self._batch_session.get_outputs()]
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        outputs = [o.name for o in self._session.get_outputs()]
         if "last_hidden_state" not in outputs:
             raise ConfigurationError(
                 f"{model} has no last_hidden_state output (it has {', '.join(outputs)}): use "
@@ -79,25 +82,56 @@ class OnnxSentenceEncoder:
                 "export names its token vectors so)"
             )
         # None: the width of the model's output, read off one embedding (a few milliseconds).
-        self.dims = dims or self._embed(["dims"], self._query_session).shape[1]
+        self.dims = dims or self._embed(["dims"]).shape[1]
 
     def embed_many(self, texts: Sequence[str]) -> Vectors:
         out = np.empty((len(texts), self.dims), dtype=np.float32)
-        for rows in _similar_lengths(texts):
-            out[rows] = self._embed([texts[i] for i in rows], self._batch_session)
+        runs = _shares(list(_similar_lengths(texts)), self._threads)
+
+        def fill(rows: list[int]) -> None:
+            out[rows] = self._embed([texts[i] for i in rows])
+
+        if len(runs) < 2:
+            for rows in runs:
+                fill(rows)
+            return out
+        # The costliest runs first, so that the last to finish are short ones and no thread
+        # idles long while another ends a big run. The caller takes runs too: it would only
+        # wait, and one hand-off less is ~1 ms less on a batch of a few texts.
+        runs.sort(key=lambda rows: len(rows) * max(len(texts[i]) for i in rows), reverse=True)
+        queue, taking = iter(runs), threading.Lock()
+
+        def take() -> None:
+            while True:
+                with taking:
+                    rows = next(queue, None)
+                if rows is None:
+                    return
+                fill(rows)
+
+        helping = [self._helpers().submit(take) for _ in range(min(self._threads, len(runs)) - 1)]
+        take()
+        for helper in helping:
+            helper.result()
         return out
 
     def embed_one(self, text: str) -> Vectors:
-        vector: Vectors = self._embed([text], self._query_session)[0]
+        vector: Vectors = self._embed([text])[0]
         return vector
 
-    def _embed(self, texts: list[str], session: Any) -> Vectors:
+    def _helpers(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads - 1, thread_name_prefix="encoder")
+            return self._pool
+
+    def _embed(self, texts: list[str]) -> Vectors:
         with self._tokenize_lock:
             encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        (hidden,) = session.run(
+        (hidden,) = self._session.run(
             ["last_hidden_state"], {k: v for k, v in feeds.items() if k in self._inputs}
         )
         if self._pooling is Pooling.CLS:
@@ -129,6 +163,19 @@ def _similar_lengths(texts: Sequence[str]) -> Iterator[list[int]]:
         total += size
     if run:
         yield run
+
+
+def _shares(runs: list[list[int]], workers: int) -> list[list[int]]:
+    """`runs`, the longest halved until there is one for each of `workers` threads (while a
+    run has two texts to split): a batch of a few texts of one length is one run, and would
+    leave every thread but one idle."""
+    while 0 < len(runs) < workers:
+        longest = max(range(len(runs)), key=lambda i: len(runs[i]))
+        run = runs[longest]
+        if len(run) < 2:
+            break
+        runs[longest : longest + 1] = [run[: len(run) // 2], run[len(run) // 2 :]]
+    return runs
 
 
 def cpu_session(onnxruntime: Any, model: Path, threads: int) -> Any:
