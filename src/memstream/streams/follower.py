@@ -29,6 +29,12 @@ log = logging.getLogger(__name__)
 Handle = Callable[[RawMessage], Awaitable[object]]
 
 _RETRY_FIRST_S, _RETRY_MAX_S = 1.0, 60.0
+# A job acts on few of the records it reads, and then asks a model, which answers in seconds:
+# the broker may gather records for up to 250 ms a fetch. Asking again for every record, as a
+# consumer does by default, cost the worker's event loop (the projection's too) a socket write
+# a turn, a quarter of the loop's CPU at 140 turns/s (py-spy), and the projection's freshness under
+# load (docs/benchmarks.md, issue 37).
+_FETCH_MIN_BYTES, _FETCH_MAX_WAIT_MS = 1 << 20, 250
 _COMMIT_EVERY_S = 1.0
 _MAX_IN_FLIGHT = 512  # messages read but not finished, across partitions: then it stops reading
 # How often a record read ahead of the projection asks whether it is applied, and how often
@@ -120,6 +126,8 @@ class LogFollower:
             group_id=self._group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            fetch_min_bytes=_FETCH_MIN_BYTES,
+            fetch_max_wait_ms=_FETCH_MAX_WAIT_MS,
             **self._kafka.aiokafka(),
         )
         try:
