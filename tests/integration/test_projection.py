@@ -117,3 +117,52 @@ def test_each_write_evicts_lowest_importance_then_oldest_beyond_the_bound(
         assert not client.exists(keys.memory(tenant, memory_id))
     for memory_id in kept:
         assert client.exists(keys.memory(tenant, memory_id))
+
+
+def test_a_script_redis_lacks_is_loaded_and_each_call_runs_once(settings: Settings) -> None:
+    # The writer calls its scripts by hash and loads one only when Redis answers NOSCRIPT
+    # (after a restart): a script no process registered yet stands for a flushed one.
+    unique = uuid.uuid4().hex
+    key = f"{settings.namespace}-w:noscript:{unique}"
+
+    async def run() -> tuple[list[object], object, list[bool]]:
+        client = async_redis_client(settings.redis)
+        try:
+            writer = RedisProjectionWriter(
+                client, Keyspace(f"{settings.namespace}-w"), max_memories=0
+            )
+            script = client.register_script(
+                f"-- {unique}\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])"
+            )
+            before = await client.script_exists(script.sha)
+            replies = await writer._each(script, [key], [[1], [10], [100]])
+            return replies, await client.get(key), before
+        finally:
+            await client.aclose()
+
+    replies, total, before = asyncio.run(run())
+    assert before == [False]
+    assert replies == [1, 11, 111] and total == b"111"  # run once each, after the load
+
+
+def test_positions_follow_the_live_generation_across_a_swap(
+    settings: Settings,
+) -> None:
+    keys = Keyspace(f"{settings.namespace}-pos-{uuid.uuid4().hex[:6]}")
+    sync = redis_client(settings.redis)
+    sync.hset(keys.at(1).positions, "topic/0", 5)
+    sync.hset(keys.at(2).positions, "topic/0", 9)
+
+    async def run() -> list[dict[str, int]]:
+        client = async_redis_client(settings.redis)
+        try:
+            writer = RedisProjectionWriter(client, keys, max_memories=0)
+            read = [await writer.positions()]  # no pointer yet: generation 1
+            sync.set(keys.generation_key, 2)  # a swap, unseen by the writer
+            read.append(await writer.positions())
+            read.append(await writer.positions())
+            return read
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(run()) == [{"topic/0": 5}, {"topic/0": 9}, {"topic/0": 9}]

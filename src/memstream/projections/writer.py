@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgpack
 import redis.asyncio
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 from redisvl.index import AsyncSearchIndex
 
 from memstream.errors import ConfigurationError
@@ -123,6 +125,7 @@ class RedisProjectionWriter:
         self._known: AsyncScript = client.register_script(_KNOWN)
         self._meta: AsyncScript = client.register_script(_META)
         self._types: dict[int, VectorType] = {}  # a generation's type never changes
+        self._seen_live = 1  # the live generation as `positions` last read it
         self._generations = RedisGenerations(client, keyspace, url=url)
 
     async def ensure_live_index(self, embedding_model: str, dims: int) -> int:
@@ -206,16 +209,15 @@ class RedisProjectionWriter:
             checked = "" if into is not None else str(generation)
             keys = self._keys.at(generation)
             vector_type = await self._type_of(generation)
-            async with self._client.pipeline(transaction=False) as pipe:
-                for start in range(0, len(pending), EVENTS_PER_CALL):
-                    calls = pending[start : start + EVENTS_PER_CALL]
-                    args: list[str | int | bytes] = [checked, self._max_memories]
-                    args += [_packed(keys, item, vector_type) for item in calls]
-                    await self._script(
-                        keys=[keys.generation_key, keys.positions], args=args, client=pipe
-                    )
-                with redis_errors(self._url, "applying memory events"):
-                    replies = await pipe.execute()
+            packed = [_packed(keys, item, vector_type) for item in pending]
+            calls: list[list[str | int | bytes]] = [
+                [checked, self._max_memories, *packed[start : start + EVENTS_PER_CALL]]
+                for start in range(0, len(packed), EVENTS_PER_CALL)
+            ]
+            with redis_errors(self._url, "applying memory events"):
+                replies = await self._each(
+                    self._script, [keys.generation_key, keys.positions], calls
+                )
             done = 0
             for reply in replies:
                 if reply == -1:  # retired generation: this call's events and every later one
@@ -231,6 +233,26 @@ class RedisProjectionWriter:
         with redis_errors(self._url, "rewriting the append-only file"):
             await compact_async(self._client, removed)
         return outcomes
+
+    async def _each(
+        self, script: AsyncScript, keys: list[str], calls: Sequence[Sequence[str | int | bytes]]
+    ) -> list[Any]:
+        """`script`'s replies to each of `calls` (its arguments), in one round trip: called by
+        its hash, and loaded only when Redis says it lacks it (after a restart). A pipeline of
+        registered scripts asks Redis whether it has them before every execution: a round
+        trip of its own, one in three of the worker's a batch under load (issue 37)."""
+
+        async def run() -> list[Any]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for args in calls:
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                return await pipe.execute()
+
+        try:
+            return await run()
+        except NoScriptError:
+            await self._client.script_load(script.script)
+            return await run()
 
     async def advance(
         self,
@@ -255,10 +277,20 @@ class RedisProjectionWriter:
             await self._advance(keys=[keys.generation_key, keys.positions], args=args)
 
     async def positions(self) -> dict[str, int]:
-        keys = self._keys.at(await self._generations.live())
-        with redis_errors(self._url, "reading positions"):
-            raw = await self._client.hgetall(keys.positions)
-        return {text(field): int(text(offset)) for field, offset in raw.items()}
+        """The live generation's positions in one round trip (the worker's healer reads them
+        before every batch): those of the generation last seen, in a transaction with a read
+        of the live one, and read again for that one when a swap has moved it since."""
+        generation = self._seen_live
+        while True:
+            with redis_errors(self._url, "reading positions"):
+                async with self._client.pipeline(transaction=True) as pipe:
+                    pipe.get(self._keys.generation_key)
+                    pipe.hgetall(self._keys.at(generation).positions)
+                    live, raw = await pipe.execute()
+            self._seen_live = int(live or 1)
+            if self._seen_live == generation:
+                return {text(field): int(text(offset)) for field, offset in raw.items()}
+            generation = self._seen_live
 
     async def known_vectors(self, memories: Sequence[Memory]) -> list[Vectors | None]:
         """The vectors the live generation already holds for `memories`: only where the stored
