@@ -161,6 +161,9 @@ def test_bench_serve_reports_http_against_in_process_and_raw(
     for rate in (*rates, *sessions_rates, *bare_sessions):
         assert serve[rate] > 0
     assert serve["p99_ratio"] > 0 and serve["writes_ratio_to_bare_http"] > 0
+    # The median of each query's HTTP-minus-in-process time lies between the two extremes.
+    paired = serve["p50_overhead_paired_ms"]
+    assert -serve["search_in_process"]["p99_ms"] < paired < serve["search_http"]["p99_ms"]
     for part in ("concurrent_write", "concurrent_session_put", "concurrent_session_append"):
         assert serve[part]["p99_ms"] >= serve[part]["p50_ms"] > 0
     # Writes are set against the bare endpoint's writes; puts and appends against its own
