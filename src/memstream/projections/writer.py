@@ -31,6 +31,7 @@ from memstream.memory.model import Memory, derived_from
 from memstream.memory.ports import AppliedOutcome, Embedded
 from memstream.projections.connection import compact_async, redis_errors, text
 from memstream.projections.generations import RedisGenerations
+from memstream.projections.live_reads import LiveReads
 from memstream.projections.schema import (
     Fields,
     Keyspace,
@@ -125,7 +126,7 @@ class RedisProjectionWriter:
         self._known: AsyncScript = client.register_script(_KNOWN)
         self._meta: AsyncScript = client.register_script(_META)
         self._types: dict[int, VectorType] = {}  # a generation's type never changes
-        self._seen_live = 1  # the live generation as `positions` last read it
+        self._live = LiveReads(client, keyspace, url=url)
         self._generations = RedisGenerations(client, keyspace, url=url)
 
     async def ensure_live_index(self, embedding_model: str, dims: int) -> int:
@@ -277,20 +278,12 @@ class RedisProjectionWriter:
             await self._advance(keys=[keys.generation_key, keys.positions], args=args)
 
     async def positions(self) -> dict[str, int]:
-        """The live generation's positions in one round trip (the worker's healer reads them
-        before every batch): those of the generation last seen, in a transaction with a read
-        of the live one, and read again for that one when a swap has moved it since."""
-        generation = self._seen_live
-        while True:
-            with redis_errors(self._url, "reading positions"):
-                async with self._client.pipeline(transaction=True) as pipe:
-                    pipe.get(self._keys.generation_key)
-                    pipe.hgetall(self._keys.at(generation).positions)
-                    live, raw = await pipe.execute()
-            self._seen_live = int(live or 1)
-            if self._seen_live == generation:
-                return {text(field): int(text(offset)) for field, offset in raw.items()}
-            generation = self._seen_live
+        """The live generation's positions, read with it in one round trip (the worker's
+        healer reads them before every batch)."""
+        (raw,) = await self._live.read(
+            lambda pipe, keys: pipe.hgetall(keys.positions), "reading positions"
+        )
+        return {text(field): int(text(offset)) for field, offset in raw.items()}
 
     async def known_vectors(self, memories: Sequence[Memory]) -> list[Vectors | None]:
         """The vectors the live generation already holds for `memories`: only where the stored
