@@ -13,6 +13,13 @@ whole (one SET with its TTL). No version, no merge of concurrent puts, no window
 A store's session event (Redis Agent Memory's API) is the same I/O: its one message appended
 to its session that way.
 
+The search's baseline is the same in-process recall memstream's route runs (the query embedded,
+both searches in one round trip, the reranker where configured) behind a plain FastAPI route in
+uvicorn's thread pool, its hits answered as JSON with `json.dumps`: no key, no request model, no
+filters, no count of the tenant's matches, no record model. What is left between it and
+`memstream serve`'s search is memstream's own HTTP work; what is left between it and the
+in-process recall is the HTTP stack's (uvicorn, FastAPI, the client).
+
 Run as `python -m memstream_bench.raw_http PORT TOPIC PREFIX` (the bench starts it).
 """
 
@@ -26,9 +33,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 
 from memstream.config import Settings
+from memstream.deployment import Deployment
+from memstream.memory.model import RecalledMemory
+from memstream.memory.ports import Recaller
+from memstream.memory.tenancy import validate_tenant
 from memstream.projections.connection import RedisConnection
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.wire import producer_config
@@ -40,9 +51,12 @@ __all__ = ["bare_app"]
 _SESSION_TTL_S = 3600
 
 
-def bare_app(kafka: KafkaConnection, topic: str, redis: RedisConnection, prefix: str) -> FastAPI:
+def bare_app(
+    kafka: KafkaConnection, topic: str, redis: RedisConnection, prefix: str, recaller: Recaller
+) -> FastAPI:
     """`POST /v1/long-term-memory/`, which sends its body to `topic` and waits; a session's put
-    and append (kept under `prefix`); and a health route."""
+    and append (kept under `prefix`); a search of `?tenant=` by `recaller`; and a health
+    route."""
     producers: list[AIOKafkaProducer] = []  # made on the server's loop, at start-up
     stores: list[RawSessions] = []
 
@@ -91,6 +105,12 @@ def bare_app(kafka: KafkaConnection, topic: str, redis: RedisConnection, prefix:
         await producers[0].send_and_wait(topic, json.dumps(body).encode(), key=b"raw")
         return {"status": "ok"}
 
+    @app.post("/v1/long-term-memory/search")
+    def search(body: dict[str, Any], tenant: str) -> Response:
+        hits = recaller.recall(validate_tenant(tenant), body["text"], k=10)
+        found = {"memories": [_hit(h) for h in hits], "total": len(hits)}
+        return Response(json.dumps(found), media_type="application/json")
+
     @app.put("/v1/working-memory/{session_id}")
     async def put(session_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return await written(session_id, await stored(session_id), body["messages"])
@@ -113,6 +133,19 @@ def bare_app(kafka: KafkaConnection, topic: str, redis: RedisConnection, prefix:
     return app
 
 
+def _hit(hit: RecalledMemory) -> dict[str, Any]:
+    memory = hit.memory
+    return {
+        "id": memory.id,
+        "text": memory.content,
+        "session_id": memory.thread,
+        "created_at": memory.timestamp.isoformat(),
+        "memory_type": memory.memory_type.value,
+        "importance": memory.importance,
+        "score": hit.score,
+    }
+
+
 def main() -> None:
     import uvicorn
 
@@ -125,8 +158,9 @@ def main() -> None:
         topic,
         RedisConnection.from_settings(settings),
         prefix,
+        Deployment(settings).recaller(),
     )
-    uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":

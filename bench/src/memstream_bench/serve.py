@@ -4,8 +4,11 @@
   keep-alive connection, hybrid, limit 10, with a tenant key) and through in-process recall
   (`RedisRecaller.recall`, k = 10) on the same projection (one tenant, 1,000 memories). Both
   embed the query with the same model and run both searches in one Redis round trip; the API
-  also counts the tenant's matches for `total`. Figures: p50 overhead (ms), also as the median
-  of each query's two times' difference (steadier: a query's own cost cancels), and p99 ratio.
+  also counts the tenant's matches for `total`. A third way, in turn with those two: a bare
+  FastAPI route around the same recall under the same uvicorn (`bench.raw_http`), which tells
+  the HTTP stack's share of the overhead from memstream's own. Figures: p50 overhead (ms),
+  also as the median of each query's difference (steadier: a query's own cost cancels), each
+  way against each, and p99 ratio.
 - get by id: `GET /v1/long-term-memory/{id}` against `ProjectionReader.memory`, interleaved:
   the HTTP layer's own cost (parsing, the key's check, validation, JSON) without embedding.
 - write latency: one record per request, sequentially, answered once Kafka acknowledged it
@@ -53,6 +56,7 @@ from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
 from memstream.memory.events import MemorySaved, memories_of
 from memstream.memory.model import MemoryType
+from memstream.memory.ports import Recaller
 from memstream.memory.tenancy import validate_tenant
 from memstream.processes import free_port, running
 from memstream.server.parts import api_keys
@@ -102,29 +106,29 @@ def run_serve(
         recaller = ns.deployment.recaller()
         texts = conversation_texts()
         serve = ("memstream", "serve", "--port", "{port}")
+        # Nothing consumes the dead-letter topic during the bench: the bare endpoint's
+        # bodies (no events) go there, and are dropped with the namespace.
+        bare = (
+            "memstream_bench.raw_http",
+            "{port}",
+            ns.topics.dead_letters,
+            f"{ns.keys.namespace}:bare-sessions",
+        )
         with (
             serving(ns.settings, *serve) as url,
+            serving(ns.settings, *bare) as bare_url,
             httpx.Client(
                 base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30
             ) as http,
+            httpx.Client(base_url=bare_url, timeout=30) as bare_http,
         ):
-            progress.say(f"{queries} searches over HTTP and in-process, interleaved")
-            over_http: list[float] = []
-            in_process: list[float] = []
+            progress.say(f"{queries} searches over HTTP, bare HTTP and in-process, interleaved")
+            searches = _Searches(http, bare_http, recaller)
             for i in range(queries + 20):
-                question = texts[(7 * i) % len(texts)][:200]
-                # Which goes first alternates: the one after the other finds the CPU (and
-                # the other process's spinning inference threads) in a different state.
-                for first in (i % 2 == 0, i % 2 == 1):
-                    t0 = time.perf_counter()
-                    if first:
-                        response = http.post("/v1/long-term-memory/search", json={"text": question})
-                        response.raise_for_status()
-                    else:
-                        recaller.recall(_TENANT, question, k=10)
-                    if i >= 20:  # the first ones warm caches and connections
-                        (over_http if first else in_process).append(time.perf_counter() - t0)
+                # The first ones warm caches and connections.
+                searches.one(texts[(7 * i) % len(texts)][:200], i, timed=i >= 20)
                 progress.tick("searches", i + 1, queries + 20)
+            over_http, bare_search, in_process = searches.times
 
             progress.say(f"{queries} reads by id over HTTP and in-process, interleaved")
             reader = ns.deployment.reader()
@@ -154,31 +158,22 @@ def run_serve(
             waited = [_timed_write(http, "?wait=true") for _ in range(sequential)]
             raw_single = asyncio.run(_raw_writes(ns.kafka, ns.topics, embedder, sequential, 1))[1]
             ns.stop_worker()
-            # Nothing consumes the dead-letter topic during the bench: the bare endpoint's
-            # bodies (no events) go there, and are dropped with the namespace.
-            bare = (
-                "memstream_bench.raw_http",
-                "{port}",
-                ns.topics.dead_letters,
-                f"{ns.keys.namespace}:bare-sessions",
+            progress.say(
+                f"{rounds} x {writes} writes from {CLIENTS} clients to memstream and as many "
+                "to a bare HTTP-to-Kafka endpoint, in halves taking turns"
             )
-            with serving(ns.settings, *bare) as bare_url:
-                progress.say(
-                    f"{rounds} x {writes} writes from {CLIENTS} clients to memstream and as many "
-                    "to a bare HTTP-to-Kafka endpoint, in halves taking turns"
-                )
-                halves = partial(_taking_turns, (url, bare_url), writes=writes, rounds=rounds)
-                ours, baseline = halves(
-                    lambda at, n: asyncio.run(concurrently(at, key, n, CLIENTS, _write)), Load.total
-                )
-                progress.say(
-                    f"{rounds} x {writes} session puts, then appends, from {CLIENTS} clients to "
-                    "memstream and as many to the bare endpoint's sessions, in halves taking turns"
-                )
-                rates, bare_rates = halves(
-                    lambda at, n: asyncio.run(session_rates(at, key, _TENANT, texts, n, CLIENTS)),
-                    SessionRates.total,
-                )
+            halves = partial(_taking_turns, (url, bare_url), writes=writes, rounds=rounds)
+            ours, baseline = halves(
+                lambda at, n: asyncio.run(concurrently(at, key, n, CLIENTS, _write)), Load.total
+            )
+            progress.say(
+                f"{rounds} x {writes} session puts, then appends, from {CLIENTS} clients to "
+                "memstream and as many to the bare endpoint's sessions, in halves taking turns"
+            )
+            rates, bare_rates = halves(
+                lambda at, n: asyncio.run(session_rates(at, key, _TENANT, texts, n, CLIENTS)),
+                SessionRates.total,
+            )
             progress.say(f"{writes} raw Kafka sends from {CLIENTS} clients")
             raw_s, raw_latency = asyncio.run(
                 _raw_writes(ns.kafka, ns.topics, embedder, writes, CLIENTS)
@@ -194,11 +189,12 @@ def run_serve(
     bare_put_rate, bare_append_rate = bare_rates.put.per_s, bare_rates.append.per_s
     event_rate, bare_event_rate = rates.event.per_s, bare_rates.event.per_s
     compact, compact_raw = Latency.of_seconds(compacted), Latency.of_seconds(read_and_sent)
+    bare_search_latency = Latency.of_seconds(bare_search)
     overhead = round(search.p50_ms - base.p50_ms, 3)
-    # Each query's two times were taken back to back: their difference leaves out what the
-    # query itself costs (its length, its hits), which moves both p50s.
-    paired = round(
-        1000 * statistics.median(h - p for h, p in zip(over_http, in_process, strict=True)), 3
+    paired, bare_paired, over_bare = (
+        _paired(over_http, in_process),
+        _paired(bare_search, in_process),
+        _paired(over_http, bare_search),
     )
     return BenchResult(
         name="serve",
@@ -209,6 +205,9 @@ def run_serve(
             "search_in_process": _latency(base),
             "p50_overhead_ms": overhead,
             "p50_overhead_paired_ms": paired,
+            "search_bare_http": _latency(bare_search_latency),
+            "bare_p50_overhead_paired_ms": bare_paired,
+            "p50_over_bare_paired_ms": over_bare,
             "p99_ratio": ratio(search.p99_ms, base.p99_ms),
             "get_http": _latency(got),
             "get_in_process": _latency(read),
@@ -260,6 +259,14 @@ def run_serve(
                 "in-process recall",
                 False,
                 TARGET_P50,
+            ),
+            Comparison(
+                "search p50, HTTP",
+                search.p50_ms,
+                bare_search_latency.p50_ms,
+                "ms",
+                "bare FastAPI route around the same recall",
+                False,
             ),
             Comparison(
                 "search p99",
@@ -339,7 +346,8 @@ def run_serve(
         ],
         notes=[
             f"search over HTTP adds {overhead} ms at p50 ({paired} ms, the median of each "
-            f"query's difference); p99 is "
+            f"query's difference; a bare FastAPI route around the same recall adds "
+            f"{bare_paired} ms, so {over_bare} ms is memstream's own); p99 is "
             f"{ratio(search.p99_ms, base.p99_ms)}x in-process",
             f"a write is answered at p50 {ack.p50_ms} ms once Kafka has it; with ?wait=true "
             f"(recallable) at p50 {wait.p50_ms} ms",
@@ -369,6 +377,55 @@ def serving(settings: Settings, module: str, *args: str) -> Iterator[str]:
             yield url
     finally:
         log.unlink(missing_ok=True)
+
+
+class _Searches:
+    """Each query three ways, back to back: memstream's search route, the bare route around
+    the same recall (`raw_http`), and that recall in process. Which goes first turns with each
+    query: the one after another finds the CPU (and the other processes' inference threads)
+    in a different state. An untimed query also checks that the bare route found what the
+    recall in process found, so that the baseline does the same work."""
+
+    def __init__(self, http: httpx.Client, bare: httpx.Client, recaller: Recaller) -> None:
+        self._http = http
+        self._bare = bare
+        self._recaller = recaller
+        self.times: tuple[list[float], list[float], list[float]] = ([], [], [])
+
+    def one(self, text: str, i: int, *, timed: bool) -> None:
+        answers: list[object] = [None, None, None]
+        for way in ((i + j) % 3 for j in range(3)):
+            started = time.perf_counter()
+            answers[way] = self._way(way, text)
+            if timed:
+                self.times[way].append(time.perf_counter() - started)
+        if timed:
+            return
+        bare, recalled = answers[1], answers[2]
+        assert isinstance(bare, httpx.Response) and isinstance(recalled, list)
+        found = [str(m["id"]) for m in bare.json()["memories"]]
+        if found != [hit.memory.id for hit in recalled]:
+            raise AssertionError(
+                f"the bare search route found {found}, the recall in process "
+                f"{[hit.memory.id for hit in recalled]}: the baseline does not do the same work"
+            )
+
+    def _way(self, way: int, text: str) -> object:
+        if way == 2:
+            return self._recaller.recall(_TENANT, text, k=10)
+        if way == 1:
+            response = self._bare.post(
+                "/v1/long-term-memory/search", params={"tenant": _TENANT}, json={"text": text}
+            )
+        else:
+            response = self._http.post("/v1/long-term-memory/search", json={"text": text})
+        return response.raise_for_status()
+
+
+def _paired(these: Sequence[float], those: Sequence[float]) -> float:
+    """The median of each query's difference in ms: its two times were taken back to back, so
+    what the query itself costs (its length, its hits), which moves both p50s, cancels."""
+    return round(1000 * statistics.median(a - b for a, b in zip(these, those, strict=True)), 3)
 
 
 def _record(i: int) -> dict[str, object]:
