@@ -54,7 +54,14 @@ from memstream.memory.events import (
     results_of,
 )
 from memstream.memory.model import MemoryType
-from memstream.memory.ports import AppliedOutcome, Embedded, ProcessReport, SwapResult
+from memstream.memory.ports import (
+    AppliedOutcome,
+    Embedded,
+    Position,
+    PositionsBehind,
+    ProcessReport,
+    SwapResult,
+)
 from memstream.memory.ranking.fusion import RecallTuning
 from memstream.memory.search import SearchFilter, SearchMode
 from memstream.memory.store import MemoryFilter
@@ -556,6 +563,37 @@ class BackendContract:
 
         assert (asyncio.run(advance()))[field] == 5
         assert backend.status().positions()[field] == 5
+
+    def test_a_batch_after_a_gap_in_the_positions_is_refused_whole(
+        self, backend: ProjectionBackend
+    ) -> None:
+        tenant = self.tenant()
+        self.apply(backend, self.note(tenant, 1, "one"), self.note(tenant, 2, "two"))
+        field = f"{Topics('contract', 2).memory}/{self.partition_of(tenant)}"
+        topic, partition = Topics("contract", 2).memory, self.partition_of(tenant)
+        # More events than one call of the Redis script takes: every call must refuse.
+        batch = [
+            replace(
+                _embedded(self.note(tenant, n, f"after the gap {n}")),
+                position=Position(topic, partition, n + 2),
+            )
+            for n in range(3, 9)
+        ]
+
+        async def apply(follows: dict[str, int]) -> list[AppliedOutcome]:
+            async with backend.session(backend.shard_of(tenant)) as session:
+                return await session.writer.apply(batch, follows=follows)
+
+        # The batch begins at offset 5: it follows offset 4, and Redis holds up to 1.
+        with pytest.raises(PositionsBehind):
+            asyncio.run(apply({field: 4}))
+        assert self.contents(backend, tenant) == {"one", "two"}
+        assert backend.status().positions()[field] == 1
+
+        outcomes = asyncio.run(apply({field: 1}))  # the gap read again: it follows on
+        assert [o.applied_now for o in outcomes] == [True] * len(batch)
+        assert {f"after the gap {n}" for n in range(3, 9)} <= self.contents(backend, tenant)
+        assert backend.status().positions()[field] == 10
 
     def test_a_rebuild_writes_a_new_generation_and_swaps_in(
         self, backend: ProjectionBackend

@@ -6,8 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
+from memstream.config import Settings
 from memstream.errors import KafkaUnavailableError
-from memstream.memory.ports import AppliedOutcome, Position, ProjectionWriter
+from memstream.inmemory.backend import InMemoryProjection
+from memstream.memory.ports import AppliedOutcome, Position, PositionsBehind, ProjectionWriter
+from memstream.providers import EmbedderCatalogue
+from memstream.providers.minilm import MiniLMEmbedder
 from memstream.streams.heal import Healer
 from memstream.streams.projector import Prepared, Projector, RawMessage
 
@@ -25,6 +29,7 @@ class FakeRedis:
     def __init__(self, positions: dict[str, int]) -> None:
         self.stored = dict(positions)
         self.projected: list[tuple[int, int]] = []
+        self.refused = 0  # batches refused for a gap
 
     async def start(self) -> None:
         pass
@@ -52,7 +57,13 @@ class FakeRedis:
     async def prepare(self, messages: Sequence[RawMessage]) -> Prepared:
         return Prepared(tuple(messages), (), {}, (), 1)
 
-    async def commit(self, prepared: Prepared) -> list[AppliedOutcome]:
+    async def commit(
+        self, prepared: Prepared, *, follows: Mapping[str, int] | None = None
+    ) -> list[AppliedOutcome]:
+        # As the apply script does: nothing applied where a position is behind `follows`.
+        if any(self.stored.get(f, -1) < offset for f, offset in (follows or {}).items()):
+            self.refused += 1
+            raise PositionsBehind(str(follows))
         return await self.project(prepared.messages)
 
     async def retrying(self, doing: str, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -90,6 +101,7 @@ def test_a_batch_after_a_gap_first_gets_the_missing_offsets() -> None:
     run(healer(redis, log).project([message(0, 9), message(0, 10)]))
     assert log.reads == [(0, 5, 8)]
     assert redis.projected == [(0, o) for o in range(5, 11)]
+    assert redis.refused == 1  # the apply found the gap; nothing of the batch went before it
 
 
 def test_a_batch_prepared_while_the_one_before_is_applied_finds_no_gap() -> None:
@@ -104,6 +116,7 @@ def test_a_batch_prepared_while_the_one_before_is_applied_finds_no_gap() -> None
 
     run(overlapped())
     assert log.reads == []  # looked for at commit, once the first was applied
+    assert redis.refused == 0
     assert redis.projected == [(0, 5), (0, 6), (0, 7)]
 
 
@@ -176,3 +189,46 @@ def test_a_stalled_re_read_frees_the_worker_and_the_next_check_heals() -> None:
     assert log.reads == [(0, 1, 2)]
     assert redis.stored[f"{TOPIC}/0"] == 2
     assert (1, 0) in redis.projected
+
+
+class Kept:
+    """Dead letters, kept by offset."""
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+
+    async def send(self, message: RawMessage, error: object) -> None:
+        self.offsets.append(message.offset)
+
+
+def test_a_batch_with_nothing_to_apply_after_a_gap_still_waits_for_it() -> None:
+    # The real projector over the in-memory projection: a batch of messages that do not
+    # decode applies nothing, so no apply script looks at the positions; the projector reads
+    # them, and the gap is read again before the batch's position is recorded past it.
+    backend = InMemoryProjection(
+        Settings.from_env({"MEMSTREAM_BACKEND": "memory", "MEMSTREAM_NAMESPACE": "heal-dl"}),
+        lambda tenant: 0,
+    )
+    field, kept, log = f"{TOPIC}/0", Kept(), FakeLog({})
+
+    async def scenario() -> dict[str, int]:
+        async with backend.session() as session:
+            writer = session.writer
+            await writer.advance({field: 4})
+            projector = Projector(
+                EmbedderCatalogue(Settings.from_env({}), MiniLMEmbedder()),
+                writer,
+                session.generations,
+                kept,
+                default_importance=0.5,
+            )
+            await Healer(projector, writer, log).project([message(0, 9)])
+            return await writer.positions()
+
+    try:
+        positions = run(scenario())
+    finally:
+        backend.drop()
+    assert log.reads == [(0, 5, 8)]
+    assert sorted(kept.offsets) == [5, 6, 7, 8, 9]  # the batch's own, at its prepare, first
+    assert positions[field] == 9

@@ -74,7 +74,12 @@ class Writer:
         self.advanced: list[dict[str, int]] = []
 
     async def apply(
-        self, batch: Sequence[Embedded], *, into: int | None = None, while_live: int | None = None
+        self,
+        batch: Sequence[Embedded],
+        *,
+        into: int | None = None,
+        while_live: int | None = None,
+        follows: Mapping[str, int] | None = None,
     ) -> list[AppliedOutcome]:
         generation = into if into is not None else while_live
         assert generation is not None

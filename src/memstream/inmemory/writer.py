@@ -23,7 +23,7 @@ from memstream.memory.embeddings import Vectors
 from memstream.memory.events import REGISTRY, Applies
 from memstream.memory.history import Change
 from memstream.memory.model import Memory
-from memstream.memory.ports import AppliedOutcome, Embedded, Position
+from memstream.memory.ports import AppliedOutcome, Embedded, Position, PositionsBehind
 from memstream.memory.provenance import NO_LOG, Logged
 
 __all__ = ["InMemoryWriter"]
@@ -69,13 +69,19 @@ class InMemoryWriter:
         *,
         into: int | None = None,
         while_live: int | None = None,
+        follows: Mapping[str, int] | None = None,
     ) -> list[AppliedOutcome]:
         """Apply `batch` in order to the live generation, or `into` a rebuild's. With
-        `while_live` no longer live, nothing is applied (the caller embeds for the new one)."""
+        `while_live` no longer live, nothing is applied (the caller embeds for the new one);
+        with a position behind `follows`, nothing either (PositionsBehind)."""
         with self._state.changed:
             if into is None and while_live is not None and while_live != self._state.live:
                 return []
             generation = into if into is not None else self._state.live
+            positions = self._state.generation(generation).positions
+            behind = {f: o for f, o in (follows or {}).items() if positions.get(f, -1) < o}
+            if behind:
+                raise PositionsBehind(f"positions behind {behind}")
             outcomes = [self._apply_one(generation, item) for item in batch]
             self._state.changed.notify_all()
         return outcomes

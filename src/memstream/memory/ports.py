@@ -49,6 +49,7 @@ __all__ = [
     "MemoryLookup",
     "MemoryReader",
     "Position",
+    "PositionsBehind",
     "ProcessRegistry",
     "ProcessReport",
     "ProjectionProgress",
@@ -120,6 +121,12 @@ class SwapResult(enum.IntEnum):
     STALE = -1  # another rebuild was swapped in since this one started
 
 
+class PositionsBehind(Exception):
+    """The projection's positions are behind what a batch follows: Redis lost writes the log
+    holds as consumed. Nothing of the batch was applied; the caller reads the gap again from
+    the log (streams.heal) and applies the batch after it."""
+
+
 class ProjectionWriter(Protocol):
     """Applies events once, with each tenant's bound, to the live generation or `into` the
     one a rebuild writes; records the log positions it has taken into account."""
@@ -139,10 +146,14 @@ class ProjectionWriter(Protocol):
         *,
         into: int | None = None,
         while_live: int | None = None,
+        follows: Mapping[str, int] | None = None,
     ) -> list[AppliedOutcome]:
         """Apply `batch` to the live generation, or `into` a rebuild's. With `while_live`,
         only while that generation is live: the outcomes are then a prefix of `batch`, and
         the caller applies the rest to the new live one (its vectors may be of another model).
+        With `follows` ("topic/partition" -> the offset before the batch's first message
+        there), only where the positions have reached those offsets, checked in the same
+        step as the writes; else PositionsBehind, nothing applied.
         """
         ...
 

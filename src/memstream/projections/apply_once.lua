@@ -6,7 +6,12 @@
 -- ARGV[1]  the generation these keys belong to, checked against KEYS[1] ("": not checked,
 --          a rebuild writing a generation that is not live yet)
 -- ARGV[2]  max memories a tenant keeps (0: unbounded)
--- ARGV[3…] one event each, a MessagePack array (one argument an event, packed once by the
+-- ARGV[3]  the positions the batch follows, a MessagePack map ("topic/partition" -> the offset
+--          before the batch's first message there; "": not checked): a position behind one
+--          means Redis lost writes the log holds as consumed, and nothing is written until the
+--          gap is read again (streams.heal). Every call of a batch carries the same map, so
+--          a refused first call refuses the later ones too.
+-- ARGV[4…] one event each, a MessagePack array (one argument an event, packed once by the
 --          writer, not one argument per field):
 --   1 event id   2 kind: record | put | forget | consolidate | replace | erase | expire |
 --     document
@@ -31,11 +36,19 @@
 -- Returns, for each event in order, {1, outcome, evicted ids} when applied now, {0, recorded
 -- outcome, {}} when the event had been applied before (a redelivery or a replay): nothing is
 -- written twice; or -1 alone when ARGV[1] is no longer the live generation (nothing written:
--- the caller re-reads it). The outcome is JSON: {memories: written ids, removed: forgotten or
+-- the caller re-reads it); or -2 alone when a position is behind ARGV[3] (nothing written:
+-- the caller heals first). The outcome is JSON: {memories: written ids, removed: forgotten or
 -- replaced ids, skipped: reason or absent, missing: ids a consolidation found gone}.
 
 if ARGV[1] ~= '' and (redis.call('GET', KEYS[1]) or '1') ~= ARGV[1] then
   return -1
+end
+if ARGV[3] ~= '' then
+  for field, offset in pairs(cmsgpack.unpack(ARGV[3])) do
+    if tonumber(redis.call('HGET', KEYS[2], field) or '-1') < offset then
+      return -2
+    end
+  end
 end
 local bound = tonumber(ARGV[2])
 
@@ -274,7 +287,7 @@ local function apply(e)
 end
 
 local replies = {}
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local reply = apply(cmsgpack.unpack(ARGV[i]))
   if reply.err then
     return reply

@@ -28,7 +28,7 @@ from memstream.errors import ConfigurationError
 from memstream.memory.embeddings import Vectors
 from memstream.memory.events import REGISTRY, Applies, MemoryEvent
 from memstream.memory.model import Memory, derived_from
-from memstream.memory.ports import AppliedOutcome, Embedded
+from memstream.memory.ports import AppliedOutcome, Embedded, PositionsBehind
 from memstream.projections.connection import compact_async, redis_errors, text
 from memstream.projections.generations import RedisGenerations
 from memstream.projections.live_reads import LiveReads
@@ -188,6 +188,7 @@ class RedisProjectionWriter:
         *,
         into: int | None = None,
         while_live: int | None = None,
+        follows: Mapping[str, int] | None = None,
     ) -> list[AppliedOutcome]:
         """Apply every event of `batch` in order, each atomic on its own.
 
@@ -197,9 +198,16 @@ class RedisProjectionWriter:
         swap only happens once the new generation has caught up with the old one) — unless
         `while_live` named the generation the vectors were made for: then the outcomes stop
         at the refusal, and the caller embeds the rest for the new generation's model.
+
+        `follows` is checked by every call of the script before it writes (the worker's
+        check for lost writes, without a round trip of its own): where a position is behind
+        it, PositionsBehind. A first call refused refuses the later ones, which carry the same
+        offsets; a later call refused after earlier ones applied (Redis lost their writes in
+        between) leaves those to apply again as redeliveries.
         """
         outcomes: list[AppliedOutcome] = []
         pending = list(batch)
+        floors = msgpack.packb(dict(follows)) if follows else ""
         while pending:
             if into is not None:
                 generation = into
@@ -212,7 +220,7 @@ class RedisProjectionWriter:
             vector_type = await self._type_of(generation)
             packed = [_packed(keys, item, vector_type) for item in pending]
             calls: list[list[str | int | bytes]] = [
-                [checked, self._max_memories, *packed[start : start + EVENTS_PER_CALL]]
+                [checked, self._max_memories, floors, *packed[start : start + EVENTS_PER_CALL]]
                 for start in range(0, len(packed), EVENTS_PER_CALL)
             ]
             with redis_errors(self._url, "applying memory events"):
@@ -221,6 +229,8 @@ class RedisProjectionWriter:
                 )
             done = 0
             for reply in replies:
+                if reply == -2:
+                    raise PositionsBehind(f"a position is behind {dict(follows or {})}")
                 if reply == -1:  # retired generation: this call's events and every later one
                     break
                 for event_reply in reply:

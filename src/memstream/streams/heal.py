@@ -8,8 +8,9 @@ script as the memories, the last offset of each partition it has taken into acco
 loss is visible: Redis's position is behind what the worker knows was consumed.
 
 `Healer` wraps the worker's Projector and compares the two:
-- before each batch, Redis's position of each partition in the batch with the batch's first
-  offset (the batch after an assignment starts at Kafka's committed offset);
+- with each batch, Redis's position of each partition in the batch with the batch's first
+  offset (the batch after an assignment starts at Kafka's committed offset): the apply script
+  compares them in the step that writes, and refuses a batch that would land after a gap;
 - after an assignment, and then every `check()` (the worker's timer, about once a second),
   Redis's position with the committed offset of each assigned partition, and with the last
   offset this worker projected — which catches a Redis that restarted under a running worker
@@ -51,6 +52,7 @@ from memstream.memory.ports import (
     AppliedOutcome,
     Generations,
     Position,
+    PositionsBehind,
     ProjectionWriter,
     ShardLayout,
     ShardWriters,
@@ -208,15 +210,23 @@ class Healer:
 
     async def commit(self, prepared: Prepared) -> list[AppliedOutcome]:
         """Apply a prepared batch, after whatever Redis lost before it: the gap is looked for
-        here, once the batch before is applied, not when this one was prepared."""
+        here, once the batch before is applied, not when this one was prepared, and by the
+        apply itself (`follows`: no round trip of its own), which refuses a batch that would
+        land after a gap; the gap is then read again and the batch applied after it."""
         async with self._lock:
             messages = prepared.messages
             first: dict[str, RawMessage] = {}
             for message in messages:
                 first.setdefault(message.position.field, message)
-            gaps = {f: m.offset - 1 for f, m in first.items()}
-            await self._projector.retrying("healing the projection", lambda: self._fill(gaps))
-            outcomes = await self._projector.commit(prepared)
+            follows = {f: m.offset - 1 for f, m in first.items()}
+            while True:
+                try:
+                    outcomes = await self._projector.commit(prepared, follows=follows)
+                    break
+                except PositionsBehind:
+                    await self._projector.retrying(
+                        "healing the projection", lambda: self._fill(follows)
+                    )
             for message in messages:
                 field = message.position.field
                 self._consumed[field] = max(self._consumed.get(field, -1), message.offset)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Generic, Protocol, TypeVar, cast
@@ -61,6 +61,7 @@ from memstream.memory.ports import (
     Embedded,
     Generations,
     Position,
+    PositionsBehind,
     ProjectionWriter,
 )
 from memstream.memory.provenance import provenance_of
@@ -219,9 +220,18 @@ class Projector:
         batch = await self._embedded(ready, await self._embedder_for(generation))
         return Prepared(tuple(messages), tuple(ready), written, tuple(batch), generation)
 
-    async def commit(self, prepared: Prepared) -> list[AppliedOutcome]:
-        """Apply a prepared batch: each event once, then the positions."""
-        outcomes = await self._apply(prepared)
+    async def commit(
+        self, prepared: Prepared, *, follows: Mapping[str, int] | None = None
+    ) -> list[AppliedOutcome]:
+        """Apply a prepared batch: each event once, then the positions. With `follows` (the
+        offset before the batch's first message, per partition), PositionsBehind and nothing
+        written where Redis's positions have not reached them: the apply script checks, or,
+        for a batch with nothing to apply, a read of the positions."""
+        if follows and not prepared.batch:
+            positions = await self.retrying("reading positions", self._writer.positions)
+            if any(positions.get(field, -1) < offset for field, offset in follows.items()):
+                raise PositionsBehind(f"positions {positions} behind {dict(follows)}")
+        outcomes = await self._apply(prepared, follows)
         # Positions move over every message taken into account, dead letters too; applying
         # moved them over the events, and the move over the rest is made only where Redis
         # still holds the last event applied (it may have restarted on older data meanwhile).
@@ -237,13 +247,17 @@ class Projector:
             )
         return outcomes
 
-    async def _apply(self, prepared: Prepared) -> list[AppliedOutcome]:
+    async def _apply(
+        self, prepared: Prepared, follows: Mapping[str, int] | None
+    ) -> list[AppliedOutcome]:
         outcomes: list[AppliedOutcome] = []
         batch: Sequence[Embedded] = prepared.batch
         generation = prepared.generation
         pending: Sequence[tuple[MemoryEvent, tuple[Memory, ...], Position]] = prepared.ready
         while pending:  # more than once only when a swap retires the generation mid-batch
-            applied = await self.retrying("applying to Redis", self._applying(batch, generation))
+            applied = await self.retrying(
+                "applying to Redis", self._applying(batch, generation, follows)
+            )
             outcomes += applied
             pending = pending[len(applied) :]
             if pending:
@@ -262,12 +276,12 @@ class Projector:
         return outcomes
 
     def _applying(
-        self, batch: Sequence[Embedded], generation: int
+        self, batch: Sequence[Embedded], generation: int, follows: Mapping[str, int] | None
     ) -> Callable[[], Awaitable[list[AppliedOutcome]]]:
         """Applying `batch`, whose vectors were made for `generation`'s model."""
         if self._into is not None:
-            return lambda: self._writer.apply(batch, into=self._into)
-        return lambda: self._writer.apply(batch, while_live=generation)
+            return lambda: self._writer.apply(batch, into=self._into, follows=follows)
+        return lambda: self._writer.apply(batch, while_live=generation, follows=follows)
 
     async def _target(self) -> int:
         """The generation this batch goes to: the rebuild's, or the live one, as last read.
