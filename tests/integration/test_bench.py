@@ -225,6 +225,27 @@ def test_bench_replay_drives_the_real_replayer_against_consume_and_writes(
     )
 
 
+def test_bench_freshness_measures_both_loads_against_raw_in_rounds(
+    settings: object, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = memstream(
+        env, "bench", "freshness", "--light", "3", "--high-seconds", "1", "--rate", "12",
+        "--freshness-rounds", "2", "--out", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fresh = json.loads(done.stdout)["results"]["freshness"]
+    assert (fresh["rounds"], fresh["high_rate_turns_per_s"]) == (2, 12)
+    assert fresh["light"]["samples"] == 2 * 3 and fresh["high"]["samples"] == 2 * 12
+    for load in ("light", "high"):
+        figures = fresh[load]
+        assert 0 < figures["p50_ms"] <= figures["p99_ms"]
+        assert 0 < figures["raw_p50_ms"] <= figures["raw_p99_ms"]
+        for stat in ("p50", "p99"):
+            low, median, high = (figures[f"{stat}_ratio{end}"] for end in ("_min", "", "_max"))
+            assert 0 < low <= median <= high
+    assert done.stderr.count("raw, 12 turns at 12/s") == 2  # each round measured both sides
+
+
 def test_bench_throughput_measures_the_worker_against_raw_in_rounds(
     settings: object, env: dict[str, str], tmp_path: Path
 ) -> None:

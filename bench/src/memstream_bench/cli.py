@@ -56,7 +56,12 @@ def _freshness(args: argparse.Namespace, settings: Settings, embedder: Embedder)
     from memstream_bench.freshness import run_freshness
 
     return run_freshness(
-        settings, embedder, light_count=args.light, high_seconds=args.high_seconds, rate=args.rate
+        settings,
+        embedder,
+        light_count=args.light,
+        high_seconds=args.high_seconds,
+        rate=args.rate,
+        rounds=args.freshness_rounds,
     )
 
 
@@ -323,6 +328,9 @@ def _freshness_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--high-seconds", type=float, default=6.0, help="length of high load")
     parser.add_argument(
         "--rate", type=float, default=None, help="high load turns/s (default: 60%% of embedder)"
+    )
+    parser.add_argument(
+        "--freshness-rounds", type=int, default=3, help="of memstream then raw, both loads"
     )
 
 
