@@ -156,3 +156,28 @@ async def test_a_batchs_events_are_acknowledged_when_its_ack_is_awaited(
         await batch.ack()
         assert all(event.message.acked for event in batch.events)
     assert stream.enable_acks  # closed, the batches leave the stream acknowledging again
+
+
+async def test_an_error_in_the_streams_iteration_ends_the_batches_with_it(
+    stream: faust.StreamT[bytes],
+) -> None:
+    # Faust's drainer throws such an error into the stream's channel and ends; the stream an
+    # agent started (not its iterator) is not stopped by it, and nothing else reads the
+    # channel: the batches waited for ever, the worker alive and projecting nothing.
+    def failing(value: bytes) -> bytes:
+        if value == b"ack failed":
+            raise ValueError(value)
+        return value
+
+    await stream.start()  # as the agent starts it, before iterating
+    stream.add_processor(failing)
+    batches = ready_batches(stream, MAX, 0.01)
+    try:
+        await queue(stream, [b"1"])
+        assert [e.value for e in (await anext(batches)).events] == [b"1"]
+        await queue(stream, [b"ack failed", b"2"])
+        with pytest.raises(RuntimeError, match="stopped delivering") as failed:
+            await asyncio.wait_for(anext(batches), WITHIN)
+        assert isinstance(failed.value.__cause__, ValueError)
+    finally:
+        await cast(AsyncGenerator[Batch, None], batches).aclose()
