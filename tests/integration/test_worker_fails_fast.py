@@ -33,10 +33,10 @@ from memstream.streams import projector
 
 real = projector.Projector.commit
 
-async def commit(self, prepared):
+async def commit(self, prepared, **options):
     if any(event.tenant == "doomed" for event, _, _ in prepared.ready):
         raise RuntimeError("a defect in the projector")
-    return await real(self, prepared)
+    return await real(self, prepared, **options)
 
 projector.Projector.commit = commit
 sys.exit(main(["worker", "--loglevel", "warning", "--metrics-port", "0"]))

@@ -488,8 +488,9 @@ async def ready_batches(
     try:
         while not faust_stream.should_stop:
             await faust_stream.wait_for_stopped(flush, timeout=within)
-            if not faust_stream._passive:
-                _stopped_delivering(queue, faust_stream.should_stop)
+            if not faust_stream._passive:  # Faust's drainer ended: on an error, or a stop
+                _raise_what_stopped(queue)
+                return
             if not events:
                 continue
             taken = list(events)
@@ -504,24 +505,21 @@ async def ready_batches(
         faust_stream._processors.remove(add)
 
 
-def _stopped_delivering(queue: Any, stopping: bool) -> None:
-    """Faust's drainer of the stream has ended. On a stop that is how it ends; on an error in
-    the stream's iteration (an ack, a processor) it throws the error into the stream's channel,
-    which nothing reads here, and ends: the agent would wait for ever on a stream that delivers
-    nothing, alive and projecting nothing. Raise it instead: the agent's crash ends the
-    process (`CrashingSupervisor`), and the next worker reads on from the last commit."""
+def _raise_what_stopped(queue: Any) -> None:
+    """Faust's drainer of the stream has ended. On a stop that is how it ends (what it throws
+    into the channel then, if anything, is the end of an iteration or a cancellation); on an
+    error in the stream's iteration (an ack, a processor) it throws the error into the
+    stream's channel, which nothing reads here, and ends, while the stream, started by its
+    agent, does not stop: the agent would wait for ever, alive and projecting nothing. Raise
+    it instead: the agent's crash ends the process (`CrashingSupervisor`), and the next worker
+    reads on from the last acknowledged message."""
     errors = queue._errors  # mode's ThrowableQueue: what was thrown and not yet read
-    if errors:
-        error = errors.popleft()
+    error = errors.popleft() if errors else None
+    if isinstance(error, Exception) and not isinstance(error, StopAsyncIteration):
         raise RuntimeError(
             f"the memory topic's stream stopped delivering messages: {error!r}; the worker "
             "exits, and the next one reads on from the last acknowledged message"
         ) from error
-    if not stopping:
-        raise RuntimeError(
-            "the memory topic's stream stopped delivering messages for no reason Faust gave; "
-            "the worker exits, and the next one reads on from the last acknowledged message"
-        )
 
 
 def _positions(partitions: set[faust.types.TP]) -> list[Position]:

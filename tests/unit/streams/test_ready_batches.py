@@ -181,3 +181,22 @@ async def test_an_error_in_the_streams_iteration_ends_the_batches_with_it(
         assert isinstance(failed.value.__cause__, ValueError)
     finally:
         await cast(AsyncGenerator[Batch, None], batches).aclose()
+
+
+async def test_a_stream_ended_by_a_stop_ends_the_batches_without_an_error(
+    stream: faust.StreamT[bytes],
+) -> None:
+    await stream.start()  # as the agent starts it, before iterating
+    batches = ready_batches(stream, MAX, 0.01)
+    try:
+        await queue(stream, [b"1"])
+        assert [e.value for e in (await anext(batches)).events] == [b"1"]
+        # A worker's shutdown ends the drainer's iteration before the stream is stopped, and
+        # throws the end of an iteration into the channel once more, unread (seen in a log).
+        channel_of(stream).queue._throw(StopAsyncIteration())
+        await taken(stream)
+        channel_of(stream).queue._throw(StopAsyncIteration())
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(anext(batches), WITHIN)
+    finally:
+        await cast(AsyncGenerator[Batch, None], batches).aclose()
