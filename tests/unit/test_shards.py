@@ -302,6 +302,42 @@ def test_a_newer_layout_is_followed_and_the_new_shard_healed_from_the_log() -> N
     )
 
 
+def test_a_moved_partition_with_nothing_new_gets_all_its_old_shard_took_in() -> None:
+    # Kafka has committed nothing yet (its commits are seconds behind): what the worker
+    # consumed is what the new shard must get, or a reshard waits on it for good.
+    writers, log = FakeWriters(ShardLayout(("a", "b"))), FakeLog({})
+    heal = healers(writers, log)
+    asyncio.run(heal.start())
+    heal.assigned([Position(TOPIC, p, -1) for p in range(4)])
+    asyncio.run(heal.check())  # their committed offsets read: none
+    asyncio.run(heal.project(batch(range(4), range(3))))
+    writers.layout = ShardLayout(("a", "b", "c", "d"), version=2)  # partitions 2, 3 move
+    asyncio.run(heal.check())
+    assert sorted(log.reads) == [(2, 0, 2), (3, 0, 2)]
+    assert writers.shards["c"].projected == [(2, o) for o in range(3)]
+    assert writers.shards["d"].projected == [(3, o) for o in range(3)]
+
+
+def test_a_batch_split_before_the_switch_and_applied_after_it_reaches_the_new_shard() -> None:
+    writers, log = FakeWriters(ShardLayout(("a", "b"))), FakeLog({})
+    heal = healers(writers, log)
+    asyncio.run(heal.start())
+    heal.assigned([Position(TOPIC, p, -1) for p in range(4)])
+    asyncio.run(heal.check())
+
+    async def overlapped() -> None:
+        before = await heal.prepare(batch(range(4), range(2)))  # split by the old layout
+        writers.layout = ShardLayout(("a", "b", "c", "d"), version=2)
+        after = await heal.prepare(batch(range(2), range(2, 3)))  # follows the new one
+        await heal.commit(before)  # partitions 2 and 3 to their old shards, a and b
+        await heal.commit(after)  # nothing new of 2 and 3: the check heals them
+        await heal.check()
+
+    asyncio.run(overlapped())
+    assert writers.shards["c"].projected == [(2, o) for o in range(2)]
+    assert writers.shards["d"].projected == [(3, o) for o in range(2)]
+
+
 def test_a_dead_shard_holds_only_its_own_partitions_and_heals_when_back() -> None:
     writers, log = FakeWriters(ShardLayout(("a", "b", "c"))), FakeLog({})
     heal = healers(writers, log)

@@ -236,8 +236,12 @@ class Healer:
         """Take `messages` as consumed without projecting them: their shard is down, and
         `check` (or the next batch of their partition) reads them again from the log."""
         for message in messages:
-            field = message.position.field
-            self._consumed[field] = max(self._consumed.get(field, -1), message.offset)
+            self.consumed(message.position.field, message.offset)
+
+    def consumed(self, field: str, offset: int) -> None:
+        """This worker consumed partition `field` up to `offset`, projected elsewhere or not
+        at all (a reshard moved it here): `check` reads what Redis lacks of it again."""
+        self._consumed[field] = max(self._consumed.get(field, -1), offset)
 
     async def check(self) -> bool:
         """Heal every partition this worker holds where Redis is behind (the timer's job);
@@ -356,8 +360,13 @@ class ShardHealers:
                     was, now = old.url_of(position.partition), layout.url_of(position.partition)
                     if was != now:
                         log.info("%s moved to shard %s: healing it there", position.field, now)
+                        # What this worker consumed of it, not only what Kafka has committed
+                        # (seconds behind): the new shard must get all that the old one did.
+                        consumed = self._healers[was].last_consumed(position.field)
                         self._healers[was].revoked([position])
                         self._healers[now].assigned([position])
+                        if consumed is not None and consumed >= 0:
+                            self._healers[now].consumed(position.field, consumed)
             self._layout = layout
             return layout
 
@@ -425,12 +434,27 @@ class ShardHealers:
         """Apply each shard's prepared part to it, the shards at once (a single shard: held
         until its Redis answers)."""
         if batch.alone:
-            ((url, _, prepared),) = batch.parts
+            ((url, messages, prepared),) = batch.parts
             assert prepared is not None  # a single shard's part is held, never deferred
             healer = self._healers[url]
-            return await _holding("projecting", lambda: healer.commit(prepared))
+            outcomes = await _holding("projecting", lambda: healer.commit(prepared))
+            self._moved_since(url, messages)
+            return outcomes
         done = await asyncio.gather(*(self._commit_on(*part) for part in batch.parts))
+        for url, messages, _ in batch.parts:
+            self._moved_since(url, messages)
         return [outcome for outcomes in done for outcome in outcomes]
+
+    def _moved_since(self, url: str, messages: Sequence[RawMessage]) -> None:
+        """Messages of a batch split by the layout before a reshard's switch, committed to
+        their old shard after it: their new shard's healer reads them again from the log."""
+        layout = self._layout
+        if layout is None:
+            return
+        for message in messages:
+            now = layout.url_of(message.partition)
+            if now != url:
+                self._healers[now].consumed(message.position.field, message.offset)
 
     async def _commit_on(
         self, url: str, messages: Sequence[RawMessage], prepared: Prepared | None
