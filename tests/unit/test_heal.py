@@ -9,7 +9,13 @@ from typing import Any, TypeVar, cast
 from memstream.config import Settings
 from memstream.errors import KafkaUnavailableError
 from memstream.inmemory.backend import InMemoryProjection
-from memstream.memory.ports import AppliedOutcome, Position, PositionsBehind, ProjectionWriter
+from memstream.memory.ports import (
+    AppliedOutcome,
+    Embedded,
+    Position,
+    PositionsBehind,
+    ProjectionWriter,
+)
 from memstream.providers import EmbedderCatalogue
 from memstream.providers.minilm import MiniLMEmbedder
 from memstream.streams.heal import Healer
@@ -55,7 +61,8 @@ class FakeRedis:
         return []
 
     async def prepare(self, messages: Sequence[RawMessage]) -> Prepared:
-        return Prepared(tuple(messages), (), {}, (), 1)
+        # Something to apply (the messages stand for it): the apply script checks the gap.
+        return Prepared(tuple(messages), (), {}, cast(tuple[Embedded, ...], tuple(messages)), 1)
 
     async def commit(
         self, prepared: Prepared, *, follows: Mapping[str, int] | None = None

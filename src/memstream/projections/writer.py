@@ -207,7 +207,7 @@ class RedisProjectionWriter:
         """
         outcomes: list[AppliedOutcome] = []
         pending = list(batch)
-        floors = msgpack.packb(dict(follows)) if follows else ""
+        gate = msgpack.packb(dict(follows)) if follows else ""  # the script's ARGV[3]
         while pending:
             if into is not None:
                 generation = into
@@ -220,7 +220,7 @@ class RedisProjectionWriter:
             vector_type = await self._type_of(generation)
             packed = [_packed(keys, item, vector_type) for item in pending]
             calls: list[list[str | int | bytes]] = [
-                [checked, self._max_memories, floors, *packed[start : start + EVENTS_PER_CALL]]
+                [checked, self._max_memories, gate, *packed[start : start + EVENTS_PER_CALL]]
                 for start in range(0, len(packed), EVENTS_PER_CALL)
             ]
             with redis_errors(self._url, "applying memory events"):

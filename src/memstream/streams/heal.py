@@ -219,6 +219,10 @@ class Healer:
             for message in messages:
                 first.setdefault(message.position.field, message)
             follows = {f: m.offset - 1 for f, m in first.items()}
+            if not prepared.batch:  # no apply script to look at the positions: read them
+                await self._projector.retrying(
+                    "healing the projection", lambda: self._fill(follows)
+                )
             while True:
                 try:
                     outcomes = await self._projector.commit(prepared, follows=follows)
@@ -302,10 +306,12 @@ class Healer:
 class ShardBatch:
     """A batch `ShardHealers.prepare` split by shard: each part's shard (URL), its messages,
     and what its healer prepared of them (None: the shard was down, the part is deferred);
-    `alone` when the layout has one shard (its part is held until Redis answers)."""
+    `alone` when the layout has one shard (its part is held until Redis answers); `layout`,
+    the version of the layout it was split by."""
 
     parts: tuple[tuple[str, tuple[RawMessage, ...], Prepared | None], ...]
     alone: bool
+    layout: int
 
 
 class ShardHealers:
@@ -414,12 +420,14 @@ class ShardHealers:
         if layout.count == 1:
             healer = self._healers[layout.urls[0]]
             prepared = await _holding("preparing", lambda: healer.prepare(messages))
-            return ShardBatch(((layout.urls[0], tuple(messages), prepared),), alone=True)
+            return ShardBatch(
+                ((layout.urls[0], tuple(messages), prepared),), alone=True, layout=layout.version
+            )
         by_shard: dict[str, list[RawMessage]] = {}
         for message in messages:
             by_shard.setdefault(layout.url_of(message.partition), []).append(message)
         parts = await asyncio.gather(*(self._prepare_on(url, own) for url, own in by_shard.items()))
-        return ShardBatch(tuple(parts), alone=False)
+        return ShardBatch(tuple(parts), alone=False, layout=layout.version)
 
     async def _prepare_on(
         self, url: str, messages: Sequence[RawMessage]
@@ -434,27 +442,23 @@ class ShardHealers:
         """Apply each shard's prepared part to it, the shards at once (a single shard: held
         until its Redis answers)."""
         if batch.alone:
-            ((url, messages, prepared),) = batch.parts
+            ((url, _, prepared),) = batch.parts
             assert prepared is not None  # a single shard's part is held, never deferred
             healer = self._healers[url]
             outcomes = await _holding("projecting", lambda: healer.commit(prepared))
-            self._moved_since(url, messages)
-            return outcomes
-        done = await asyncio.gather(*(self._commit_on(*part) for part in batch.parts))
-        for url, messages, _ in batch.parts:
-            self._moved_since(url, messages)
-        return [outcome for outcomes in done for outcome in outcomes]
-
-    def _moved_since(self, url: str, messages: Sequence[RawMessage]) -> None:
-        """Messages of a batch split by the layout before a reshard's switch, committed to
-        their old shard after it: their new shard's healer reads them again from the log."""
+        else:
+            done = await asyncio.gather(*(self._commit_on(*part) for part in batch.parts))
+            outcomes = [outcome for applied in done for outcome in applied]
         layout = self._layout
-        if layout is None:
-            return
-        for message in messages:
-            now = layout.url_of(message.partition)
-            if now != url:
-                self._healers[now].consumed(message.position.field, message.offset)
+        if layout is not None and layout.version != batch.layout:
+            # Split before a reshard's switch and applied after it: the moved partitions'
+            # messages went to their old shards, and their new ones read them from the log.
+            for url, messages, _ in batch.parts:
+                for message in messages:
+                    now = layout.url_of(message.partition)
+                    if now != url:
+                        self._healers[now].consumed(message.position.field, message.offset)
+        return outcomes
 
     async def _commit_on(
         self, url: str, messages: Sequence[RawMessage], prepared: Prepared | None

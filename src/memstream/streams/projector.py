@@ -61,7 +61,6 @@ from memstream.memory.ports import (
     Embedded,
     Generations,
     Position,
-    PositionsBehind,
     ProjectionWriter,
 )
 from memstream.memory.provenance import provenance_of
@@ -224,13 +223,9 @@ class Projector:
         self, prepared: Prepared, *, follows: Mapping[str, int] | None = None
     ) -> list[AppliedOutcome]:
         """Apply a prepared batch: each event once, then the positions. With `follows` (the
-        offset before the batch's first message, per partition), PositionsBehind and nothing
-        written where Redis's positions have not reached them: the apply script checks, or,
-        for a batch with nothing to apply, a read of the positions."""
-        if follows and not prepared.batch:
-            positions = await self.retrying("reading positions", self._writer.positions)
-            if any(positions.get(field, -1) < offset for field, offset in follows.items()):
-                raise PositionsBehind(f"positions {positions} behind {dict(follows)}")
+        offset before the batch's first message, per partition), the apply script writes
+        nothing where Redis's positions have not reached them (PositionsBehind); a batch with
+        nothing to apply runs no script and checks nothing."""
         outcomes = await self._apply(prepared, follows)
         # Positions move over every message taken into account, dead letters too; applying
         # moved them over the events, and the move over the rest is made only where Redis
