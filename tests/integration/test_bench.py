@@ -243,6 +243,9 @@ def test_bench_freshness_measures_both_loads_against_raw_in_rounds(
         for stat in ("p50", "p99"):
             low, median, high = (figures[f"{stat}_ratio{end}"] for end in ("_min", "", "_max"))
             assert 0 < low <= median <= high
+    # Every turn is embedded on this machine: it cannot cost the machine nothing.
+    assert fresh["high_machine_cpu_ms_per_turn"] > 0
+    assert fresh["raw_high_machine_cpu_ms_per_turn"] > 0
     assert done.stderr.count("raw, 12 turns at 12/s") == 2  # each round measured both sides
 
 

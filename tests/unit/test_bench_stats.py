@@ -1,6 +1,7 @@
 """The bench's pure parts: percentiles, ratios, the BM25 and vector baselines, recall@k."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from memstream.errors import InvalidInputError
 from memstream_bench.baselines import BM25, RecallAtK, cosine_ranking
 from memstream_bench.report import BenchResult, Comparison, RunReport
-from memstream_bench.stats import Latency, Spread, percentile, ratio
+from memstream_bench.stats import Latency, Spread, machine_cpu_s, percentile, ratio
 
 
 def test_percentiles_interpolate_between_closest_ranks() -> None:
@@ -128,3 +129,11 @@ def test_a_spread_is_the_median_of_the_rounds_with_their_range() -> None:
 def test_a_spread_of_no_rounds_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="no rounds"):
         Spread.of([])
+
+
+def test_the_machine_s_cpu_counts_at_least_what_this_process_burns() -> None:
+    machine, mine = machine_cpu_s(), time.process_time()
+    while time.process_time() - mine < 0.3:  # busy on purpose: the CPU is what is measured
+        pass
+    # /proc/stat counts in ticks (10 ms here): allow two of them.
+    assert machine_cpu_s() - machine >= 0.3 - 0.02

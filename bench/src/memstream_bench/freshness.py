@@ -14,7 +14,10 @@ compares, with its range, and the rows pool every round's latencies.
 
 "Recallable" is polled every millisecond (light) or two (high): memstream's applied marker,
 written in the same Lua call as the memory hashes (so marker present means the index has the
-memory), and for the raw pipeline the memory's hash key.
+memory), and for the raw pipeline the memory's hash key. A poll is one script call for every
+pending turn: a pipeline of one command a turn cost 0.09 ms of the bench's CPU with one
+pending and 0.40 ms with twenty, so a side that fell behind lost ever more of the two cores to
+its own measurement; the script costs 0.09 and 0.13 ms.
 """
 
 from __future__ import annotations
@@ -32,11 +35,24 @@ from memstream_bench.corpus import turns
 from memstream_bench.harness import BenchNamespace
 from memstream_bench.raw import RawPipeline
 from memstream_bench.report import BenchResult, Comparison
-from memstream_bench.stats import Latency, Progress, Spread, ratio
+from memstream_bench.stats import Latency, Progress, Spread, machine_cpu_s, ratio
 
 __all__ = ["run_freshness"]
 
 Visible = Callable[[Sequence[MemoryEvent]], Awaitable[list[bool]]]
+
+# Whether each key (KEYS[i]) holds ARGV[i] as a hash field, or exists when ARGV[i] is empty.
+_PRESENT = """
+local found = {}
+for i, key in ipairs(KEYS) do
+  if ARGV[i] == '' then
+    found[i] = redis.call('EXISTS', key)
+  else
+    found[i] = redis.call('HEXISTS', key, ARGV[i])
+  end
+end
+return found
+"""
 
 
 async def _light(
@@ -59,6 +75,7 @@ async def _high(
 ) -> list[float]:
     sent: dict[int, float] = {}
     seen: dict[int, float] = {}
+    pending: set[int] = set()
 
     async def send() -> None:
         start = time.perf_counter()
@@ -68,14 +85,18 @@ async def _high(
                 await asyncio.sleep(delay)
             await publisher.publish([event])
             sent[i] = time.perf_counter()
+            pending.add(i)
 
     sender = asyncio.create_task(send())
     while len(seen) < len(events):
-        pending = [i for i in sent if i not in seen]
         if pending:
-            flags = await visible([events[i] for i in pending])
+            polled = sorted(pending)
+            flags = await visible([events[i] for i in polled])
             now = time.perf_counter()
-            seen.update((i, now) for i, flag in zip(pending, flags, strict=True) if flag)
+            for i, flag in zip(polled, flags, strict=True):
+                if flag:
+                    seen[i] = now
+                    pending.discard(i)
         await asyncio.sleep(0.002)
     await sender
     return [seen[i] - sent[i] for i in range(len(events))]
@@ -102,6 +123,8 @@ def run_freshness(
     progress.say(f"embedder alone: {embedder_rate:.0f} turns/s; high load: {rate:.0f} turns/s")
     # Each round's latencies, by side and load, in seconds.
     timed: list[dict[tuple[str, str], list[float]]] = []
+    # Each round's CPU of the whole machine a turn of high load, by side, in milliseconds.
+    costs: list[dict[str, float]] = []
 
     with BenchNamespace(settings, "fresh") as ns:
         pipeline = RawPipeline(
@@ -124,31 +147,36 @@ def run_freshness(
                 progress.say(f"round {n}/{rounds}: {side}, {light_count} turns one at a time")
                 timed[-1][side, "light"] = await _light(publisher, light_turns, visible, 0.1)
                 progress.say(f"round {n}/{rounds}: {side}, {high_count} turns at {rate:.0f}/s")
+                before = machine_cpu_s()
                 timed[-1][side, "high"] = await _high(publisher, high_turns, visible, rate)
+                costs[-1][side] = 1000 * (machine_cpu_s() - before) / high_count
             return light_turns + high_turns
 
         async def measure() -> None:
             client = ns.projection.async_client()
             raw_client = ns.projection.async_client()
+            present = await client.script_load(_PRESENT)
 
             async def applied(events: Sequence[MemoryEvent]) -> list[bool]:
-                async with client.pipeline(transaction=False) as pipe:
-                    for event in events:
-                        pipe.hexists(ns.keys.applied(event.tenant), event.id)
-                    return [bool(flag) for flag in await pipe.execute()]
+                keys = [ns.keys.applied(event.tenant) for event in events]
+                fields = [event.id for event in events]
+                flags = await client.evalsha(present, len(keys), *keys, *fields)
+                return [bool(flag) for flag in flags]
 
             async def written(events: Sequence[MemoryEvent]) -> list[bool]:
-                async with raw_client.pipeline(transaction=False) as pipe:
-                    for event in events:
-                        last = memories_of(event)[-1]
-                        pipe.exists(pipeline.memory_key(last.tenant, last.id))
-                    return [bool(flag) for flag in await pipe.execute()]
+                keys = [
+                    pipeline.memory_key(last.tenant, last.id)
+                    for last in (memories_of(event)[-1] for event in events)
+                ]
+                flags = await raw_client.evalsha(present, len(keys), *keys, *([""] * len(keys)))
+                return [bool(flag) for flag in flags]
 
             await pipeline.start(from_start=False)
             raw_turns: list[TurnCompleted] = []
             try:
                 for n in range(1, rounds + 1):
                     timed.append({})
+                    costs.append({})
                     progress.say(f"round {n}/{rounds}: starting a worker")
                     probe = turns(1, embedder.model_id, tenants=1)[0]
                     await asyncio.to_thread(ns.start_worker, probe)
@@ -176,6 +204,11 @@ def run_freshness(
         "high_rate_turns_per_s": rate,
         "embedder_turns_per_s": round(embedder_rate, 1),
         "rounds": rounds,
+        # What a turn of high load cost every process on the machine (the bench's publishing
+        # and polling, Kafka and Redis included): near saturation, a little more CPU a turn is
+        # a lot more waiting.
+        "high_machine_cpu_ms_per_turn": Spread.of([c["memstream"] for c in costs]).median,
+        "raw_high_machine_cpu_ms_per_turn": Spread.of([c["raw"] for c in costs]).median,
     }
     comparisons = []
     for load in ("light", "high"):

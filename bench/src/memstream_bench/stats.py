@@ -1,5 +1,5 @@
 """Shared statistics and progress for the benches: percentiles, rates, ratios, the spread of a
-ratio over rounds, another process's CPU time, a stderr ticker."""
+ratio over rounds, another process's or the whole machine's CPU time, a stderr ticker."""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ from typing import TextIO
 
 from memstream.errors import InvalidInputError
 
-__all__ = ["Latency", "Progress", "Spread", "percentile", "process_cpu_s", "ratio"]
+__all__ = [
+    "Latency",
+    "Progress",
+    "Spread",
+    "machine_cpu_s",
+    "percentile",
+    "process_cpu_s",
+    "ratio",
+]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -35,6 +43,15 @@ def process_cpu_s(pid: int) -> float:
     /proc: on a shared machine, steadier than wall time."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds every core of this machine has spent running code so far (user, system,
+    interrupts; not idle, disk waits or time the hypervisor took), from Linux's /proc/stat:
+    what a load costs all its processes together."""
+    with Path("/proc/stat").open() as stat:
+        user, nice, system, _idle, _iowait, irq, softirq = map(int, stat.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def ratio(ours: float, raw: float) -> float:
