@@ -9,8 +9,11 @@ compares, with its range, and the rows pool every round's latencies.
 
 - light: one turn at a time, the next sent 100 ms after the previous became visible;
 - high: turns sent one per publish (as agents do) at a steady rate for a few seconds; the
-  rate defaults to 60 % of what the embedder alone manages here, measured first, which is
-  the most a CPU-embedding pipeline can sustain with headroom for polling and Kafka.
+  rate defaults to 60 % of what the embedder alone manages here on a large batch, measured
+  first. The pipeline costs more than its embedding (the bench's own publishing and polling,
+  Kafka, Redis): on 2 cores that rate keeps the machine 60-80 % busy for the raw pipeline
+  (`raw_high_machine_cpu_ms_per_turn` times the rate), near where waiting grows fast, so a
+  little more CPU a turn shows as much more latency.
 
 "Recallable" is polled every millisecond (light) or two (high): memstream's applied marker,
 written in the same Lua call as the memory hashes (so marker present means the index has the
