@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from memstream.config import Settings
 from memstream.memory.embeddings import Embedder
-from memstream.memory.events import MemoryEvent, TurnCompleted, memories_of
+from memstream.memory.events import TurnCompleted, memories_of
 from memstream.projections.schema import VectorType
 from memstream.streams.event_publisher import EventPublisher
 from memstream_bench.corpus import turns
@@ -42,7 +42,9 @@ from memstream_bench.stats import Latency, Progress, Spread, machine_cpu_s, rati
 
 __all__ = ["run_freshness"]
 
-Visible = Callable[[Sequence[MemoryEvent]], Awaitable[list[bool]]]
+# What shows a turn recallable: a key, and the hash field it must hold ("": the key must exist).
+Probe = tuple[str, str]
+Visible = Callable[[Sequence[Probe]], Awaitable[list[bool]]]
 
 # Whether each key (KEYS[i]) holds ARGV[i] as a hash field, or exists when ARGV[i] is empty.
 _PRESENT = """
@@ -59,14 +61,18 @@ return found
 
 
 async def _light(
-    publisher: EventPublisher, events: Sequence[TurnCompleted], visible: Visible, gap_s: float
+    publisher: EventPublisher,
+    events: Sequence[TurnCompleted],
+    probes: Sequence[Probe],
+    visible: Visible,
+    gap_s: float,
 ) -> list[float]:
     latencies = []
-    for event in events:
+    for event, probe in zip(events, probes, strict=True):
         await publisher.publish([event])
         sent = time.perf_counter()
         # Polling is the point: the state changes in another process, not in this loop.
-        while not (await visible([event]))[0]:  # noqa: ASYNC110
+        while not (await visible([probe]))[0]:  # noqa: ASYNC110
             await asyncio.sleep(0.001)
         latencies.append(time.perf_counter() - sent)
         await asyncio.sleep(gap_s)
@@ -74,7 +80,11 @@ async def _light(
 
 
 async def _high(
-    publisher: EventPublisher, events: Sequence[TurnCompleted], visible: Visible, rate: float
+    publisher: EventPublisher,
+    events: Sequence[TurnCompleted],
+    probes: Sequence[Probe],
+    visible: Visible,
+    rate: float,
 ) -> list[float]:
     sent: dict[int, float] = {}
     seen: dict[int, float] = {}
@@ -93,8 +103,8 @@ async def _high(
     sender = asyncio.create_task(send())
     while len(seen) < len(events):
         if pending:
-            polled = sorted(pending)
-            flags = await visible([events[i] for i in polled])
+            polled = list(pending)
+            flags = await visible([probes[i] for i in polled])
             now = time.perf_counter()
             for i, flag in zip(polled, flags, strict=True):
                 if flag:
@@ -143,36 +153,37 @@ def run_freshness(
         def batch(n: int) -> list[TurnCompleted]:
             return turns(n, embedder.model_id, tenants=50)
 
-        async def phase(visible: Visible, side: str, n: int) -> list[TurnCompleted]:
+        async def phase(
+            probe: Callable[[TurnCompleted], Probe], visible: Visible, side: str, n: int
+        ) -> list[TurnCompleted]:
             """One side's light and then high load, into this round's `timed`; the turns."""
             light_turns, high_turns = batch(light_count), batch(high_count)
             async with EventPublisher(ns.kafka, ns.topics) as publisher:
                 progress.say(f"round {n}/{rounds}: {side}, {light_count} turns one at a time")
-                timed[-1][side, "light"] = await _light(publisher, light_turns, visible, 0.1)
+                light = [probe(turn) for turn in light_turns]
+                timed[-1][side, "light"] = await _light(publisher, light_turns, light, visible, 0.1)
                 progress.say(f"round {n}/{rounds}: {side}, {high_count} turns at {rate:.0f}/s")
+                high = [probe(turn) for turn in high_turns]
                 before = machine_cpu_s()
-                timed[-1][side, "high"] = await _high(publisher, high_turns, visible, rate)
+                timed[-1][side, "high"] = await _high(publisher, high_turns, high, visible, rate)
                 costs[-1][side] = 1000 * (machine_cpu_s() - before) / high_count
             return light_turns + high_turns
 
         async def measure() -> None:
             client = ns.projection.async_client()
-            raw_client = ns.projection.async_client()
             present = await client.script_load(_PRESENT)
 
-            async def applied(events: Sequence[MemoryEvent]) -> list[bool]:
-                keys = [ns.keys.applied(event.tenant) for event in events]
-                fields = [event.id for event in events]
+            async def visible(probes: Sequence[Probe]) -> list[bool]:
+                keys, fields = zip(*probes, strict=True)
                 flags = await client.evalsha(present, len(keys), *keys, *fields)
                 return [bool(flag) for flag in flags]
 
-            async def written(events: Sequence[MemoryEvent]) -> list[bool]:
-                keys = [
-                    pipeline.memory_key(last.tenant, last.id)
-                    for last in (memories_of(event)[-1] for event in events)
-                ]
-                flags = await raw_client.evalsha(present, len(keys), *keys, *([""] * len(keys)))
-                return [bool(flag) for flag in flags]
+            def applied(turn: TurnCompleted) -> Probe:
+                return ns.keys.applied(turn.tenant), turn.id
+
+            def written(turn: TurnCompleted) -> Probe:
+                last = memories_of(turn)[-1]
+                return pipeline.memory_key(last.tenant, last.id), ""
 
             await pipeline.start(from_start=False)
             raw_turns: list[TurnCompleted] = []
@@ -186,20 +197,19 @@ def run_freshness(
                     # The raw side's turns of the round before are in the log too: the worker
                     # projects them before its clock starts.
                     await asyncio.to_thread(ns.wait_applied, raw_turns, timeout_s)
-                    await phase(applied, "memstream", n)
+                    await phase(applied, visible, "memstream", n)
                     await asyncio.to_thread(ns.stop_worker)
                     await pipeline.skip_to_end()
                     expected = light_count + high_count
                     runner = asyncio.create_task(pipeline.run(expected, timeout_s=timeout_s))
                     try:
-                        raw_turns = await phase(written, "raw", n)
+                        raw_turns = await phase(written, visible, "raw", n)
                     finally:
                         runner.cancel()
                         await asyncio.gather(runner, return_exceptions=True)
             finally:
                 await pipeline.stop()
                 await client.aclose()
-                await raw_client.aclose()
 
         asyncio.run(measure())
 
