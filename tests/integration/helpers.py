@@ -124,12 +124,12 @@ def stop_worker(worker: subprocess.Popen[bytes], log: Path, timeout: float = 30.
 
 
 def running_worker(
-    env: dict[str, str], log: Path
+    env: dict[str, str], log: Path, loglevel: str = "info"
 ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
     """A worker that is projecting when the block starts, and stopped when it ends."""
     stack = TestStack(Settings.from_env(env))
     probe = stack.turn("__probe__", "is the worker up?", "yes")
-    return worker_process(Deployment(stack.settings), log, probe)
+    return worker_process(Deployment(stack.settings), log, probe, loglevel=loglevel)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:

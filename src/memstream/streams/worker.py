@@ -583,7 +583,15 @@ def stop_deadline(seconds: float, exit_: Callable[[int], object] = os._exit) -> 
 
 
 class _DeadlinedWorker(faust.Worker):
-    """faust's Worker, gone within STOP_DEADLINE_S of the first SIGINT or SIGTERM."""
+    """faust's Worker, gone within STOP_DEADLINE_S of the first SIGINT or SIGTERM, and
+    without faust's terminal spinner."""
+
+    def __init__(self, app: faust.App, **options: Any) -> None:
+        super().__init__(app, **options)
+        # At --loglevel warning the spinner set the root logger to DEBUG to spin on every
+        # record: every library's debug records were built (aiokafka's, a few a fetch: ~8 % of
+        # the event loop at high load) and its control codes went into the log.
+        self.spinner = None
 
     def _schedule_shutdown(self, signal: signal.Signals) -> None:
         if not self._signal_stop_time:  # the first signal; mode ignores the ones after it
