@@ -330,7 +330,7 @@ def _freshness_options(parser: argparse.ArgumentParser) -> None:
         "--rate", type=float, default=None, help="high load turns/s (default: 60%% of embedder)"
     )
     parser.add_argument(
-        "--freshness-rounds", type=int, default=3, help="of memstream then raw, both loads"
+        "--freshness-rounds", type=int, default=5, help="of memstream then raw, both loads"
     )
 
 
