@@ -212,6 +212,14 @@ class Settings:
         "group.min.session.timeout.ms (6 s by default).",
         _positive_float,
     )
+    worker_stall_s: float = _setting(
+        "MEMSTREAM_WORKER_STALL_S",
+        60.0,
+        "Seconds a worker's stream may deliver nothing, its projection idle, while Kafka holds "
+        "records for it, before the worker counts its consumer as stalled and exits for a "
+        "fresh one (its supervisor's) to read on from the last commit.",
+        _positive_float,
+    )
     max_record_chars: int = _setting(
         "MEMSTREAM_MAX_RECORD_CHARS",
         DEFAULT_MAX_RECORD_CHARS,

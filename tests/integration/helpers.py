@@ -26,7 +26,7 @@ from memstream.binaries import cache_dir, redis_home
 from memstream.deployment import Deployment
 from memstream.memory.embeddings import Embedder
 from memstream.operations import worker_process
-from memstream.processes import free_port
+from memstream.processes import quiet_port
 from memstream.projections.connection import RedisConnection, redis_client
 from memstream.projections.recall import RedisRecaller
 from memstream.projections.schema import Keyspace
@@ -39,15 +39,17 @@ from memstream.streams.topics import Topics, ensure_topics
 DEADLINE_S = 60.0
 
 
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def start_worker(
+    env: dict[str, str], log: Path, program: Sequence[str] = ("-m", "memstream")
+) -> subprocess.Popen[bytes]:
     """A `memstream worker` process on `env`'s namespace, logging to `log`; it serves no
-    metrics (several run at once, and would contend for MEMSTREAM_WORKER_METRICS_PORT)."""
+    metrics (several run at once, and would contend for MEMSTREAM_WORKER_METRICS_PORT).
+    `program`: what Python runs, given the worker's arguments."""
     with log.open("ab") as out:
         return subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "memstream",
+                *program,
                 "worker",
                 "--loglevel",
                 "info",
@@ -145,7 +147,7 @@ class OwnRedis:
     would disturb every other test and engineer on the machine."""
 
     def __init__(self, folder: Path) -> None:
-        self.port = free_port()
+        self.port = quiet_port()  # restarted on it: below the ephemeral range
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._home = redis_home(cache_dir())
         self._folder = folder

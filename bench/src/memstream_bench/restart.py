@@ -22,7 +22,7 @@ from pathlib import Path
 
 from memstream.binaries import cache_dir, redis_home
 from memstream.config import Settings
-from memstream.processes import free_port
+from memstream.processes import quiet_port
 from memstream_bench.harness import BenchNamespace
 from memstream_bench.raw_redis import RedisProbe, wait_until
 from memstream_bench.recall import seed_memories as seed_random  # the recall bench's seeding
@@ -33,7 +33,7 @@ __all__ = ["main"]
 
 class _Redis:
     def __init__(self, folder: Path, home: Path) -> None:
-        self.port = free_port()
+        self.port = quiet_port()  # restarted on it: below the ephemeral range
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._folder = folder
         self._home = home

@@ -13,7 +13,9 @@ What is the worker?
 
 Every batch goes through the Healer (streams.heal), which first reads again whatever Redis lost
 of the worker's partitions (its recorded positions behind what was consumed or committed); a
-second timer runs the same check once a second, for partitions with nothing new to read.
+second timer runs the same check once a second, for partitions with nothing new to read. A
+third looks for a stream that has stopped delivering while Kafka holds records for it
+(streams.stall: Faust's consumer, after a broker came back) and then ends the worker.
 
 Messages are read raw (bytes): decoding is the projector's job, so that a malformed message
 becomes a dead letter instead of a crashed stream.
@@ -49,6 +51,7 @@ import faust
 import mode
 from aiokafka import AIOKafkaProducer
 from faust.types import EventT
+from mode.utils.logging import cry
 
 from memstream.config import Settings
 from memstream.errors import InfrastructureError, MemstreamError
@@ -72,6 +75,7 @@ from memstream.streams.heal import KafkaLog, ShardHealers
 from memstream.streams.kafka import KafkaConnection
 from memstream.streams.monitor import KafkaMonitor
 from memstream.streams.projector import OnApplied, Overlapping, Projector, RawMessage
+from memstream.streams.stall import StallWatch, StreamStalled, first_waiting
 from memstream.streams.summaries import SummaryJob, SummaryOutlets, SummaryParts
 from memstream.streams.topics import Topics
 from memstream.streams.wire import (
@@ -263,7 +267,9 @@ def build_app(
         )
 
     # The group id Faust commits under is the app's id.
-    healer = ShardHealers(shards, projector, KafkaLog(kafka, app.conf.id))
+    log_source = KafkaLog(kafka, app.conf.id)
+    healer = ShardHealers(shards, projector, log_source)
+    stall = StallWatch(settings.worker_stall_s)
 
     held: set[int] = set()  # the memory topic's partitions this worker holds now
 
@@ -291,11 +297,14 @@ def build_app(
 
     @app.agent(memory_topic, name="project")
     async def project(stream: faust.StreamT[bytes]) -> None:
+        stall.began()  # a Redis down at the start holds the stream here: not a stall
         await healer.start()
+        stall.ended()
 
         async def applied(batch: Batch, outcomes: list[AppliedOutcome]) -> None:
             await monitoring.drained()  # its notices and dead letters sent before the ack
             await batch.ack()
+            stall.ended()
             consolidation.observe(outcomes)
             log.info(
                 "projected %d messages (%d applied now)",
@@ -309,6 +318,7 @@ def build_app(
             # A batch that fails crashes the worker at once, not at the next batch.
             async with Overlapping(healer, failed=app.crash) as overlapping:
                 async for batch in ready_batches(stream, BATCH_SIZE, BATCH_WITHIN_S):
+                    stall.began()
                     messages = [
                         RawMessage(
                             topic=e.message.topic,
@@ -334,6 +344,25 @@ def build_app(
     @app.timer(interval=_HEAL_CHECK_S)  # type: ignore[untyped-decorator]
     async def heal() -> None:
         await tick("looking for shards to heal", healer.check())
+
+    @app.timer(interval=stall.after_s / 4)  # type: ignore[untyped-decorator]
+    async def watch_for_a_stall() -> None:
+        if not stall.due:
+            return
+        fields = (f"{topics.memory}/{partition}" for partition in sorted(held))
+        projected = {f: at for f in fields if (at := healer.last_consumed(f)) is not None}
+        try:
+            waiting = await first_waiting(log_source, projected)
+        except InfrastructureError as exc:  # the stream cannot read either: not a stall
+            log.info("looking for records the stream has not delivered failed: %s", exc)
+            return
+        stalled = stall.found(waiting)
+        if stalled is not None:
+            # Where Faust's tasks wait, for the report (what SIGUSR1 writes); stopping waits on
+            # the stalled consumer too, and the deadline ends the process anyway.
+            cry(file=_STDERR)
+            stop_deadline(STOP_DEADLINE_S)
+            await app.crash(StreamStalled(str(stalled)))
 
     if extraction is not None:
         job = ExtractionJob(
