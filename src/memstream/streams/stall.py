@@ -4,7 +4,7 @@ records for it that never arrive.
 faust-streaming's consumer can stop handing over messages after a broker comes back: the
 worker rejoined its group, said nothing was wrong, and projected nothing for as long as it
 ran (tests/integration/test_crash.py met it about once in seven full runs; faust-streaming
-issues 175 and 523 report the same in production). Its lag in `memstream status` did not
+issues 175 and 523 report the same in production). The lag it reported of itself did not
 even grow, since that is measured from the consumer's own fetches. `StallWatch` tells when
 it has happened, and the worker then exits as it does when its stream ends: a supervisor
 starts a fresh one, which reads on from the last commit (apply-once makes the redelivery
