@@ -46,18 +46,24 @@ def crash_env(env: dict[str, str], settings: Settings) -> Iterator[dict[str, str
     drop(Deployment(Settings.from_env(crash)))
 
 
+def messages(stack: TestStack, name: str, count: int) -> tuple[list[str], list[MessageRecorded]]:
+    """TENANTS tenants named after `name`, and `count` messages recorded in turn for them."""
+    tenants = [f"{name}-{n}" for n in range(TENANTS)]
+    at = datetime.now(UTC)
+    events = [
+        MessageRecorded(
+            tenants[n % TENANTS], "t", f"{name}{n}", f"note {n}", "u", at, 0.5, stack.model_id
+        )
+        for n in range(count)
+    ]
+    return tenants, events
+
+
 def test_sigkill_mid_stream_loses_and_doubles_nothing(
     crash_env: dict[str, str], tmp_path: Path
 ) -> None:
     stack = TestStack(Settings.from_env(crash_env))
-    tenants = [f"crash-{n}" for n in range(TENANTS)]
-    at = datetime.now(UTC)
-    events = [
-        MessageRecorded(
-            tenants[n % TENANTS], "t", f"m{n}", f"message {n}", "u", at, 0.5, stack.model_id
-        )
-        for n in range(EVENTS)
-    ]
+    tenants, events = messages(stack, "crash", EVENTS)
     log = tmp_path / "worker.log"
     worker = start_worker(crash_env, log)
     stack.wait_until_projecting(worker, log)
@@ -109,14 +115,7 @@ def test_a_worker_whose_stream_stalls_exits_saying_so_and_its_successor_loses_no
     # for good, the worker alive and idle; `stalling_worker.py` makes it stall at will.
     stalling = crash_env | {"MEMSTREAM_WORKER_STALL_S": "4", "MEMSTREAM_TEST_STALL_AFTER": "1"}
     stack = TestStack(Settings.from_env(crash_env))
-    tenants = [f"stall-{n}" for n in range(TENANTS)]
-    at = datetime.now(UTC)
-    events = [
-        MessageRecorded(
-            tenants[n % TENANTS], "t", f"s{n}", f"remark {n}", "u", at, 0.5, stack.model_id
-        )
-        for n in range(EVENTS // 6)
-    ]
+    tenants, events = messages(stack, "stall", EVENTS // 6)
     log = tmp_path / "worker.log"
     worker = start_worker(
         stalling, log, program=[str(Path(__file__).with_name("stalling_worker.py"))]
@@ -177,14 +176,7 @@ def test_a_broker_killed_and_restarted_mid_stream_loses_and_doubles_nothing(
     kafka_pid = stack_dir.pid("kafka")
     assert kafka_pid is not None
     stack = TestStack(settings)
-    tenants = [f"broker-{n}" for n in range(TENANTS)]
-    at = datetime.now(UTC)
-    events = [
-        MessageRecorded(
-            tenants[n % TENANTS], "t", f"b{n}", f"note {n}", "u", at, 0.5, stack.model_id
-        )
-        for n in range(EVENTS * 2)
-    ]
+    tenants, events = messages(stack, "broker", EVENTS * 2)
     log = tmp_path / "worker.log"
     worker = start_worker(crash_env, log)
     try:
