@@ -349,7 +349,7 @@ def build_app(
     async def watch_for_a_stall() -> None:
         if not stall.due:
             return
-        fields = (f"{topics.memory}/{partition}" for partition in sorted(held))
+        fields = (Position(topics.memory, partition, -1).field for partition in sorted(held))
         projected = {f: at for f in fields if (at := healer.last_consumed(f)) is not None}
         try:
             waiting = await first_waiting(log_source, projected)
